@@ -1,0 +1,1 @@
+"""Atlas: HPC AI workflows moved to cloud-native platforms as infrastructure as code."""

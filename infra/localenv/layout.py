@@ -1,0 +1,98 @@
+"""Where the local environment keeps its state, and which loopback ports it uses.
+
+One object, so `scripts/localenv`, the tests and the `local` stack agree on paths.
+Ports can be moved as a block with ATLAS_LOCALENV_PORT_BASE (default 16000) when
+something else on the machine already uses them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from infra.toolchain.pins import REPO_ROOT
+
+LOOPBACK = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Ports:
+    base: int
+
+    @property
+    def etcd_client(self) -> int:
+        return self.base + 379
+
+    @property
+    def etcd_peer(self) -> int:
+        return self.base + 380
+
+    @property
+    def apiserver(self) -> int:
+        return self.base + 443
+
+    @property
+    def controller_manager(self) -> int:
+        return self.base + 257
+
+    @property
+    def scheduler(self) -> int:
+        return self.base + 259
+
+    @property
+    def kwok(self) -> int:
+        return self.base + 247
+
+    @property
+    def sshd(self) -> int:
+        return self.base + 22
+
+    @property
+    def slurmctld(self) -> int:
+        return self.base + 817
+
+    @property
+    def slurmd(self) -> int:
+        return self.base + 818
+
+    def all(self) -> dict[str, int]:
+        names = ("etcd_client", "etcd_peer", "apiserver", "controller_manager", "scheduler", "kwok",
+                 "sshd", "slurmctld", "slurmd")
+        return {n: getattr(self, n) for n in names}
+
+
+@dataclass(frozen=True)
+class Layout:
+    state_dir: Path
+    ports: Ports
+
+    @property
+    def kube_dir(self) -> Path:
+        return self.state_dir / "kube"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.kube_dir / "kubeconfig"
+
+    @property
+    def satori_dir(self) -> Path:
+        return self.state_dir / "satori"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.state_dir / "logs"
+
+    @property
+    def pids_dir(self) -> Path:
+        return self.state_dir / "pids"
+
+    @property
+    def api_url(self) -> str:
+        return f"https://{LOOPBACK}:{self.ports.apiserver}"
+
+
+def default_layout() -> Layout:
+    state = Path(os.environ.get("ATLAS_LOCALENV_DIR") or REPO_ROOT / ".state" / "localenv")
+    base = int(os.environ.get("ATLAS_LOCALENV_PORT_BASE", "16000"))
+    return Layout(state_dir=state.resolve(), ports=Ports(base))

@@ -1,0 +1,170 @@
+"""Background processes of the local environment: start with a pid file, stop exactly those.
+
+`down` must stop what `up` started and nothing else, so every daemon is recorded in
+`<state>/pids/<name>.pid` together with its start time (from /proc), and a pid whose
+start time no longer matches (the pid was reused) is never signalled.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class LocalEnvError(RuntimeError):
+    """A problem a user can fix; the message says what and how."""
+
+
+def _proc_start_time(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Field 22 (starttime) follows the parenthesised command name, which may hold spaces.
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+@dataclass(frozen=True)
+class Daemon:
+    name: str
+    pids_dir: Path
+    logs_dir: Path
+
+    @property
+    def pid_file(self) -> Path:
+        return self.pids_dir / f"{self.name}.pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.logs_dir / f"{self.name}.log"
+
+    def pid(self) -> int | None:
+        """The recorded pid if that very process is still alive."""
+        try:
+            pid_text, started = self.pid_file.read_text().split()
+            pid = int(pid_text)
+        except (OSError, ValueError):
+            return None
+        if _proc_start_time(pid) != started:
+            return None
+        return pid
+
+    def running(self) -> bool:
+        return self.pid() is not None
+
+    def start(self, argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: Path | None = None) -> int:
+        """Start argv detached (own session, output to the log file) and record it."""
+        self.pids_dir.mkdir(parents=True, exist_ok=True)
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_file, "ab") as log:
+            proc = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=dict(env) if env is not None else None,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        started = None
+        for _ in range(50):
+            started = _proc_start_time(proc.pid)
+            if started:
+                break
+            time.sleep(0.01)
+        self.pid_file.write_text(f"{proc.pid} {started}\n")
+        return proc.pid
+
+    def record(self, pid: int) -> None:
+        """Record a daemon that forked itself (it wrote its own pid file)."""
+        self.pids_dir.mkdir(parents=True, exist_ok=True)
+        self.pid_file.write_text(f"{pid} {_proc_start_time(pid)}\n")
+
+    def stop(self, timeout: float = 10.0) -> bool:
+        """SIGTERM, then SIGKILL after timeout. True if something was stopped."""
+        pid = self.pid()
+        if pid is None:
+            self.pid_file.unlink(missing_ok=True)
+            return False
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.pid() is not None:
+            _reap(pid)
+            time.sleep(0.05)
+        if self.pid() is not None:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            for _ in range(100):
+                _reap(pid)
+                if self.pid() is None:
+                    break
+                time.sleep(0.05)
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return True
+            raise
+    return False
+
+
+def require_free_ports(ports: Mapping[str, int]) -> None:
+    taken = {name: port for name, port in ports.items() if port_in_use(port)}
+    if taken:
+        listing = ", ".join(f"{name} on 127.0.0.1:{port}" for name, port in sorted(taken.items()))
+        raise LocalEnvError(
+            f"port already in use: {listing}. Stop what listens there (`ss -ltnp`), or move the "
+            "local environment's ports with ATLAS_LOCALENV_PORT_BASE=<another base, default 16000>."
+        )
+
+
+def wait_for(check: Callable[[], bool], what: str, timeout: float, daemon: Daemon | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        if daemon is not None and not daemon.running():
+            raise LocalEnvError(f"{daemon.name} exited while waiting for {what}; its log ends:\n{daemon.log_tail()}")
+        time.sleep(0.1)
+    tail = f"; {daemon.name}'s log ends:\n{daemon.log_tail()}" if daemon else ""
+    raise LocalEnvError(f"timed out after {timeout:.0f}s waiting for {what}{tail}")
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False

@@ -1,0 +1,473 @@
+"""Build Atlas's toolchain from Go modules and PyPI, into a versioned cache.
+
+Nothing here downloads a prebuilt binary: the Pulumi CLI, its Kubernetes provider, etcd,
+the Kubernetes control plane and KWOK are all built with the ordinary `go` client from
+the Go module proxy, each in a small wrapper module of its own so that one tool's
+dependencies never raise another's.
+
+Each step builds into a scratch folder and moves its binaries into `bin/` only when
+the whole step succeeded; a stamp file written last marks a step as done. A binary
+without its stamp is never trusted, so a failed or interrupted build is simply redone.
+
+Standard library only: this runs with the system Python before the venv exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from infra.toolchain.pins import REPO_ROOT, Pins, load_pins, toolchain_dir
+
+VENV_DIR = REPO_ROOT / ".venv"
+MIN_GO = (1, 26)
+HEARTBEAT_S = 20.0
+
+
+class StepFailed(Exception):
+    pass
+
+
+def _elapsed(start: float) -> str:
+    seconds = int(time.monotonic() - start)
+    return f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+class Progress:
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.start = time.monotonic()
+        self.index = 0
+
+    def step(self, name: str, what: str) -> None:
+        self.index += 1
+        self.say(f"[{self.index}/{self.total}] {name}: {what}")
+
+    def say(self, line: str) -> None:
+        print(f"bootstrap {_elapsed(self.start):>7} {line}", flush=True)
+
+
+def run(
+    cmd: Sequence[str],
+    *,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    progress: Progress | None = None,
+    label: str = "",
+) -> str:
+    """Run a command; on failure raise with the command, exit code and output tail.
+
+    While it runs, print a heartbeat with the elapsed time and, for `go build -v`,
+    how many packages have been compiled so far.
+    """
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        list(cmd),
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: list[str] = []
+    done = threading.Event()
+
+    def heartbeat() -> None:
+        while not done.wait(HEARTBEAT_S):
+            if progress is not None:
+                progress.say(
+                    f"    {label or cmd[0]}: still running, {_elapsed(started)}, "
+                    f"{len(lines)} lines of output so far"
+                )
+
+    beat = threading.Thread(target=heartbeat, daemon=True)
+    beat.start()
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line.rstrip("\n"))
+    code = proc.wait()
+    done.set()
+    output = "\n".join(lines)
+    if code != 0:
+        tail = "\n".join(lines[-40:])
+        raise StepFailed(f"command failed (exit {code}): {' '.join(cmd)}\n{tail}")
+    return output
+
+
+def go_env(cache: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        {
+            "CGO_ENABLED": "0",
+            "GOFLAGS": "-mod=mod -buildvcs=false",
+            "GOWORK": "off",
+            "GOTOOLCHAIN": "local",
+        }
+    )
+    env.pop("GOPATH_OVERRIDE", None)
+    return env
+
+
+def check_go() -> str:
+    go = shutil.which("go")
+    if go is None:
+        raise StepFailed("`go` is not on PATH: install Go 1.26 or newer (toolchain.md in the README)")
+    out = subprocess.run([go, "version"], capture_output=True, text=True, check=True).stdout
+    match = re.search(r"go(\d+)\.(\d+)", out)
+    if not match or (int(match[1]), int(match[2])) < MIN_GO:
+        raise StepFailed(f"Go {MIN_GO[0]}.{MIN_GO[1]}+ is needed, found: {out.strip()}")
+    return out.strip()
+
+
+def module_dir(module: str, version: str, workdir: Path, env: dict[str, str]) -> Path:
+    out = run(["go", "mod", "download", "-json", f"{module}@{version}"], cwd=workdir, env=env)
+    return Path(json.loads(out)["Dir"])
+
+
+def write_wrapper(
+    workdir: Path, name: str, requires: dict[str, str], replaces: dict[str, str]
+) -> None:
+    """A throwaway go.mod that pins exactly what this one tool needs."""
+    lines = [f"module atlas.local/toolchain/{name}", "", "go 1.26", ""]
+    if requires:
+        lines.append("require (")
+        lines += [f"\t{mod} {ver}" for mod, ver in sorted(requires.items())]
+        lines.append(")")
+    for old, new in sorted(replaces.items()):
+        lines.append(f"replace {old} => {new}")
+    (workdir / "go.mod").write_text("\n".join(lines) + "\n")
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    outputs: tuple[str, ...]
+    what: str
+    build: Callable[[Pins, Path, Path, Progress], None]
+
+    def key(self, pins: Pins) -> str:
+        return f"{self.name}:{pins.digest}"
+
+
+def _ldflags(pairs: dict[str, str]) -> str:
+    return " ".join(f"-X {k}={v}" for k, v in sorted(pairs.items()))
+
+
+def go_build(
+    workdir: Path,
+    out: Path,
+    packages: Sequence[str],
+    ldflags: dict[str, str],
+    env: dict[str, str],
+    progress: Progress,
+    label: str,
+) -> None:
+    # `go get` records the packages' requirements and checksums in the wrapper module.
+    run(["go", "get", *packages], cwd=workdir, env=env, progress=progress, label=f"{label} (fetch)")
+    target = str(out) + os.sep if len(packages) > 1 else str(out)
+    run(
+        ["go", "build", "-v", "-trimpath", "-ldflags", f"-s -w {_ldflags(ldflags)}", "-o", target, *packages],
+        cwd=workdir,
+        env=env,
+        progress=progress,
+        label=f"{label} (compile)",
+    )
+
+
+# --- the steps ---------------------------------------------------------------------
+
+
+def build_pulumi(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
+    env = go_env(scratch)
+    version = f"v{pins.pulumi}"
+    write_wrapper(
+        scratch,
+        "pulumi",
+        {"github.com/pulumi/pulumi/pkg/v3": version, "github.com/pulumi/pulumi/sdk/v3": version},
+        # pkg/v3's own go.mod carries this replace; Go ignores a dependency's replaces.
+        {"github.com/atotto/clipboard": "github.com/tgummerer/clipboard v0.0.0-20241001131231-d02d263e614e"},
+    )
+    go_build(
+        scratch,
+        out / "pulumi",
+        ["github.com/pulumi/pulumi/pkg/v3/cmd/pulumi"],
+        {"github.com/pulumi/pulumi/sdk/v3/go/common/version.Version": version},
+        env,
+        progress,
+        "pulumi",
+    )
+
+
+LANGUAGE_HOST_SHIM = """#!/bin/sh
+# Atlas's launcher for Pulumi's Python language runtime (see infra/toolchain/language_host.py
+# for why this is not the Go `pulumi-language-python`). It serves the Python SDK's own
+# LanguageServer from the stack's virtual environment.
+exec "${PULUMI_PYTHON_CMD:-python3}" -u -m infra.toolchain.language_host "$@"
+"""
+
+
+def build_python_plugins(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
+    env = go_env(scratch)
+    write_wrapper(scratch, "python-plugins", {}, {})
+    sdk = module_dir("github.com/pulumi/pulumi/sdk/v3", f"v{pins.pulumi}", scratch, env)
+    # The dynamic-provider plugin is a shell shim shipped in the SDK module.
+    for name, src in {
+        "pulumi-resource-pulumi-python": sdk / "python" / "dist" / "pulumi-resource-pulumi-python",
+        "pulumi-language-python-exec": sdk / "python" / "cmd" / "pulumi-language-python-exec",
+    }.items():
+        shutil.copyfile(src, out / name)
+        (out / name).chmod(0o755)
+    (out / "pulumi-language-python").write_text(LANGUAGE_HOST_SHIM)
+    (out / "pulumi-language-python").chmod(0o755)
+
+
+KUBERNETES_PROVIDER_MAIN = """// Generated by Atlas's bootstrap: upstream's main embeds files made by `go generate`
+// that the module does not ship, so this main embeds the committed schema instead.
+package main
+
+import (
+\t_ "embed"
+
+\t"github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/provider"
+\t"github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version"
+)
+
+//go:embed schema-embed.json
+var pulumiSchema []byte
+
+//go:embed terraform-mapping-embed.json
+var terraformMapping []byte
+
+func main() {
+\tprovider.Serve("kubernetes", version.Version, pulumiSchema, terraformMapping)
+}
+"""
+
+
+def build_kubernetes_provider(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
+    env = go_env(scratch)
+    module = "github.com/pulumi/pulumi-kubernetes/provider/v4"
+    write_wrapper(
+        scratch,
+        "pulumi-resource-kubernetes",
+        {
+            module: pins.pulumi_kubernetes_provider_module,
+            "github.com/pulumi/pulumi-kubernetes/sdk/v4": pins.pulumi_kubernetes_sdk_module,
+            "github.com/pulumi/pulumi/pkg/v3": pins.pulumi_kubernetes_pulumi_module,
+            "github.com/pulumi/pulumi/sdk/v3": pins.pulumi_kubernetes_pulumi_module,
+        },
+        {},
+    )
+    src = module_dir(module, pins.pulumi_kubernetes_provider_module, scratch, env)
+    cmd_dir = src / "cmd" / "pulumi-resource-kubernetes"
+    schema = json.loads((cmd_dir / "schema.json").read_text())
+    schema["version"] = pins.pulumi_kubernetes
+    (scratch / "schema-embed.json").write_text(json.dumps(schema))
+    shutil.copyfile(cmd_dir / "terraform-mapping.json", scratch / "terraform-mapping-embed.json")
+    (scratch / "main.go").write_text(KUBERNETES_PROVIDER_MAIN)
+    # Copy the upstream module's requirements so MVS sees the same dependency graph.
+    upstream = (src / "go.mod").read_text()
+    upstream_replaces = {
+        m[1]: m[2].strip()
+        for m in re.finditer(r"^\s*(?:replace\s+)?(\S+)\s+=>\s+(\S+ \S+|\S+)\s*$", upstream, re.M)
+        if not m[2].startswith(".")
+    }
+    go_mod = (scratch / "go.mod").read_text()
+    go_mod += "".join(f"replace {k} => {v}\n" for k, v in sorted(upstream_replaces.items()))
+    (scratch / "go.mod").write_text(go_mod)
+    run(["go", "mod", "tidy"], cwd=scratch, env=env, progress=progress, label="provider (tidy)")
+    run(
+        [
+            "go", "build", "-v", "-trimpath",
+            "-ldflags", f"-s -w -X {module}/pkg/version.Version={pins.pulumi_kubernetes}",
+            "-o", str(out / "pulumi-resource-kubernetes"), ".",
+        ],
+        cwd=scratch,
+        env=env,
+        progress=progress,
+        label="pulumi-resource-kubernetes (compile)",
+    )
+
+
+def build_etcd(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
+    env = go_env(scratch)
+    version = f"v{pins.etcd}"
+    siblings = ["api/v3", "client/pkg/v3", "client/v3", "pkg/v3"]
+    write_wrapper(
+        scratch,
+        "etcd",
+        {"go.etcd.io/etcd/server/v3": version, **{f"go.etcd.io/etcd/{s}": version for s in siblings}},
+        {},
+    )
+    go_build(scratch, out / "etcd", ["go.etcd.io/etcd/server/v3"], {}, env, progress, "etcd")
+
+
+KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+
+
+def build_kubernetes(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
+    env = go_env(scratch)
+    version = f"v{pins.kubernetes}"
+    staging = pins.kubernetes_staging
+    write_wrapper(scratch, "kubernetes", {"k8s.io/kubernetes": version}, {})
+    src = module_dir("k8s.io/kubernetes", version, scratch, env)
+    # k8s.io/kubernetes points its staging modules at ./staging/src/...; every one of
+    # them is published on its own at v0.<minor>.<patch>.
+    staged = sorted(
+        set(re.findall(r"^\s*(k8s\.io/[\w.-]+)\s+=>\s+\./staging/", (src / "go.mod").read_text(), re.M))
+    )
+    if not staged:
+        raise StepFailed(f"no staging replaces found in {src / 'go.mod'}: the module layout changed")
+    write_wrapper(
+        scratch,
+        "kubernetes",
+        {"k8s.io/kubernetes": version, **dict.fromkeys(staged, staging)},
+        {mod: f"{mod} {staging}" for mod in staged},
+    )
+    major, minor, _ = pins.kubernetes.split(".")
+    stamp = {
+        "gitVersion": version,
+        "gitMajor": major,
+        "gitMinor": minor,
+        "gitTreeState": "clean",
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "buildDate": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    ldflags = {}
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        ldflags.update({f"{pkg}.{k}": v for k, v in stamp.items()})
+    packages = [f"k8s.io/kubernetes/cmd/{c}" for c in KUBE_COMMANDS]
+    go_build(scratch, out, packages, ldflags, env, progress, "kubernetes")
+
+
+def build_kwok(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
+    env = go_env(scratch)
+    version = f"v{pins.kwok}"
+    write_wrapper(scratch, "kwok", {"sigs.k8s.io/kwok": version}, {})
+    go_build(
+        scratch,
+        out / "kwok",
+        ["sigs.k8s.io/kwok/cmd/kwok"],
+        {"sigs.k8s.io/kwok/pkg/consts.Version": version},
+        env,
+        progress,
+        "kwok",
+    )
+
+
+def venv_key() -> str:
+    return hashlib.sha256((REPO_ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
+
+
+def build_venv(pins: Pins, progress: Progress) -> None:
+    python = os.environ.get("ATLAS_PYTHON", sys.executable)
+    stamp = VENV_DIR / ".atlas-stamp"
+    if VENV_DIR.exists():
+        shutil.rmtree(VENV_DIR)
+    run([python, "-m", "venv", str(VENV_DIR)], progress=progress, label="venv")
+    pip = [str(VENV_DIR / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
+    run([*pip, "install", "-q", "--upgrade", "pip"], progress=progress, label="pip upgrade")
+    run([*pip, "install", "-q", "-e", f"{REPO_ROOT}[dev]"], progress=progress, label="pip install")
+    stamp.write_text(venv_key())
+
+
+BINARY_STEPS: tuple[Step, ...] = (
+    Step("pulumi", ("pulumi",), "the Pulumi CLI (engine)", build_pulumi),
+    Step(
+        "python-plugins",
+        ("pulumi-language-python", "pulumi-language-python-exec", "pulumi-resource-pulumi-python"),
+        "Python language runtime launcher and dynamic-provider shim",
+        build_python_plugins,
+    ),
+    Step("pulumi-resource-kubernetes", ("pulumi-resource-kubernetes",), "Kubernetes provider plugin", build_kubernetes_provider),
+    Step("etcd", ("etcd",), "etcd", build_etcd),
+    Step("kwok", ("kwok",), "KWOK node and pod simulator", build_kwok),
+    Step("kubernetes", KUBE_COMMANDS, "kube-apiserver, controller-manager, scheduler, kubectl", build_kubernetes),
+)
+
+
+def step_done(step: Step, pins: Pins, bindir: Path) -> bool:
+    stamp = bindir / f".{step.name}.stamp"
+    return (
+        stamp.exists()
+        and stamp.read_text() == step.key(pins)
+        and all((bindir / o).exists() for o in step.outputs)
+    )
+
+
+def run_step(step: Step, pins: Pins, root: Path, progress: Progress) -> None:
+    bindir = root / "bin"
+    bindir.mkdir(parents=True, exist_ok=True)
+    (bindir / f".{step.name}.stamp").unlink(missing_ok=True)
+    work = root / "work"
+    work.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f"{step.name}-", dir=work) as tmp:
+        scratch = Path(tmp) / "src"
+        staged = Path(tmp) / "bin"
+        scratch.mkdir()
+        staged.mkdir()
+        step.build(pins, scratch, staged, progress)
+        missing = [o for o in step.outputs if not (staged / o).exists()]
+        if missing:
+            raise StepFailed(f"the build finished but did not produce {', '.join(missing)}")
+        for name in step.outputs:
+            os.replace(staged / name, bindir / name)
+    (bindir / f".{step.name}.stamp").write_text(step.key(pins))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/bootstrap", description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help="comma-separated step names (venv," + ",".join(s.name for s in BINARY_STEPS) + ")")
+    parser.add_argument("--print-bin", action="store_true", help="print the toolchain's bin folder and exit")
+    args = parser.parse_args(argv)
+
+    pins = load_pins()
+    root = toolchain_dir(pins)
+    if args.print_bin:
+        print(root / "bin")
+        return 0
+    wanted = set(args.only.split(",")) if args.only else None
+    steps = [s for s in BINARY_STEPS if wanted is None or s.name in wanted]
+    todo = [s for s in steps if not step_done(s, pins, root / "bin")]
+    venv_wanted = wanted is None or "venv" in wanted
+    venv_stale = venv_wanted and not (
+        (VENV_DIR / ".atlas-stamp").exists() and (VENV_DIR / ".atlas-stamp").read_text() == venv_key()
+    )
+    progress = Progress(len(todo) + int(venv_stale))
+    if not todo and not venv_stale:
+        progress.say(f"toolchain up to date in {root / 'bin'}")
+        return 0
+    try:
+        if venv_stale:
+            progress.step("venv", f"Python virtual environment in {VENV_DIR}")
+            build_venv(pins, progress)
+        if todo:
+            progress.say(check_go())
+        for step in todo:
+            progress.step(step.name, f"building {step.what}")
+            run_step(step, pins, root, progress)
+    except StepFailed as exc:
+        progress.say(f"FAILED at step {progress.index}/{progress.total}: {exc}")
+        return 1
+    except KeyboardInterrupt:
+        progress.say("interrupted: the step in progress left nothing behind; run again to resume")
+        return 130
+    progress.say(f"done; toolchain in {root / 'bin'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
