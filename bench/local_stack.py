@@ -1,0 +1,80 @@
+"""Benchmark: `pulumi up` with no changes on the `local` stack (median of 5), and a warm
+`localenv up` of the Kubernetes side (binaries and certificates present, processes
+stopped; median of 3). Run with the toolchain built:
+
+    .venv/bin/python -m bench.local_stack [--runs 5] [--json out.json]
+
+Uses its own Pulumi home and backend and its own local environment state folder
+(ports 19000+), so it neither sees nor disturbs a running demo.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from infra.localenv import kube
+from infra.localenv.layout import Layout, Ports
+from tests.e2e.pulumi_cli import PulumiProject
+
+
+def timed(fn) -> float:  # type: ignore[no-untyped-def]
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--warm-runs", type=int, default=3)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    quiet = lambda _line: None  # noqa: E731
+
+    with tempfile.TemporaryDirectory(prefix="atlas-bench-") as tmp:
+        layout = Layout(state_dir=Path(tmp) / "localenv", ports=Ports(int(os.environ.get("ATLAS_BENCH_PORT_BASE", "19000"))))
+        settings = kube.KubeSettings()
+        print("bench: first localenv up (cold state: certificates, etcd data)", flush=True)
+        cold = timed(lambda: kube.up(layout, settings, quiet))
+        warm: list[float] = []
+        for i in range(args.warm_runs):
+            kube.down(layout, quiet)
+            warm.append(timed(lambda: kube.up(layout, settings, quiet)))
+            print(f"bench: warm localenv up #{i + 1}: {warm[-1]:.2f}s", flush=True)
+        try:
+            proj = PulumiProject.create(Path(tmp))
+            config = proj.stack_config("local")
+            config["atlas:openshift"] = {**config["atlas:openshift"], "kubeconfig": str(layout.kubeconfig)}
+            proj.set_stack_config("local", config)
+            proj.run("stack", "init", "local")
+            first_up = timed(lambda: proj.run("up", "--yes", "--skip-preview", "-s", "local"))
+            print(f"bench: first pulumi up (creates the namespace): {first_up:.2f}s", flush=True)
+            noop: list[float] = []
+            for i in range(args.runs):
+                noop.append(timed(lambda: proj.run("up", "--yes", "--skip-preview", "-s", "local")))
+                print(f"bench: no-change pulumi up #{i + 1}: {noop[-1]:.2f}s", flush=True)
+            proj.run("destroy", "--yes", "-s", "local")
+        finally:
+            kube.down(layout, quiet)
+    result = {
+        "localenv_up_cold_s": round(cold, 2),
+        "localenv_up_warm_median_s": round(statistics.median(warm), 2),
+        "localenv_up_warm_runs_s": [round(w, 2) for w in warm],
+        "pulumi_up_first_s": round(first_up, 2),
+        "pulumi_up_noop_median_s": round(statistics.median(noop), 2),
+        "pulumi_up_noop_runs_s": [round(n, 2) for n in noop],
+    }
+    print(json.dumps(result, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

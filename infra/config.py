@@ -1,0 +1,148 @@
+"""A stack's configuration, read and validated once into frozen dataclasses.
+
+Components never read `pulumi.Config` themselves: `stacks/__main__.py` calls
+`load_stack_config()` before it registers any resource, so a bad value stops
+`pulumi preview` with a message naming the key, what was found and what is expected.
+
+The parsing functions take plain dicts (what `pulumi.Config.get_object` returns), so
+they are tested without a Pulumi engine.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+PROJECT = "atlas"
+# RFC 1123 label: what Kubernetes accepts for a namespace name.
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+WORKLOADS = ("probe", "biggan")
+FLAVOURS = ("kubernetes", "openshift")
+# Keys whose values are structured (YAML objects) rather than strings.
+OBJECT_KEYS = frozenset({"openshift"})
+
+
+class AtlasConfigError(ValueError):
+    """A configuration value that cannot be used; the message names the key and the fix."""
+
+
+def _key(section: str, field: str | None = None) -> str:
+    return f"{PROJECT}:{section}" + (f".{field}" if field else "")
+
+
+def _expect_mapping(value: Any, key: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise AtlasConfigError(f"{key}: expected an object, found {type(value).__name__} {value!r}")
+    return value
+
+
+def _reject_unknown(section: Mapping[str, Any], allowed: set[str], key: str) -> None:
+    unknown = sorted(set(section) - allowed)
+    if unknown:
+        raise AtlasConfigError(
+            f"{key}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
+        )
+
+
+def _string(section: Mapping[str, Any], field: str, key: str, default: str | None = None) -> str:
+    value = section.get(field, default)
+    if value is None:
+        raise AtlasConfigError(f"{key}.{field}: required; set it with `pulumi config set --path {key}.{field} ...`")
+    if not isinstance(value, str) or not value:
+        raise AtlasConfigError(f"{key}.{field}: expected a non-empty string, found {value!r}")
+    return value
+
+
+def _bool(section: Mapping[str, Any], field: str, key: str, default: bool) -> bool:
+    value = section.get(field, default)
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    if not isinstance(value, bool):
+        raise AtlasConfigError(f"{key}.{field}: expected true or false, found {value!r}")
+    return value
+
+
+def validate_dns_label(value: str, key: str) -> str:
+    if len(value) > 63 or not DNS_LABEL.match(value):
+        raise AtlasConfigError(
+            f"{key}: {value!r} is not a valid Kubernetes name: use at most 63 lower-case letters, "
+            "digits and '-', starting and ending with a letter or digit"
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class KubernetesTarget:
+    """The OpenShift (or plain Kubernetes) side of a stack."""
+
+    flavour: str
+    namespace: str
+    # A kubeconfig file, or None for the provider's ambient one (KUBECONFIG, ~/.kube/config).
+    kubeconfig_path: Path | None
+    context: str | None
+
+    @property
+    def is_openshift(self) -> bool:
+        return self.flavour == "openshift"
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    stack: str
+    workload: str
+    openshift: KubernetesTarget | None
+
+
+def parse_openshift(raw: Any, project_dir: Path) -> KubernetesTarget | None:
+    key = _key("openshift")
+    if raw is None:
+        return None
+    section = _expect_mapping(raw, key)
+    _reject_unknown(section, {"enabled", "flavour", "namespace", "kubeconfig", "context"}, key)
+    if not _bool(section, "enabled", key, True):
+        return None
+    flavour = _string(section, "flavour", key, "openshift")
+    if flavour not in FLAVOURS:
+        raise AtlasConfigError(f"{key}.flavour: expected one of {', '.join(FLAVOURS)}, found {flavour!r}")
+    namespace = validate_dns_label(_string(section, "namespace", key), f"{key}.namespace")
+    kubeconfig = section.get("kubeconfig")
+    path = None
+    if kubeconfig is not None:
+        path = Path(_string(section, "kubeconfig", key))
+        path = path if path.is_absolute() else (project_dir / path)
+    context = section.get("context")
+    if context is not None:
+        context = _string(section, "context", key)
+    return KubernetesTarget(flavour=flavour, namespace=namespace, kubeconfig_path=path, context=context)
+
+
+def parse_stack_config(stack: str, values: Mapping[str, Any], project_dir: Path) -> StackConfig:
+    """Validate the stack's `atlas:*` values (keys without the `atlas:` prefix)."""
+    _reject_unknown(values, {"workload", "openshift"}, f"{PROJECT}:*")
+    workload = values.get("workload", "probe")
+    if workload not in WORKLOADS:
+        raise AtlasConfigError(f"{_key('workload')}: expected one of {', '.join(WORKLOADS)}, found {workload!r}")
+    openshift = parse_openshift(values.get("openshift"), project_dir)
+    if openshift is None:
+        raise AtlasConfigError(
+            f"{_key('openshift')}: no environment is enabled; set {_key('openshift')} (see stacks/Pulumi.local.yaml)"
+        )
+    return StackConfig(stack=stack, workload=workload, openshift=openshift)
+
+
+def load_stack_config() -> StackConfig:
+    """Read the running stack's config through Pulumi; call once, before any resource."""
+    import pulumi
+    from pulumi.runtime.config import CONFIG
+
+    config = pulumi.Config(PROJECT)
+    values: dict[str, Any] = {}
+    # Every `atlas:` key the stack sets, so an unknown or misspelt one is reported.
+    for full_key in CONFIG.get():
+        project, _, name = full_key.partition(":")
+        if project == PROJECT:
+            values[name] = config.get_object(name) if name in OBJECT_KEYS else config.get(name)
+    return parse_stack_config(pulumi.get_stack(), values, Path.cwd())

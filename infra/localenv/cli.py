@@ -1,0 +1,123 @@
+"""`scripts/localenv up|down|status [--json]`: the embedded local environment.
+
+Kubernetes (etcd, API server, controller manager, scheduler, KWOK GPU nodes) and the
+local Satori (sshd login node, Slurm, the LSF command set), all as processes on this
+machine, with state in .state/localenv (or ATLAS_LOCALENV_DIR).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from infra.localenv import kube
+from infra.localenv.layout import Layout, default_layout
+from infra.localenv.procs import LocalEnvError
+
+PARTS = ("kube", "satori")
+
+
+def _sayer() -> Callable[[str], None]:
+    start = time.monotonic()
+
+    def say(line: str) -> None:
+        print(f"localenv {time.monotonic() - start:6.1f}s {line}", flush=True)
+
+    return say
+
+
+def _satori() -> Any:
+    from infra.localenv import satori
+
+    return satori
+
+
+def cmd_up(layout: Layout, parts: Sequence[str], settings: kube.KubeSettings) -> None:
+    say = _sayer()
+    started = time.monotonic()
+    if "kube" in parts:
+        kube.up(layout, settings, say)
+    if "satori" in parts:
+        say("satori: starting sshd, munge, Slurm and the LSF command set")
+        _satori().up(layout)
+    say(f"up in {time.monotonic() - started:.1f}s; `scripts/localenv status --json` for endpoints")
+
+
+def cmd_down(layout: Layout, parts: Sequence[str]) -> None:
+    say = _sayer()
+    if "satori" in parts:
+        _satori().down(layout)
+        say("satori: stopped")
+    if "kube" in parts:
+        kube.down(layout, say)
+    say("down")
+
+
+def collect_status(layout: Layout, parts: Sequence[str]) -> dict[str, Any]:
+    result: dict[str, Any] = {"state_dir": str(layout.state_dir)}
+    if "kube" in parts:
+        result["kubernetes"] = kube.status(layout)
+    if "satori" in parts:
+        result.update(_satori().status(layout))
+    return result
+
+
+def _print_status(status: dict[str, Any]) -> None:
+    kube_status = status.get("kubernetes")
+    if kube_status:
+        state = "ready" if kube_status["ready"] else "not ready"
+        print(f"kubernetes  {state:10} {kube_status['api_url']}  kubeconfig={kube_status['kubeconfig']}")
+        for name, running in kube_status["components"].items():
+            print(f"  {name:24} {'running' if running else 'stopped'}")
+    ssh = status.get("ssh")
+    if ssh:
+        print(f"ssh         {ssh.get('user')}@{ssh.get('host')}:{ssh.get('port')}  key={ssh.get('key_file')}")
+    for key in ("slurm", "lsf"):
+        if key in status:
+            print(f"{key:11} {json.dumps(status[key])}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/localenv", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start (idempotent)")
+    up.add_argument("--pod-run-seconds", type=float, default=5.0,
+                    help="how long a simulated Job pod runs before it succeeds (default 5)")
+    up.add_argument("--gpu-nodes", type=int, default=4)
+    up.add_argument("--cpu-nodes", type=int, default=2)
+    down = sub.add_parser("down", help="stop everything `up` started")
+    down.add_argument("--reset", action="store_true", help="also forget the cluster's data")
+    st = sub.add_parser("status", help="what runs, and the endpoints")
+    st.add_argument("--json", action="store_true")
+    for p in (up, down, st):
+        p.add_argument("--only", choices=PARTS, help="one part of the environment")
+    args = parser.parse_args(argv)
+    layout = default_layout()
+    parts = [args.only] if args.only else list(PARTS)
+    try:
+        if args.command == "up":
+            if args.gpu_nodes < 0 or args.cpu_nodes < 0 or args.pod_run_seconds < 0:
+                parser.error("--gpu-nodes, --cpu-nodes and --pod-run-seconds must not be negative")
+            cmd_up(layout, parts, kube.KubeSettings(args.pod_run_seconds, args.gpu_nodes, args.cpu_nodes))
+        elif args.command == "down":
+            cmd_down(layout, parts)
+            if args.reset:
+                kube.reset(layout)
+        else:
+            status = collect_status(layout, parts)
+            if args.json:
+                print(json.dumps(status, indent=2))
+            else:
+                _print_status(status)
+    except LocalEnvError as exc:
+        print(f"localenv: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

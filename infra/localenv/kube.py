@@ -1,0 +1,259 @@
+"""The local Kubernetes control plane: etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler and KWOK, run as plain processes from the toolchain's binaries.
+
+The API server runs with RBAC and service accounts; the controller manager gives Jobs,
+ResourceQuota and garbage collection (pulumi-kubernetes deletes in the foreground); the
+real scheduler places pods on KWOK's simulated GPU nodes, honouring taints, selectors
+and extended resources (`nvidia.com/gpu`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import ssl
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from infra.localenv import crds, kwok
+from infra.localenv.layout import LOOPBACK, Layout
+from infra.localenv.pki import Pki, ensure_pki, kubeconfig_yaml
+from infra.localenv.procs import Daemon, LocalEnvError, port_open, require_free_ports, wait_for
+from infra.toolchain.pins import REPO_ROOT, load_pins, toolchain_dir
+
+OPENSHIFT_OPENAPI = Path(
+    os.environ.get("ATLAS_OPENSHIFT_OPENAPI")
+    or REPO_ROOT.parent / "shared" / "reference" / "openshift-openapi.json"
+)
+SERVICE_CIDR = "10.96.0.0/12"
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+
+
+@dataclass(frozen=True)
+class KubeSettings:
+    """What `localenv up` can be told about the simulated cluster."""
+
+    pod_run_seconds: float = 5.0
+    gpu_nodes: int = 4
+    cpu_nodes: int = 2
+
+
+def bin_dir() -> Path:
+    path = toolchain_dir(load_pins()) / "bin"
+    missing = [c for c in (*COMPONENTS, "kubectl") if not (path / c).exists()]
+    if missing:
+        raise LocalEnvError(f"missing toolchain binaries {', '.join(missing)} in {path}: run scripts/bootstrap")
+    return path
+
+
+def daemons(layout: Layout) -> dict[str, Daemon]:
+    return {name: Daemon(name, layout.pids_dir, layout.logs_dir) for name in COMPONENTS}
+
+
+def _ssl_context(pki: Pki) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=str(pki.ca_cert))
+    ctx.load_cert_chain(str(pki.client_cert("admin")), str(pki.client_key("admin")))
+    return ctx
+
+
+def api_get(layout: Layout, path: str, timeout: float = 2.0) -> Any:
+    """GET a path on the API server as the admin user; JSON decoded."""
+    pki = Pki(layout.kube_dir / "pki")
+    req = urllib.request.Request(layout.api_url + path, headers={"Accept": "application/json"})
+    with urllib.request.urlopen(req, context=_ssl_context(pki), timeout=timeout) as resp:  # noqa: S310
+        body = resp.read()
+    return json.loads(body) if body[:1] in (b"{", b"[") else body.decode()
+
+
+def _readyz(layout: Layout) -> bool:
+    try:
+        return api_get(layout, "/readyz") == "ok"
+    except (OSError, urllib.error.URLError, ssl.SSLError, ValueError):
+        return False
+
+
+def kubectl(layout: Layout, *args: str, stdin: str | None = None) -> str:
+    cmd = [str(bin_dir() / "kubectl"), "--kubeconfig", str(layout.kubeconfig), *args]
+    proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise LocalEnvError(
+            f"kubectl {' '.join(args)} failed (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}"
+        )
+    return proc.stdout
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+
+
+def _component_args(layout: Layout, pki: Pki, settings: KubeSettings) -> dict[str, list[str]]:
+    p = layout.ports
+    kd = layout.kube_dir
+    etcd_url = f"http://{LOOPBACK}:{p.etcd_client}"
+    peer_url = f"http://{LOOPBACK}:{p.etcd_peer}"
+    return {
+        "etcd": [
+            "--name=atlas", f"--data-dir={kd / 'etcd'}",
+            f"--listen-client-urls={etcd_url}", f"--advertise-client-urls={etcd_url}",
+            f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
+            f"--initial-cluster=atlas={peer_url}",
+            # A throwaway local cluster: durability is not worth an fsync per write.
+            "--unsafe-no-fsync", "--quota-backend-bytes=2147483648", "--log-level=warn",
+        ],
+        "kube-apiserver": [
+            f"--etcd-servers={etcd_url}",
+            f"--bind-address={LOOPBACK}", f"--advertise-address={LOOPBACK}", f"--secure-port={p.apiserver}",
+            "--endpoint-reconciler-type=none",
+            f"--tls-cert-file={pki.server_cert}", f"--tls-private-key-file={pki.server_key}",
+            f"--client-ca-file={pki.ca_cert}",
+            "--authorization-mode=Node,RBAC",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={pki.sa_pub}",
+            f"--service-account-signing-key-file={pki.sa_key}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--allow-privileged=true",
+            "--enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultStorageClass,"
+            "ResourceQuota,Priority,DefaultTolerationSeconds",
+        ],
+        "kube-controller-manager": [
+            f"--kubeconfig={kd / 'controller-manager.kubeconfig'}",
+            f"--authentication-kubeconfig={kd / 'controller-manager.kubeconfig'}",
+            f"--authorization-kubeconfig={kd / 'controller-manager.kubeconfig'}",
+            f"--bind-address={LOOPBACK}", f"--secure-port={p.controller_manager}",
+            f"--service-account-private-key-file={pki.sa_key}", f"--root-ca-file={pki.ca_cert}",
+            "--use-service-account-credentials=true", "--leader-elect=false",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            # KWOK nodes have no kubelet to route or sign for.
+            "--controllers=*,-nodeipam,-csrsigning,-csrapproving,-bootstrapsigner,-tokencleaner",
+            "--concurrent-gc-syncs=5",
+        ],
+        "kube-scheduler": [
+            f"--kubeconfig={kd / 'scheduler.kubeconfig'}",
+            f"--authentication-kubeconfig={kd / 'scheduler.kubeconfig'}",
+            f"--authorization-kubeconfig={kd / 'scheduler.kubeconfig'}",
+            f"--bind-address={LOOPBACK}", f"--secure-port={p.scheduler}", "--leader-elect=false",
+        ],
+        "kwok": [
+            f"--kubeconfig={kd / 'kwok.kubeconfig'}",
+            f"--config={kd / 'kwok-stages.yaml'}",
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            f"--server-address={LOOPBACK}:{p.kwok}",
+            "--node-lease-duration-seconds=40",
+        ],
+    }
+
+
+def _ports_of(layout: Layout) -> dict[str, int]:
+    p = layout.ports
+    return {
+        "etcd": p.etcd_client, "etcd (peer)": p.etcd_peer, "kube-apiserver": p.apiserver,
+        "kube-controller-manager": p.controller_manager, "kube-scheduler": p.scheduler, "kwok": p.kwok,
+    }
+
+
+def _component_port(name: str, layout: Layout) -> int:
+    return _ports_of(layout)[name]
+
+
+def up(layout: Layout, settings: KubeSettings, say: Callable[[str], None]) -> None:
+    bins = bin_dir()
+    ds = daemons(layout)
+    stages_file = layout.kube_dir / "kwok-stages.yaml"
+    stages_text = yaml.safe_dump_all(kwok.kwok_stages(pod_run_seconds=settings.pod_run_seconds), sort_keys=False)
+    if ds["kwok"].running() and (not stages_file.exists() or stages_file.read_text() != stages_text):
+        # KWOK reads its stages at start: a new pod run time needs a restart.
+        say("kubernetes: restarting kwok for the new pod run time")
+        ds["kwok"].stop()
+    stopped = [n for n, d in ds.items() if not d.running()]
+    if not stopped and _readyz(layout):
+        say("kubernetes: already running")
+        return
+    # Only ports of components we are about to start must be free.
+    require_free_ports(
+        {n: port for n, port in _ports_of(layout).items() if n.split(" ")[0] in stopped}
+    )
+    kd = layout.kube_dir
+    pki = ensure_pki(kd / "pki")
+    _write(layout.kubeconfig, kubeconfig_yaml(layout.api_url, pki, "admin"))
+    for who in ("controller-manager", "scheduler", "kwok"):
+        _write(kd / f"{who}.kubeconfig", kubeconfig_yaml(layout.api_url, pki, who))
+    _write(stages_file, stages_text)
+    args = _component_args(layout, pki, settings)
+
+    for name in COMPONENTS:
+        daemon = ds[name]
+        if daemon.running():
+            continue
+        say(f"kubernetes: starting {name}")
+        daemon.start([str(bins / name), *args[name]])
+        if name == "etcd":
+            wait_for(lambda: port_open(layout.ports.etcd_client), "etcd to listen", 30, daemon)
+        elif name == "kube-apiserver":
+            wait_for(lambda: _readyz(layout), "kube-apiserver /readyz", 90, daemon)
+            _apply_cluster_objects(layout, settings, say)
+        else:
+            port = _component_port(name, layout)
+            wait_for(lambda port=port: port_open(port), f"{name} to listen", 30, daemon)  # type: ignore[misc]
+    _wait_nodes_ready(layout, settings, say)
+
+
+def _apply_cluster_objects(layout: Layout, settings: KubeSettings, say: Callable[[str], None]) -> None:
+    """CRDs, storage and nodes: server-side apply, so a second `up` changes nothing."""
+    say("kubernetes: applying OpenShift CRDs, storage and KWOK nodes")
+    objects: list[dict[str, Any]] = []
+    objects += crds.openshift_crds(OPENSHIFT_OPENAPI)
+    objects += kwok.storage_objects(layout.kube_dir / "volumes")
+    objects += kwok.gpu_nodes(settings.gpu_nodes) + kwok.cpu_nodes(settings.cpu_nodes)
+    manifest = yaml.safe_dump_all(objects, sort_keys=False)
+    kubectl(layout, "apply", "--server-side", "--force-conflicts", "--field-manager=atlas-localenv",
+            "-f", "-", stdin=manifest)
+
+
+def _wait_nodes_ready(layout: Layout, settings: KubeSettings, say: Callable[[str], None]) -> None:
+    want = settings.gpu_nodes + settings.cpu_nodes
+
+    def ready() -> bool:
+        try:
+            nodes = api_get(layout, "/api/v1/nodes")["items"]
+        except (OSError, urllib.error.URLError, ValueError):
+            return False
+        return sum(
+            any(c["type"] == "Ready" and c["status"] == "True" for c in n.get("status", {}).get("conditions", []))
+            for n in nodes
+        ) >= want
+
+    wait_for(ready, f"{want} KWOK nodes to be Ready", 60, daemons(layout)["kwok"])
+    say(f"kubernetes: {want} nodes Ready ({settings.gpu_nodes} GPU, {settings.cpu_nodes} CPU)")
+
+
+def down(layout: Layout, say: Callable[[str], None]) -> None:
+    for name in reversed(COMPONENTS):
+        if daemons(layout)[name].stop():
+            say(f"kubernetes: stopped {name}")
+
+
+def reset(layout: Layout) -> None:
+    """Forget the cluster's data (etcd); certificates are kept."""
+    shutil.rmtree(layout.kube_dir / "etcd", ignore_errors=True)
+
+
+def status(layout: Layout) -> dict[str, Any]:
+    ds = daemons(layout)
+    running = {n: d.running() for n, d in ds.items()}
+    return {
+        "kubeconfig": str(layout.kubeconfig),
+        "api_url": layout.api_url,
+        "ready": all(running.values()) and _readyz(layout),
+        "components": running,
+    }

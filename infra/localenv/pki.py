@@ -1,0 +1,184 @@
+"""Certificates and keys for the local control plane: one CA, the API server's serving
+certificate, client certificates per component, and the service-account signing key.
+
+Made once per state folder and reused, so a warm `localenv up` does no crypto.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+VALID_FOR = dt.timedelta(days=3650)
+# Client identities: (file stem, common name, organisation). system:masters is the
+# admin group; the controller manager and scheduler get their built-in RBAC users.
+CLIENTS = (
+    ("admin", "atlas-admin", "system:masters"),
+    ("controller-manager", "system:kube-controller-manager", None),
+    ("scheduler", "system:kube-scheduler", None),
+    ("kwok", "atlas-kwok", "system:masters"),
+)
+SERVER_NAMES = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local")
+SERVER_IPS = ("127.0.0.1", "10.96.0.1")
+
+
+@dataclass(frozen=True)
+class Pki:
+    directory: Path
+
+    @property
+    def ca_cert(self) -> Path:
+        return self.directory / "ca.crt"
+
+    @property
+    def ca_key(self) -> Path:
+        return self.directory / "ca.key"
+
+    @property
+    def server_cert(self) -> Path:
+        return self.directory / "apiserver.crt"
+
+    @property
+    def server_key(self) -> Path:
+        return self.directory / "apiserver.key"
+
+    @property
+    def sa_key(self) -> Path:
+        return self.directory / "sa.key"
+
+    @property
+    def sa_pub(self) -> Path:
+        return self.directory / "sa.pub"
+
+    def client_cert(self, who: str) -> Path:
+        return self.directory / f"{who}.crt"
+
+    def client_key(self, who: str) -> Path:
+        return self.directory / f"{who}.key"
+
+    def complete(self) -> bool:
+        files = [self.ca_cert, self.ca_key, self.server_cert, self.server_key, self.sa_key, self.sa_pub]
+        files += [self.client_cert(c) for c, _, _ in CLIENTS]
+        return all(f.exists() for f in files)
+
+
+def _write_key(path: Path, key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> None:
+    path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    path.chmod(0o600)
+
+
+def _name(common_name: str, org: str | None = None) -> x509.Name:
+    attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+    if org:
+        attrs.insert(0, x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
+    return x509.Name(attrs)
+
+
+def _issue(
+    subject: x509.Name,
+    key: ec.EllipticCurvePrivateKey,
+    ca_name: x509.Name,
+    ca_key: ec.EllipticCurvePrivateKey,
+    usage: ExtendedKeyUsageOID,
+    sans: list[x509.GeneralName] | None = None,
+) -> x509.Certificate:
+    now = dt.datetime.now(dt.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + VALID_FOR)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+    )
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    return builder.sign(ca_key, hashes.SHA256())
+
+
+def ensure_pki(directory: Path) -> Pki:
+    pki = Pki(directory)
+    if pki.complete():
+        return pki
+    directory.mkdir(parents=True, exist_ok=True)
+    directory.chmod(0o700)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = _name("atlas-local-ca")
+    now = dt.datetime.now(dt.UTC)
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + VALID_FOR)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    _write_key(pki.ca_key, ca_key)
+    pki.ca_cert.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+
+    server_key = ec.generate_private_key(ec.SECP256R1())
+    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in SERVER_NAMES]
+    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in SERVER_IPS]
+    server = _issue(_name("kube-apiserver"), server_key, ca_name, ca_key, ExtendedKeyUsageOID.SERVER_AUTH, sans)
+    _write_key(pki.server_key, server_key)
+    pki.server_cert.write_bytes(server.public_bytes(serialization.Encoding.PEM))
+
+    for who, cn, org in CLIENTS:
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = _issue(_name(cn, org), key, ca_name, ca_key, ExtendedKeyUsageOID.CLIENT_AUTH)
+        _write_key(pki.client_key(who), key)
+        pki.client_cert(who).write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+    # Service-account tokens are signed with RSA, which every client library verifies.
+    sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    _write_key(pki.sa_key, sa_key)
+    pki.sa_pub.write_bytes(
+        sa_key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    return pki
+
+
+def kubeconfig_yaml(server: str, pki: Pki, who: str, cluster: str = "atlas-local") -> str:
+    """A kubeconfig with file references (no inline keys: the file itself holds no secret)."""
+    return f"""apiVersion: v1
+kind: Config
+clusters:
+- name: {cluster}
+  cluster:
+    server: {server}
+    certificate-authority: {pki.ca_cert}
+users:
+- name: {who}
+  user:
+    client-certificate: {pki.client_cert(who)}
+    client-key: {pki.client_key(who)}
+contexts:
+- name: {cluster}
+  context:
+    cluster: {cluster}
+    user: {who}
+current-context: {cluster}
+"""

@@ -1,0 +1,1 @@
+"""The OpenShift (or plain Kubernetes) side of a stack, as Pulumi components."""

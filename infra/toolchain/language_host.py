@@ -1,0 +1,155 @@
+"""Pulumi's Python language runtime, launched from the stack's virtual environment.
+
+Why this exists: the engine (`pulumi`) runs a Python program through a language plugin,
+`pulumi-language-python`. Upstream builds that plugin from the Go module
+`github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3`, which the Go module
+proxy reachable here does not serve ("This module version is not available", for every
+version). Everything the plugin does at run time is already shipped by Pulumi itself:
+the gRPC service definitions and servicer base class in the Python SDK
+(`pulumi.runtime.proto`), and the program executor `pulumi-language-python-exec` in the
+`sdk/v3` Go module. This launcher serves that interface and runs each program through
+the real executor, with the same arguments and environment the Go plugin passes:
+
+    pulumi-language-python-exec --monitor M --engine E --project P --root_directory R
+        --stack S --pwd D --dry_run B --parallel N --organization O PROGRAM [ARGS...]
+    PULUMI_CONFIG=<json>  PULUMI_CONFIG_SECRET_KEYS=<json list>
+
+Plugins are not declared by the program (GetRequiredPackages answers none): the
+toolchain's bin folder on PATH provides them, and the engine loads each on first use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from concurrent import futures
+from threading import Event
+from typing import Any
+
+import grpc
+from pulumi.runtime._grpc_settings import _GRPC_CHANNEL_OPTIONS
+from pulumi.runtime.proto import language_pb2, language_pb2_grpc, plugin_pb2
+from pulumi.runtime.proto.language_pb2_grpc import LanguageRuntimeServicer
+
+# The executor's own exit code for "the error was already shown to the user".
+EXIT_CODE_USER_ACTIONABLE = 32
+
+
+def _pulumi_sdk_version() -> str:
+    from importlib.metadata import version
+
+    return version("pulumi")
+
+
+def executor_path() -> str:
+    here = os.path.dirname(os.path.realpath(sys.argv[0])) if sys.argv and sys.argv[0] else ""
+    candidates = [os.environ.get("ATLAS_PULUMI_EXEC", ""), shutil.which("pulumi-language-python-exec") or ""]
+    if here:
+        candidates.append(os.path.join(here, "pulumi-language-python-exec"))
+    for candidate in candidates:
+        if candidate and os.path.isfile(candidate):
+            return candidate
+    raise RuntimeError(
+        "pulumi-language-python-exec not found on PATH: run scripts/bootstrap and `source scripts/activate`"
+    )
+
+
+def executor_command(request: Any, engine_address: str) -> list[str]:
+    """The executor's command line for a RunRequest, as upstream's plugin builds it."""
+    program = request.info.entry_point or request.program or "."
+    program_dir = request.info.program_directory or request.pwd
+    return [
+        sys.executable,
+        "-u",
+        executor_path(),
+        "--monitor", request.monitor_address,
+        "--engine", engine_address,
+        "--project", request.project,
+        "--root_directory", request.info.root_directory or request.pwd,
+        "--stack", request.stack,
+        "--pwd", request.pwd,
+        "--dry_run", "true" if request.dryRun else "false",
+        "--parallel", str(request.parallel),
+        "--organization", request.organization or "organization",
+        os.path.join(program_dir, program) if not os.path.isabs(program) else program,
+        *request.args,
+    ]
+
+
+def executor_environment(request: Any) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PULUMI_CONFIG"] = json.dumps(dict(request.config))
+    env["PULUMI_CONFIG_SECRET_KEYS"] = json.dumps(list(request.configSecretKeys))
+    return env
+
+
+class LanguageHost(LanguageRuntimeServicer):  # type: ignore[misc]
+    def __init__(self, engine_address: str) -> None:
+        self.engine_address = engine_address
+
+    def Handshake(self, request: Any, context: Any) -> Any:  # noqa: N802 (gRPC method names)
+        self.engine_address = request.engine_address or self.engine_address
+        return language_pb2.LanguageHandshakeResponse()
+
+    def GetPluginInfo(self, request: Any, context: Any) -> Any:  # noqa: N802
+        return plugin_pb2.PluginInfo(version=_pulumi_sdk_version())
+
+    def GetRequiredPlugins(self, request: Any, context: Any) -> Any:  # noqa: N802
+        return language_pb2.GetRequiredPluginsResponse()
+
+    def GetRequiredPackages(self, request: Any, context: Any) -> Any:  # noqa: N802
+        return language_pb2.GetRequiredPackagesResponse()
+
+    def About(self, request: Any, context: Any) -> Any:  # noqa: N802
+        info = sys.version_info
+        return language_pb2.AboutResponse(
+            executable=sys.executable, version=f"{info.major}.{info.minor}.{info.micro}"
+        )
+
+    def GetProgramDependencies(self, request: Any, context: Any) -> Any:  # noqa: N802
+        from importlib.metadata import distributions
+
+        deps = sorted({(d.metadata["Name"], d.version) for d in distributions() if d.metadata["Name"]})
+        return language_pb2.GetProgramDependenciesResponse(
+            dependencies=[language_pb2.DependencyInfo(name=n, version=v) for n, v in deps]
+        )
+
+    def InstallDependencies(self, request: Any, context: Any) -> Any:  # noqa: N802
+        # scripts/bootstrap owns the virtual environment; nothing to install here.
+        yield language_pb2.InstallDependenciesResponse(
+            stdout=b"dependencies are installed by scripts/bootstrap into .venv\n"
+        )
+
+    def Run(self, request: Any, context: Any) -> Any:  # noqa: N802
+        cmd = executor_command(request, self.engine_address)
+        # The executor's output goes where ours goes: the engine shows it to the user.
+        code = subprocess.call(cmd, env=executor_environment(request), cwd=request.pwd or None)
+        if code == 0:
+            return language_pb2.RunResponse()
+        if code == EXIT_CODE_USER_ACTIONABLE:
+            return language_pb2.RunResponse(bail=True)
+        return language_pb2.RunResponse(error=f"Program exited with non-zero exit code: {code}")
+
+
+def main(argv: list[str]) -> int:
+    # Flags (-root, -tracing, ...) come first; the engine's address is the last argument.
+    positional = [a for a in argv if not a.startswith("-")]
+    engine_address = positional[-1] if positional else ""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=_GRPC_CHANNEL_OPTIONS)
+    language_pb2_grpc.add_LanguageRuntimeServicer_to_server(LanguageHost(engine_address), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    sys.stdout.write(f"{port}\n")
+    sys.stdout.flush()
+    try:
+        Event().wait()
+    except KeyboardInterrupt:
+        server.stop(0)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

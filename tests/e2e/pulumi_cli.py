@@ -1,0 +1,80 @@
+"""Drive the real `pulumi` binary in an isolated project copy, home and backend."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from infra.toolchain.pins import REPO_ROOT, load_pins, toolchain_dir
+
+
+class PulumiFailed(AssertionError):
+    pass
+
+
+@dataclass
+class PulumiProject:
+    """A copy of Pulumi.yaml and stacks/ in a temp folder; the repo's stack files stay untouched."""
+
+    root: Path
+    env: dict[str, str]
+
+    @classmethod
+    def create(cls, tmp: Path) -> PulumiProject:
+        root = tmp / "project"
+        (root / "stacks").mkdir(parents=True)
+        shutil.copy(REPO_ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
+        for item in (REPO_ROOT / "stacks").iterdir():
+            if item.is_file():
+                shutil.copy(item, root / "stacks" / item.name)
+        bindir = toolchain_dir(load_pins()) / "bin"
+        venv = REPO_ROOT / ".venv"
+        env = {
+            **os.environ,
+            "PATH": f"{bindir}:{venv / 'bin'}:{os.environ.get('PATH', '')}",
+            "PULUMI_PYTHON_CMD": str(venv / "bin" / "python"),
+            "PULUMI_HOME": str(tmp / "pulumi-home"),
+            "PULUMI_BACKEND_URL": f"file://{tmp / 'backend'}",
+            "PULUMI_CONFIG_PASSPHRASE": "e2e-test-passphrase",
+            "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+            "PULUMI_SKIP_UPDATE_CHECK": "true",
+        }
+        env.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
+        (tmp / "backend").mkdir()
+        return cls(root, env)
+
+    def stack_config(self, stack: str) -> dict[str, Any]:
+        path = self.root / "stacks" / f"Pulumi.{stack}.yaml"
+        return yaml.safe_load(path.read_text())["config"]
+
+    def set_stack_config(self, stack: str, config: dict[str, Any]) -> None:
+        path = self.root / "stacks" / f"Pulumi.{stack}.yaml"
+        doc = yaml.safe_load(path.read_text())
+        doc["config"] = config
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+    def run(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            ["pulumi", *args, "--non-interactive"],
+            cwd=self.root,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if check and proc.returncode != 0:
+            raise PulumiFailed(
+                f"pulumi {' '.join(args)} exited {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+            )
+        return proc
+
+    def outputs(self, stack: str) -> dict[str, Any]:
+        return json.loads(self.run("stack", "output", "--json", "--show-secrets", "-s", stack).stdout)

@@ -1,0 +1,98 @@
+"""The real `pulumi` CLI against the local cluster: preview, up, no-change preview,
+refresh, destroy; the namespace checked through the Kubernetes API after each."""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+import uuid
+
+import pytest
+
+from infra.localenv import kube
+from infra.localenv.layout import Layout
+from tests.e2e.pulumi_cli import PulumiProject
+
+pytestmark = pytest.mark.e2e
+STACK = "local"
+
+
+def namespace(layout: Layout, name: str) -> dict | None:
+    try:
+        return kube.api_get(layout, f"/api/v1/namespaces/{name}")
+    except urllib.error.HTTPError as err:
+        if err.code == 404:
+            return None
+        raise
+
+
+def wait_gone(layout: Layout, name: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if namespace(layout, name) is None:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"namespace {name} still exists {timeout}s after destroy")
+
+
+@pytest.fixture
+def project(tmp_path, kube_env):
+    proj = PulumiProject.create(tmp_path)
+    ns = f"atlas-e2e-{uuid.uuid4().hex[:6]}"
+    config = proj.stack_config(STACK)
+    config["atlas:openshift"] = {**config["atlas:openshift"], "namespace": ns,
+                                 "kubeconfig": str(kube_env.kubeconfig)}
+    proj.set_stack_config(STACK, config)
+    proj.run("stack", "init", STACK)
+    yield proj, ns
+    # Whatever happened above, leave no namespace and no stack behind.
+    proj.run("destroy", "--yes", "-s", STACK, check=False)
+    proj.run("stack", "rm", "--yes", "-s", STACK, check=False)
+
+
+def test_preview_up_refresh_destroy(project, kube_env):
+    proj, ns = project
+
+    preview = proj.run("preview", "-s", STACK, "--diff")
+    assert "kubernetes:core/v1:Namespace" in preview.stdout
+    assert namespace(kube_env, ns) is None, "preview must not create anything"
+
+    proj.run("up", "--yes", "-s", STACK)
+    created = namespace(kube_env, ns)
+    assert created is not None
+    labels = created["metadata"]["labels"]
+    assert labels["app.kubernetes.io/managed-by"] == "atlas"
+    assert labels["atlas.dev/stack"] == STACK
+
+    outputs = proj.outputs(STACK)
+    assert outputs["atlas"]["version"] == 1
+    assert outputs["atlas"]["stack"] == STACK
+    env = outputs["environments"]["openshift"]
+    assert env["namespace"] == ns
+    assert env["api"] == kube_env.api_url
+    assert env["flavour"] == "kubernetes"
+
+    # A second run has nothing to do: --expect-no-changes fails on any diff.
+    proj.run("preview", "--expect-no-changes", "-s", STACK)
+    uid = created["metadata"]["uid"]
+
+    proj.run("refresh", "--yes", "-s", STACK)
+    after_refresh = namespace(kube_env, ns)
+    assert after_refresh is not None and after_refresh["metadata"]["uid"] == uid
+    proj.run("preview", "--expect-no-changes", "-s", STACK)
+
+    proj.run("destroy", "--yes", "-s", STACK)
+    wait_gone(kube_env, ns)
+
+
+def test_bad_config_fails_preview_before_any_resource(project, kube_env):
+    proj, ns = project
+    config = proj.stack_config(STACK)
+    config["atlas:openshift"] = {**config["atlas:openshift"], "namespace": "Not_A_Name"}
+    proj.set_stack_config(STACK, config)
+    result = proj.run("preview", "-s", STACK, check=False)
+    assert result.returncode != 0
+    text = result.stdout + result.stderr
+    assert "atlas:openshift.namespace" in text
+    assert "Traceback" not in text
+    assert "kubernetes:core/v1:Namespace" not in text

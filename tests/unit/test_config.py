@@ -1,0 +1,50 @@
+"""infra/config.py: every bad value is refused with the key and the fix."""
+
+from pathlib import Path
+
+import pytest
+
+from infra.config import AtlasConfigError, parse_stack_config
+
+PROJECT_DIR = Path("/srv/atlas")
+GOOD = {"workload": "probe", "openshift": {"flavour": "kubernetes", "namespace": "atlas-local",
+                                            "kubeconfig": ".state/kubeconfig"}}
+
+
+def test_good_config_is_typed():
+    cfg = parse_stack_config("local", GOOD, PROJECT_DIR)
+    assert cfg.stack == "local"
+    assert cfg.workload == "probe"
+    assert cfg.openshift is not None
+    assert cfg.openshift.namespace == "atlas-local"
+    assert not cfg.openshift.is_openshift
+    # Relative kubeconfig paths are resolved against the project folder, not the cwd.
+    assert cfg.openshift.kubeconfig_path == PROJECT_DIR / ".state/kubeconfig"
+
+
+def test_flavour_defaults_to_openshift():
+    cfg = parse_stack_config("s", {"openshift": {"namespace": "biggan"}}, PROJECT_DIR)
+    assert cfg.openshift is not None and cfg.openshift.is_openshift
+    assert cfg.openshift.kubeconfig_path is None
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({**GOOD, "workload": "resnet"}, "atlas:workload: expected one of probe, biggan, found 'resnet'"),
+        ({**GOOD, "opneshift": {}}, "unknown key(s) opneshift"),
+        ({"openshift": {"namespace": "Atlas_Local"}}, "atlas:openshift.namespace: 'Atlas_Local' is not a valid"),
+        ({"openshift": {"namespace": "a" * 64}}, "atlas:openshift.namespace"),
+        ({"openshift": {"namespace": "ok", "flavour": "okd"}}, "atlas:openshift.flavour: expected one of"),
+        ({"openshift": {"namespace": "ok", "nodeSelector": "x"}}, "atlas:openshift: unknown key(s) nodeSelector"),
+        ({"openshift": {}}, "atlas:openshift.namespace: required; set it with `pulumi config set --path"),
+        ({"openshift": "yes"}, "atlas:openshift: expected an object"),
+        ({"openshift": {"namespace": "ok", "enabled": "maybe"}}, "atlas:openshift.enabled: expected true or false"),
+        ({"openshift": {"namespace": "ok", "enabled": False}}, "no environment is enabled"),
+        ({}, "no environment is enabled"),
+    ],
+)
+def test_bad_values_name_the_key(values, message):
+    with pytest.raises(AtlasConfigError) as err:
+        parse_stack_config("s", values, PROJECT_DIR)
+    assert message in str(err.value)
