@@ -1,0 +1,98 @@
+"""Debian packages the local environment runs on, installed when missing.
+
+CI starts from a clean clone on a bare Debian bookworm machine, so the project installs
+what it needs itself. The check goes through dpkg-query first: when everything is
+installed, `ensure_packages()` costs one subprocess and touches no network.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+
+from infra.localenv.procs import LocalEnvError
+
+# The login node (OpenSSH) and a real single-host Slurm with munge authentication.
+# slurm-wlm is the metapackage; the daemons and client tools are named too so that a
+# partial install (say, slurm-client alone) is completed.
+SATORI_PACKAGES: tuple[str, ...] = (
+    "openssh-server",
+    "openssh-client",
+    "munge",
+    "slurm-wlm",
+    "slurmctld",
+    "slurmd",
+    "slurm-client",
+)
+
+
+def missing_packages(packages: Sequence[str]) -> list[str]:
+    """The packages dpkg does not report as `install ok installed`."""
+    result = subprocess.run(
+        ["dpkg-query", "-W", "-f", "${Package} ${Status}\n", *packages],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    installed = {
+        line.split(" ", 1)[0]
+        for line in result.stdout.splitlines()
+        if line.endswith(" install ok installed")
+    }
+    return [p for p in packages if p not in installed]
+
+
+def _run_apt(argv: list[str]) -> None:
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    result = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).splitlines()[-15:])
+        raise LocalEnvError(
+            f"`{' '.join(argv)}` failed with exit code {result.returncode}; its output ends:\n{tail}\n"
+            "Check that this machine reaches its Debian mirror (see /etc/apt/sources.list*) and that "
+            "no other apt/dpkg is running, then run `scripts/localenv up` again."
+        )
+
+
+def ensure_packages(packages: Sequence[str] = SATORI_PACKAGES) -> list[str]:
+    """Install the missing ones among `packages`; return what was installed (empty if none)."""
+    if shutil.which("dpkg-query") is None or shutil.which("apt-get") is None:
+        raise LocalEnvError(
+            "the local Satori needs a Debian-based machine (dpkg and apt-get were not found); "
+            f"install {' '.join(packages)} by other means or run on Debian bookworm."
+        )
+    missing = missing_packages(packages)
+    if not missing:
+        return []
+    if os.geteuid() != 0:
+        raise LocalEnvError(
+            f"Debian packages missing: {' '.join(missing)}. Installing them needs root: run "
+            f"`sudo apt-get install -y {' '.join(missing)}`, or run `scripts/localenv up` as root."
+        )
+    print(f"localenv: installing Debian packages: {' '.join(missing)} (apt-get, about a minute)",
+          file=sys.stderr, flush=True)
+    # Daemons must not be started by the packages' postinst scripts: the local
+    # environment starts its own, on its own ports. policy-rc.d exit 101 is Debian's
+    # documented way to say "do not start services" (invoke-rc.d honours it); there
+    # is no systemd here anyway, but a sysvinit script could still try.
+    policy = "/usr/sbin/policy-rc.d"
+    wrote_policy = False
+    if not os.path.exists(policy):
+        with open(policy, "w") as fh:
+            fh.write("#!/bin/sh\nexit 101\n")
+        os.chmod(policy, 0o755)
+        wrote_policy = True
+    try:
+        _run_apt(["apt-get", "update"])
+        _run_apt(["apt-get", "install", "-y", "--no-install-recommends", *missing])
+    finally:
+        if wrote_policy:
+            os.unlink(policy)
+    still_missing = missing_packages(packages)
+    if still_missing:
+        raise LocalEnvError(f"apt-get reported success but these are still not installed: {still_missing}")
+    print("localenv: packages installed", file=sys.stderr, flush=True)
+    return missing
