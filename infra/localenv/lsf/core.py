@@ -186,6 +186,8 @@ def parse_resreq(text: str) -> ResReq:
     # A leading bare select string (`-R "mem>100 span[ptile=1]"`) runs up to the first section.
     first = re.search(r"\b(" + "|".join(RESREQ_SECTIONS) + r")\s*\[", text)
     lead = text[: first.start()] if first else text
+    if "[" in lead or "]" in lead:
+        raise not_submitted(BAD_RESREQ)  # an unknown section name
     if lead.strip():
         sections["select"] = lead.strip()
     pos = len(lead)
