@@ -140,11 +140,14 @@ def _cluster_name(layout: Layout) -> str:
 def _run(argv: Sequence[str], what: str, env: dict[str, str] | None = None, timeout: float = 60) -> str:
     """Run a setup command; raise with the command, exit code and output when it fails."""
     try:
-        result = subprocess.run(list(argv), capture_output=True, text=True, env=env, timeout=timeout,
-                                check=False)
+        result = subprocess.run(
+            list(argv), capture_output=True, text=True, env=env, timeout=timeout, check=False
+        )
     except FileNotFoundError as exc:
-        raise LocalEnvError(f"{what}: `{argv[0]}` is not installed ({exc}); run `scripts/localenv up` "
-                            "as root so it can install the Debian packages") from exc
+        raise LocalEnvError(
+            f"{what}: `{argv[0]}` is not installed ({exc}); run `scripts/localenv up` "
+            "as root so it can install the Debian packages"
+        ) from exc
     if result.returncode != 0:
         raise LocalEnvError(
             f"{what}: `{' '.join(argv)}` exited with {result.returncode}:\n"
@@ -159,16 +162,21 @@ def _slurm_env(paths: SatoriPaths) -> dict[str, str]:
 
 # --- the login user ---------------------------------------------------------------------------
 
+
 def _ensure_login_user() -> pwd.struct_passwd:
     try:
         entry = pwd.getpwnam(LOGIN_USER)
     except KeyError:
-        _run(["useradd", "--create-home", "--home-dir", str(LOGIN_HOME), "--shell", "/bin/bash",
-              LOGIN_USER], f"creating the login user {LOGIN_USER}")
+        _run(
+            ["useradd", "--create-home", "--home-dir", str(LOGIN_HOME), "--shell", "/bin/bash", LOGIN_USER],
+            f"creating the login user {LOGIN_USER}",
+        )
         entry = pwd.getpwnam(LOGIN_USER)
     if entry.pw_uid == 0:
-        raise LocalEnvError(f"user {LOGIN_USER} exists with uid 0; the login user must not be root. "
-                            f"Remove or rename that account (`userdel {LOGIN_USER}`) and run up again.")
+        raise LocalEnvError(
+            f"user {LOGIN_USER} exists with uid 0; the login user must not be root. "
+            f"Remove or rename that account (`userdel {LOGIN_USER}`) and run up again."
+        )
     # useradd leaves the password field '!' (locked); with UsePAM no, sshd refuses even key
     # logins to a locked account. '*' means "no password can match" without "locked".
     shadow = _run(["getent", "shadow", LOGIN_USER], "reading the login user's shadow entry")
@@ -192,14 +200,41 @@ def _write_login_profile(user: pwd.struct_passwd) -> None:
 
 # --- SSH ----------------------------------------------------------------------------------------
 
+
 def _ensure_keys(paths: SatoriPaths) -> None:
     # Keys are kept across down/up, so a known_hosts file handed out once stays valid.
     if not paths.host_key.exists():
-        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "atlas-localenv-satori-host",
-              "-f", str(paths.host_key)], "generating the sshd host key")
+        _run(
+            [
+                "ssh-keygen",
+                "-q",
+                "-t",
+                "ed25519",
+                "-N",
+                "",
+                "-C",
+                "atlas-localenv-satori-host",
+                "-f",
+                str(paths.host_key),
+            ],
+            "generating the sshd host key",
+        )
     if not paths.user_key.exists():
-        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"{LOGIN_USER}@atlas-localenv",
-              "-f", str(paths.user_key)], "generating the login user's key")
+        _run(
+            [
+                "ssh-keygen",
+                "-q",
+                "-t",
+                "ed25519",
+                "-N",
+                "",
+                "-C",
+                f"{LOGIN_USER}@atlas-localenv",
+                "-f",
+                str(paths.user_key),
+            ],
+            "generating the login user's key",
+        )
     for key in (paths.host_key, paths.user_key):
         key.chmod(0o600)
 
@@ -220,7 +255,7 @@ def _authorize_user_key(paths: SatoriPaths, user: pwd.struct_passwd) -> None:
     line = f"{key_type} {key_b64} {marker}"
     lines = auth.read_text().splitlines() if auth.exists() else []
     kept = [x for x in lines if not x.endswith(" " + marker)]
-    if kept + [line] != lines:
+    if [*kept, line] != lines:
         auth.write_text("\n".join([*kept, line]) + "\n")
     os.chown(auth, user.pw_uid, user.pw_gid)
     auth.chmod(0o600)
@@ -244,34 +279,37 @@ def _write_known_hosts(paths: SatoriPaths, port: int) -> None:
 
 
 def render_sshd_config(paths: SatoriPaths, port: int) -> str:
-    return "\n".join([
-        "# Written by Atlas's local environment; the login node of the local Satori.",
-        f"Port {port}",
-        f"ListenAddress {LOOPBACK}",
-        f"HostKey {paths.host_key}",
-        f"PidFile {paths.sshd_pid}",
-        "AuthorizedKeysFile .ssh/authorized_keys",
-        "PubkeyAuthentication yes",
-        "AuthenticationMethods publickey",
-        "PasswordAuthentication no",
-        "KbdInteractiveAuthentication no",
-        "PermitRootLogin no",
-        "PermitEmptyPasswords no",
-        "UsePAM no",
-        f"AllowUsers {LOGIN_USER}",
-        "StrictModes yes",
-        "X11Forwarding no",
-        "PrintMotd no",
-        "PrintLastLog no",
-        # The benchmark and the tests open connections in quick succession.
-        "MaxStartups 100:30:200",
-        "Subsystem sftp internal-sftp",
-        f"SetEnv SLURM_CONF={paths.slurm_conf}",
-        "",
-    ])
+    return "\n".join(
+        [
+            "# Written by Atlas's local environment; the login node of the local Satori.",
+            f"Port {port}",
+            f"ListenAddress {LOOPBACK}",
+            f"HostKey {paths.host_key}",
+            f"PidFile {paths.sshd_pid}",
+            "AuthorizedKeysFile .ssh/authorized_keys",
+            "PubkeyAuthentication yes",
+            "AuthenticationMethods publickey",
+            "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no",
+            "PermitRootLogin no",
+            "PermitEmptyPasswords no",
+            "UsePAM no",
+            f"AllowUsers {LOGIN_USER}",
+            "StrictModes yes",
+            "X11Forwarding no",
+            "PrintMotd no",
+            "PrintLastLog no",
+            # The benchmark and the tests open connections in quick succession.
+            "MaxStartups 100:30:200",
+            "Subsystem sftp internal-sftp",
+            f"SetEnv SLURM_CONF={paths.slurm_conf}",
+            "",
+        ]
+    )
 
 
 # --- munge and Slurm ----------------------------------------------------------------------------
+
 
 def _ensure_fake_gpus() -> None:
     """Slurm only schedules GPUs it can see as device files; these are aliases of /dev/null."""
@@ -293,55 +331,59 @@ def _ensure_munge_key(paths: SatoriPaths) -> None:
 
 def render_slurm_conf(paths: SatoriPaths, layout: Layout, node: str) -> str:
     cpus = NODE_CPUS
-    return "\n".join([
-        "# Written by Atlas's local environment: a one-node Slurm with 4 (fake) V100s.",
-        f"ClusterName={_cluster_name(layout)}",
-        f"SlurmctldHost={node}({LOOPBACK})",
-        f"SlurmctldPort={layout.ports.slurmctld}",
-        f"SlurmdPort={layout.ports.slurmd}",
-        "SlurmUser=root",
-        "SlurmdUser=root",
-        "AuthType=auth/munge",
-        "CredType=cred/munge",
-        f"AuthInfo=socket={paths.munge_socket}",
-        f"StateSaveLocation={paths.slurmctld_state}",
-        f"SlurmdSpoolDir={paths.slurmd_spool}",
-        f"SlurmctldPidFile={paths.root / 'slurmctld.pid'}",
-        f"SlurmdPidFile={paths.root / 'slurmd.pid'}",
-        # No cgroups and no systemd on this machine: track processes by parentage.
-        "ProctrackType=proctrack/linuxproc",
-        "TaskPlugin=task/none",
-        "MpiDefault=none",
-        "SwitchType=switch/none",
-        # Trust the declared CPUs and memory, not the 2-core host.
-        "SlurmdParameters=config_overrides",
-        "ReturnToService=2",
-        "SchedulerType=sched/builtin",
-        "SelectType=select/cons_tres",
-        "SelectTypeParameters=CR_Core_Memory",
-        f"DefMemPerCPU={DEF_MEM_PER_CPU_MB}",
-        "GresTypes=gpu",
-        "JobAcctGatherType=jobacct_gather/none",
-        "AccountingStorageType=accounting_storage/none",
-        "JobCompType=jobcomp/filetxt",
-        f"JobCompLoc={paths.jobcomp_log}",
-        f"MinJobAge={MIN_JOB_AGE_S}",
-        # bkill should end a job in seconds, not after the default 30 s grace.
-        "KillWait=2",
-        "InactiveLimit=0",
-        "Waittime=0",
-        "MessageTimeout=10",
-        "SlurmctldTimeout=30",
-        "SlurmdTimeout=60",
-        "SlurmctldDebug=info",
-        "SlurmdDebug=info",
-        (f"NodeName={node} NodeAddr={LOOPBACK} CPUs={cpus} Boards=1 SocketsPerBoard=1 "
-         f"CoresPerSocket={cpus} ThreadsPerCore=1 RealMemory={NODE_MEMORY_MB} "
-         f"Gres=gpu:{GPU_TYPE}:{GPU_COUNT} State=UNKNOWN"),
-        f"PartitionName=normal Nodes={node} Default=YES MaxTime=INFINITE State=UP",
-        f"PartitionName=debug Nodes={node} Default=NO MaxTime=INFINITE State=UP",
-        "",
-    ])
+    return "\n".join(
+        [
+            "# Written by Atlas's local environment: a one-node Slurm with 4 (fake) V100s.",
+            f"ClusterName={_cluster_name(layout)}",
+            f"SlurmctldHost={node}({LOOPBACK})",
+            f"SlurmctldPort={layout.ports.slurmctld}",
+            f"SlurmdPort={layout.ports.slurmd}",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            "AuthType=auth/munge",
+            "CredType=cred/munge",
+            f"AuthInfo=socket={paths.munge_socket}",
+            f"StateSaveLocation={paths.slurmctld_state}",
+            f"SlurmdSpoolDir={paths.slurmd_spool}",
+            f"SlurmctldPidFile={paths.root / 'slurmctld.pid'}",
+            f"SlurmdPidFile={paths.root / 'slurmd.pid'}",
+            # No cgroups and no systemd on this machine: track processes by parentage.
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/none",
+            "MpiDefault=none",
+            "SwitchType=switch/none",
+            # Trust the declared CPUs and memory, not the 2-core host.
+            "SlurmdParameters=config_overrides",
+            "ReturnToService=2",
+            "SchedulerType=sched/builtin",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_Core_Memory",
+            f"DefMemPerCPU={DEF_MEM_PER_CPU_MB}",
+            "GresTypes=gpu",
+            "JobAcctGatherType=jobacct_gather/none",
+            "AccountingStorageType=accounting_storage/none",
+            "JobCompType=jobcomp/filetxt",
+            f"JobCompLoc={paths.jobcomp_log}",
+            f"MinJobAge={MIN_JOB_AGE_S}",
+            # bkill should end a job in seconds, not after the default 30 s grace.
+            "KillWait=2",
+            "InactiveLimit=0",
+            "Waittime=0",
+            "MessageTimeout=10",
+            "SlurmctldTimeout=30",
+            "SlurmdTimeout=60",
+            "SlurmctldDebug=info",
+            "SlurmdDebug=info",
+            (
+                f"NodeName={node} NodeAddr={LOOPBACK} CPUs={cpus} Boards=1 SocketsPerBoard=1 "
+                f"CoresPerSocket={cpus} ThreadsPerCore=1 RealMemory={NODE_MEMORY_MB} "
+                f"Gres=gpu:{GPU_TYPE}:{GPU_COUNT} State=UNKNOWN"
+            ),
+            f"PartitionName=normal Nodes={node} Default=YES MaxTime=INFINITE State=UP",
+            f"PartitionName=debug Nodes={node} Default=NO MaxTime=INFINITE State=UP",
+            "",
+        ]
+    )
 
 
 def render_gres_conf(node: str) -> str:
@@ -355,8 +397,14 @@ def render_gres_conf(node: str) -> str:
 
 
 def _node_state(paths: SatoriPaths, node: str) -> str:
-    result = subprocess.run(["sinfo", "-h", "-N", "-n", node, "-o", "%T"], capture_output=True, text=True,
-                            env=_slurm_env(paths), timeout=15, check=False)
+    result = subprocess.run(
+        ["sinfo", "-h", "-N", "-n", node, "-o", "%T"],
+        capture_output=True,
+        text=True,
+        env=_slurm_env(paths),
+        timeout=15,
+        check=False,
+    )
     return result.stdout.strip().splitlines()[0] if result.returncode == 0 and result.stdout.strip() else ""
 
 
@@ -367,13 +415,20 @@ def _wait_node_ready(paths: SatoriPaths, node: str, slurmctld: Daemon, slurmd: D
     while time.monotonic() < deadline:
         for daemon in (slurmctld, slurmd):
             if not daemon.running():
-                raise LocalEnvError(f"{daemon.name} exited during start-up; its log ends:\n{daemon.log_tail()}")
+                raise LocalEnvError(
+                    f"{daemon.name} exited during start-up; its log ends:\n{daemon.log_tail()}"
+                )
         state = _node_state(paths, node)
         if state.rstrip("*~#") in ("idle", "mixed", "allocated", "completing"):
             return
         if state.rstrip("*~#") in ("down", "drained", "draining", "inval") and not resumed:
-            subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=_slurm_env(paths),
-                           capture_output=True, timeout=15, check=False)
+            subprocess.run(
+                ["scontrol", "update", f"nodename={node}", "state=resume"],
+                env=_slurm_env(paths),
+                capture_output=True,
+                timeout=15,
+                check=False,
+            )
             resumed = True
         time.sleep(0.3)
     raise LocalEnvError(
@@ -383,6 +438,7 @@ def _wait_node_ready(paths: SatoriPaths, node: str, slurmctld: Daemon, slurmd: D
 
 
 # --- LSF command set ----------------------------------------------------------------------------
+
 
 def lsf_bin_dir() -> Path:
     return LSF_TOP / LSF_VERSION / "bin"
@@ -436,6 +492,7 @@ def _install_lsf() -> None:
 
 # --- up / down / status -------------------------------------------------------------------------
 
+
 def _check_reachable_by_login_user(path: Path) -> None:
     """Job scripts, slurm.conf and the munge socket live here; the login user must reach them."""
     blocked = [p for p in (path, *path.parents) if p.exists() and not (p.stat().st_mode & stat.S_IXOTH)]
@@ -447,8 +504,11 @@ def _check_reachable_by_login_user(path: Path) -> None:
 
 
 def _ports(layout: Layout) -> dict[str, int]:
-    return {"satori sshd": layout.ports.sshd, "slurmctld": layout.ports.slurmctld,
-            "slurmd": layout.ports.slurmd}
+    return {
+        "satori sshd": layout.ports.sshd,
+        "slurmctld": layout.ports.slurmctld,
+        "slurmd": layout.ports.slurmd,
+    }
 
 
 def up(layout: Layout) -> dict[str, Any]:
@@ -460,8 +520,10 @@ def up(layout: Layout) -> dict[str, Any]:
             _install_lsf()  # cheap (compares files); keeps the commands in step with the repo
         return status(layout)
     if os.geteuid() != 0:
-        raise LocalEnvError("the local Satori runs sshd, munged and Slurm's daemons as root: "
-                            "run `scripts/localenv up` as root (CI does)")
+        raise LocalEnvError(
+            "the local Satori runs sshd, munged and Slurm's daemons as root: "
+            "run `scripts/localenv up` as root (CI does)"
+        )
     ensure_packages()
     port_of = {"sshd": layout.ports.sshd, "slurmctld": layout.ports.slurmctld, "slurmd": layout.ports.slurmd}
     require_free_ports({f"satori {n}": p for n, p in port_of.items() if not daemons[n].running()})
@@ -493,9 +555,18 @@ def up(layout: Layout) -> dict[str, Any]:
     munged = daemons["munged"]
     if not munged.running():
         # --force: munged refuses to start when it finds a stale socket from a killed run.
-        munged.start(["munged", "--foreground", "--force", f"--socket={paths.munge_socket}",
-                      f"--key-file={paths.munge_key}", f"--pid-file={paths.munge_dir / 'munged.pid'}",
-                      f"--seed-file={paths.munge_dir / 'munged.seed'}", "--log-file=/dev/stderr"])
+        munged.start(
+            [
+                "munged",
+                "--foreground",
+                "--force",
+                f"--socket={paths.munge_socket}",
+                f"--key-file={paths.munge_key}",
+                f"--pid-file={paths.munge_dir / 'munged.pid'}",
+                f"--seed-file={paths.munge_dir / 'munged.seed'}",
+                "--log-file=/dev/stderr",
+            ]
+        )
         wait_for(lambda: paths.munge_socket.exists(), "munged's socket", 15, munged)
     env = _slurm_env(paths)
     slurmctld, slurmd = daemons["slurmctld"], daemons["slurmd"]
@@ -525,12 +596,19 @@ def up(layout: Layout) -> dict[str, Any]:
 def _cancel_all_jobs(paths: SatoriPaths) -> None:
     """Cancel this Slurm's jobs and wait for them to end, so no job process outlives `down`."""
     env = _slurm_env(paths)
-    subprocess.run(["scancel", "--full", "--user", LOGIN_USER], env=env, capture_output=True, timeout=15,
-                   check=False)
+    subprocess.run(
+        ["scancel", "--full", "--user", LOGIN_USER], env=env, capture_output=True, timeout=15, check=False
+    )
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
-        result = subprocess.run(["squeue", "-h", "-t", "RUNNING,COMPLETING,CONFIGURING,SUSPENDED", "-o", "%i"],
-                                env=env, capture_output=True, text=True, timeout=15, check=False)
+        result = subprocess.run(
+            ["squeue", "-h", "-t", "RUNNING,COMPLETING,CONFIGURING,SUSPENDED", "-o", "%i"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=15,
+            check=False,
+        )
         if result.returncode != 0 or not result.stdout.strip():
             return
         time.sleep(0.3)
@@ -551,8 +629,10 @@ def down(layout: Layout) -> list[str]:
     still_open = {n: p for n, p in _ports(layout).items() if port_open(p)}
     if still_open:
         listing = ", ".join(f"{n} on {LOOPBACK}:{p}" for n, p in sorted(still_open.items()))
-        raise LocalEnvError(f"after stopping the local Satori something still listens: {listing}. "
-                            "It was not started by this environment (no pid file); find it with `ss -ltnp`.")
+        raise LocalEnvError(
+            f"after stopping the local Satori something still listens: {listing}. "
+            "It was not started by this environment (no pid file); find it with `ss -ltnp`."
+        )
     return stopped
 
 
@@ -562,8 +642,10 @@ def status(layout: Layout) -> dict[str, Any]:
     running = {name: d.running() for name, d in daemons.items()}
     return {
         "running": all(running.values()),
-        "daemons": {name: {"running": r, "pid": daemons[name].pid(), "log": str(daemons[name].log_file)}
-                    for name, r in running.items()},
+        "daemons": {
+            name: {"running": r, "pid": daemons[name].pid(), "log": str(daemons[name].log_file)}
+            for name, r in running.items()
+        },
         "ssh": {
             "host": LOOPBACK,
             "port": layout.ports.sshd,

@@ -38,9 +38,7 @@ def missing_packages(packages: Sequence[str]) -> list[str]:
         check=False,
     )
     installed = {
-        line.split(" ", 1)[0]
-        for line in result.stdout.splitlines()
-        if line.endswith(" install ok installed")
+        line.split(" ", 1)[0] for line in result.stdout.splitlines() if line.endswith(" install ok installed")
     }
     return [p for p in packages if p not in installed]
 
@@ -72,8 +70,11 @@ def ensure_packages(packages: Sequence[str] = SATORI_PACKAGES) -> list[str]:
             f"Debian packages missing: {' '.join(missing)}. Installing them needs root: run "
             f"`sudo apt-get install -y {' '.join(missing)}`, or run `scripts/localenv up` as root."
         )
-    print(f"localenv: installing Debian packages: {' '.join(missing)} (apt-get, about a minute)",
-          file=sys.stderr, flush=True)
+    print(
+        f"localenv: installing Debian packages: {' '.join(missing)} (apt-get, about a minute)",
+        file=sys.stderr,
+        flush=True,
+    )
     # Daemons must not be started by the packages' postinst scripts: the local
     # environment starts its own, on its own ports. policy-rc.d exit 101 is Debian's
     # documented way to say "do not start services" (invoke-rc.d honours it); there
@@ -83,7 +84,7 @@ def ensure_packages(packages: Sequence[str] = SATORI_PACKAGES) -> list[str]:
     if not os.path.exists(policy):
         with open(policy, "w") as fh:
             fh.write("#!/bin/sh\nexit 101\n")
-        os.chmod(policy, 0o755)
+        os.chmod(policy, 0o755)  # noqa: S103 - root-owned script that invoke-rc.d must run
         wrote_policy = True
     try:
         _run_apt(["apt-get", "update"])

@@ -61,8 +61,17 @@ def ssh(layout: Layout) -> Iterator[paramiko.SSHClient]:
     client = paramiko.SSHClient()
     client.load_host_keys(info["known_hosts_file"])
     client.set_missing_host_key_policy(paramiko.RejectPolicy())
-    client.connect(info["host"], port=info["port"], username=info["user"], key_filename=info["key_file"],
-                   look_for_keys=False, allow_agent=False, timeout=10, banner_timeout=10, auth_timeout=10)
+    client.connect(
+        info["host"],
+        port=info["port"],
+        username=info["user"],
+        key_filename=info["key_file"],
+        look_for_keys=False,
+        allow_agent=False,
+        timeout=10,
+        banner_timeout=10,
+        auth_timeout=10,
+    )
     transport = client.get_transport()
     assert transport is not None
     transport.set_keepalive(15)
@@ -73,8 +82,9 @@ def ssh(layout: Layout) -> Iterator[paramiko.SSHClient]:
 
 def run(client: paramiko.SSHClient, command: str, stdin: str | None = None) -> Result:
     """`bash -lc` so that profile.lsf is loaded, as on a real login node."""
-    chan_in, chan_out, chan_err = client.exec_command(f"bash -lc {shlex.quote('cd ~/t 2>/dev/null; ' + command)}",
-                                                      timeout=60)
+    chan_in, chan_out, chan_err = client.exec_command(
+        f"bash -lc {shlex.quote('cd ~/t 2>/dev/null; ' + command)}", timeout=60
+    )
     if stdin is not None:
         chan_in.write(stdin)
     chan_in.channel.shutdown_write()
@@ -122,6 +132,7 @@ def satori_script(name: str, gpus: int, body: str, slots: int = 1) -> str:
 
 # --- the login node ---------------------------------------------------------------------------------
 
+
 def test_key_login_as_the_non_root_user(ssh: paramiko.SSHClient) -> None:
     res = run(ssh, "id -un; id -u; echo $HOME; echo $SLURM_CONF; command -v bsub")
     user, uid, home, conf, bsub = res.out.split()
@@ -134,8 +145,15 @@ def test_password_login_is_refused(layout: Layout) -> None:
     client = paramiko.SSHClient()
     client.load_host_keys(satori.status(layout)["ssh"]["known_hosts_file"])
     with pytest.raises(paramiko.AuthenticationException):
-        client.connect("127.0.0.1", port=layout.ports.sshd, username="atlas", password="atlas",
-                       look_for_keys=False, allow_agent=False, timeout=10)
+        client.connect(
+            "127.0.0.1",
+            port=layout.ports.sshd,
+            username="atlas",
+            password="atlas",
+            look_for_keys=False,
+            allow_agent=False,
+            timeout=10,
+        )
     client.close()
 
 
@@ -144,8 +162,15 @@ def test_root_login_is_refused_even_with_the_key(layout: Layout) -> None:
     client = paramiko.SSHClient()
     client.load_host_keys(info["known_hosts_file"])
     with pytest.raises(paramiko.AuthenticationException):
-        client.connect("127.0.0.1", port=layout.ports.sshd, username="root", key_filename=info["key_file"],
-                       look_for_keys=False, allow_agent=False, timeout=10)
+        client.connect(
+            "127.0.0.1",
+            port=layout.ports.sshd,
+            username="root",
+            key_filename=info["key_file"],
+            look_for_keys=False,
+            allow_agent=False,
+            timeout=10,
+        )
     client.close()
 
 
@@ -154,19 +179,36 @@ def test_unknown_host_key_is_refused(layout: Layout) -> None:
     client = paramiko.SSHClient()
     client.set_missing_host_key_policy(paramiko.RejectPolicy())
     with pytest.raises(paramiko.SSHException, match="not found in known_hosts"):
-        client.connect("127.0.0.1", port=layout.ports.sshd, username="atlas", key_filename=info["key_file"],
-                       look_for_keys=False, allow_agent=False, timeout=10)
+        client.connect(
+            "127.0.0.1",
+            port=layout.ports.sshd,
+            username="atlas",
+            key_filename=info["key_file"],
+            look_for_keys=False,
+            allow_agent=False,
+            timeout=10,
+        )
     client.close()
 
 
 def test_a_changed_host_key_is_refused(layout: Layout) -> None:
     info = satori.status(layout)["ssh"]
     client = paramiko.SSHClient()
-    client.get_host_keys().add(f"[127.0.0.1]:{layout.ports.sshd}", "ssh-ed25519",
-                               paramiko.Ed25519Key.from_private_key_file(info["key_file"]))
+    client.get_host_keys().add(
+        f"[127.0.0.1]:{layout.ports.sshd}",
+        "ssh-ed25519",
+        paramiko.Ed25519Key.from_private_key_file(info["key_file"]),
+    )
     with pytest.raises(paramiko.BadHostKeyException):
-        client.connect("127.0.0.1", port=layout.ports.sshd, username="atlas", key_filename=info["key_file"],
-                       look_for_keys=False, allow_agent=False, timeout=10)
+        client.connect(
+            "127.0.0.1",
+            port=layout.ports.sshd,
+            username="atlas",
+            key_filename=info["key_file"],
+            look_for_keys=False,
+            allow_agent=False,
+            timeout=10,
+        )
     client.close()
 
 
@@ -186,8 +228,11 @@ def test_a_taken_port_is_a_clear_error() -> None:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", other.ports.sshd))
             sock.listen()
-            with pytest.raises(LocalEnvError, match=rf"port already in use: satori sshd on 127.0.0.1:"
-                                                    rf"{other.ports.sshd}.*ATLAS_LOCALENV_PORT_BASE"):
+            with pytest.raises(
+                LocalEnvError,
+                match=rf"port already in use: satori sshd on 127.0.0.1:"
+                rf"{other.ports.sshd}.*ATLAS_LOCALENV_PORT_BASE",
+            ):
                 satori.up(other)
         assert not satori.status(other)["slurm"]["running"]
     finally:
@@ -195,6 +240,7 @@ def test_a_taken_port_is_a_clear_error() -> None:
 
 
 # --- LSF jobs on Slurm ------------------------------------------------------------------------------
+
 
 def test_satori_style_jobs_report_done_and_exit_with_their_exit_code(ssh: paramiko.SSHClient) -> None:
     body = 'echo "JOB=$LSB_JOBID IDX=$LSB_JOBINDEX Q=$LSB_QUEUE GPUS=$CUDA_VISIBLE_DEVICES"'
@@ -206,7 +252,9 @@ def test_satori_style_jobs_report_done_and_exit_with_their_exit_code(ssh: parami
     assert f"JOB={ok} IDX=0 Q=normal GPUS=0,1" in ok_out and "Successfully completed." in ok_out
     bad_out = run(ssh, f"cat bad.{bad}").out
     # One GPU, whichever the scheduler picked (the other job may hold 0 and 1).
-    assert re.search(rf"JOB={bad} IDX=0 Q=normal GPUS=\d\n", bad_out) and "Exited with exit code 3." in bad_out
+    assert (
+        re.search(rf"JOB={bad} IDX=0 Q=normal GPUS=\d\n", bad_out) and "Exited with exit code 3." in bad_out
+    )
     text = run(ssh, f"bjobs -noheader -o \"jobid stat exit_code delimiter='^'\" {ok} {bad}")
     assert text.out.splitlines() == [f"{ok}^DONE^-", f"{bad}^EXIT^3"]
     finish = next(r["FINISH_TIME"] for r in bjobs_records(ssh, ok))
@@ -247,25 +295,31 @@ def test_job_arrays(ssh: paramiko.SSHClient) -> None:
     job = submit(ssh, 'echo "index=$LSB_JOBINDEX id=$LSB_JOBID"\n', args="-J 'sweep[1-3]' -o sweep.%J.%I")
     records = wait_finished(ssh, job)
     assert sorted((r["JOBINDEX"], r["JOB_NAME"], r["STAT"]) for r in records) == [
-        ("1", "sweep[1]", "DONE"), ("2", "sweep[2]", "DONE"), ("3", "sweep[3]", "DONE")]
+        ("1", "sweep[1]", "DONE"),
+        ("2", "sweep[2]", "DONE"),
+        ("3", "sweep[3]", "DONE"),
+    ]
     for i in (1, 2, 3):
         assert f"index={i} id={job}" in run(ssh, f"cat sweep.{job}.{i}").out
     element = bjobs_records(ssh, f"'{job}[2]'")
     assert [r["JOBINDEX"] for r in element] == ["2"]
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    ("-q nosuch", "nosuch: No such queue. Job not submitted."),
-    ('-gpu "num=5"', "Too many GPUs requested. Job not submitted."),
-    ("-n 9", "Too many processors requested. Job not submitted."),
-    ('-R "span[ptile=x]"', "Error in span section. Job not submitted."),
-    ('-R "select[a] select[b]"', 'Error near "select" : duplicate section. Job not submitted.'),
-    ('-R "rusage[mem=]"', "Error in rusage section. Job not submitted."),
-    ('-gpu "num=two"', "Bad resource requirement syntax. Job not submitted."),
-    ('-gpu "num=1:mode=fast"', "Bad resource requirement syntax. Job not submitted."),
-    ("-w 'done(424242)'", "424242: No matching job found. Job not submitted."),
-    ("-w 'done(1'", "done(1: Dependency condition syntax error. Job not submitted."),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ("-q nosuch", "nosuch: No such queue. Job not submitted."),
+        ('-gpu "num=5"', "Too many GPUs requested. Job not submitted."),
+        ("-n 9", "Too many processors requested. Job not submitted."),
+        ('-R "span[ptile=x]"', "Error in span section. Job not submitted."),
+        ('-R "select[a] select[b]"', 'Error near "select" : duplicate section. Job not submitted.'),
+        ('-R "rusage[mem=]"', "Error in rusage section. Job not submitted."),
+        ('-gpu "num=two"', "Bad resource requirement syntax. Job not submitted."),
+        ('-gpu "num=1:mode=fast"', "Bad resource requirement syntax. Job not submitted."),
+        ("-w 'done(424242)'", "424242: No matching job found. Job not submitted."),
+        ("-w 'done(1'", "done(1: Dependency condition syntax error. Job not submitted."),
+    ],
+)
 def test_documented_submission_errors(ssh: paramiko.SSHClient, args: str, message: str) -> None:
     res = run(ssh, f"bsub {args}", stdin=satori_script("rejected", 1, "true"))
     assert (res.rc, res.err.strip(), res.out) == (255, message, "")
@@ -296,8 +350,14 @@ def test_queue_host_and_gpu_views(ssh: paramiko.SSHClient) -> None:
     queues = run(ssh, "bqueues").out.splitlines()
     assert queues[0].split()[0] == "QUEUE_NAME" and {q.split()[0] for q in queues[1:]} == {"normal", "debug"}
     gpu = run(ssh, "lsload -gpu").out.splitlines()
-    assert gpu[0].split() == ["HOST_NAME", "status", "ngpus", "gpu_shared_avg_mut", "gpu_shared_avg_ut",
-                              "ngpus_physical"]
+    assert gpu[0].split() == [
+        "HOST_NAME",
+        "status",
+        "ngpus",
+        "gpu_shared_avg_mut",
+        "gpu_shared_avg_ut",
+        "ngpus_physical",
+    ]
     assert gpu[1].split()[2] == "4"
     assert run(ssh, "bhosts").out.splitlines()[1].split()[3] == "8"
 
@@ -315,6 +375,7 @@ def test_several_small_jobs_run_at_once(ssh: paramiko.SSHClient) -> None:
 
 # --- the same jobs through sbatch -------------------------------------------------------------------
 
+
 def slurm_state(ssh: paramiko.SSHClient, job_id: str, timeout: float = 40) -> tuple[str, str]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -328,8 +389,10 @@ def slurm_state(ssh: paramiko.SSHClient, job_id: str, timeout: float = 40) -> tu
 
 
 def test_the_same_jobs_through_sbatch(ssh: paramiko.SSHClient) -> None:
-    script = ("#!/bin/bash\n#SBATCH -J sb\n#SBATCH -o sb.%j\n#SBATCH -n 1\n#SBATCH --gres=gpu:2\n"
-              "#SBATCH -p normal\necho GPUS=$CUDA_VISIBLE_DEVICES\nexit {code}\n")
+    script = (
+        "#!/bin/bash\n#SBATCH -J sb\n#SBATCH -o sb.%j\n#SBATCH -n 1\n#SBATCH --gres=gpu:2\n"
+        "#SBATCH -p normal\necho GPUS=$CUDA_VISIBLE_DEVICES\nexit {code}\n"
+    )
     ok = run(ssh, "sbatch --parsable", stdin=script.format(code=0))
     bad = run(ssh, "sbatch", stdin=script.format(code=3))
     assert ok.rc == 0 and re.fullmatch(r"\d+", ok.out.strip()), ok
@@ -343,9 +406,13 @@ def test_the_same_jobs_through_sbatch(ssh: paramiko.SSHClient) -> None:
     too_many = run(ssh, "sbatch --gres=gpu:5", stdin=script.format(code=0))
     assert too_many.rc == 1 and "Requested node configuration is not available" in too_many.err
     dep_first = run(ssh, "sbatch --parsable", stdin="#!/bin/sh\nsleep 1\n").out.strip()
-    dep = run(ssh, f"sbatch --parsable --dependency=afterok:{dep_first}", stdin="#!/bin/sh\ntrue\n").out.strip()
+    dep = run(
+        ssh, f"sbatch --parsable --dependency=afterok:{dep_first}", stdin="#!/bin/sh\ntrue\n"
+    ).out.strip()
     assert slurm_state(ssh, dep) == ("COMPLETED", "0:0")
-    array = run(ssh, "sbatch --parsable --array=1-3 -o arr.%A.%a", stdin="#!/bin/sh\necho i=$SLURM_ARRAY_TASK_ID\n")
+    array = run(
+        ssh, "sbatch --parsable --array=1-3 -o arr.%A.%a", stdin="#!/bin/sh\necho i=$SLURM_ARRAY_TASK_ID\n"
+    )
     array_id = array.out.strip()
     for i in (1, 2, 3):
         assert slurm_state(ssh, f"{array_id}_{i}") == ("COMPLETED", "0:0")

@@ -34,11 +34,14 @@ class SlurmError(Exception):
 
 def _slurm(argv: list[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     if not os.environ.get("SLURM_CONF"):
-        raise LsfError("LSF is not configured for this session: SLURM_CONF is unset. Log in through the "
-                       "local Satori's sshd (it sets SLURM_CONF), or export SLURM_CONF=<satori_dir>/slurm.conf.")
+        raise LsfError(
+            "LSF is not configured for this session: SLURM_CONF is unset. Log in through the "
+            "local Satori's sshd (it sets SLURM_CONF), or export SLURM_CONF=<satori_dir>/slurm.conf."
+        )
     try:
-        return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=SLURM_TIMEOUT_S,
-                              check=False)
+        return subprocess.run(
+            argv, input=stdin, capture_output=True, text=True, timeout=SLURM_TIMEOUT_S, check=False
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise LsfError(f"Cannot connect to LSF. Please wait ... ({argv[0]}: {exc})") from exc
 
@@ -52,6 +55,7 @@ def _user() -> str:
 
 
 # --- Slurm facts ----------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Queue:
@@ -73,8 +77,9 @@ def _queues() -> dict[str, Queue]:
         default = part.endswith("*")
         name = part.rstrip("*")
         gpus = sum(int(m.group(1)) for m in re.finditer(r"gpu(?::[^:,()]+)?:(\d+)", gres))
-        queues[name] = Queue(name, int(re.sub(r"\D", "", cpus) or 0), gpus, int(nodes or 0), default,
-                             avail == "up")
+        queues[name] = Queue(
+            name, int(re.sub(r"\D", "", cpus) or 0), gpus, int(nodes or 0), default, avail == "up"
+        )
     return queues
 
 
@@ -102,24 +107,25 @@ def _select(jobs: list[tuple[LsfJob, dict[str, Any]]], wanted: str) -> list[LsfJ
     m = re.fullmatch(r"(\d+)(?:\[(\d+)\])?", wanted.strip())
     if not m:
         return []
-    return [j for j, _ in jobs if j.jobid == m.group(1) and (m.group(2) is None or j.index == int(m.group(2)))]
+    return [
+        j for j, _ in jobs if j.jobid == m.group(1) and (m.group(2) is None or j.index == int(m.group(2)))
+    ]
 
 
 # --- bsub -----------------------------------------------------------------------------------------
 
-def _wrapper_script(user_script: str, opts: dict[str, list[str]], queue: str, job_name: core.JobName,
-                    slots: int, report: bool) -> str:
+
+def _wrapper_script(
+    user_script: str, opts: dict[str, list[str]], queue: str, job_name: core.JobName, slots: int, report: bool
+) -> str:
     """The sbatch script: LSF's job environment, the user's script run as LSF runs it, a job report."""
     host = _host()
     login_shell = core.single(opts, "-L")
     marker = f"ATLAS_LSF_USER_SCRIPT_{uuid.uuid4().hex}"
     if not user_script.endswith("\n"):
         user_script += "\n"
-    if login_shell:
-        # -L: the job's environment is set up by the login shell, then the job runs.
-        run = f'{shlex.quote(login_shell)} -l -c "\\"$jobfile\\""'
-    else:
-        run = '"$jobfile"'
+    # -L: the job's environment is set up by the login shell, then the job runs.
+    run = f'{shlex.quote(login_shell)} -l -c "\\"$jobfile\\""' if login_shell else '"$jobfile"'
     lines = [
         "#!/bin/sh",
         "# Written by the local LSF stand-in's bsub (infra/localenv/lsf); runs one LSF job on Slurm.",
@@ -181,8 +187,9 @@ def _resolve_dependencies(dep: core.Dependency) -> dict[str, list[str]]:
     for cond in dep.conditions:
         if cond.by_name:
             pattern = re.escape(cond.job).replace(r"\*", ".*")
-            ids = sorted({j.jobid for j, _ in jobs if re.fullmatch(pattern, re.sub(r"\[\d+\]$", "", j.name))},
-                         key=int)
+            ids = sorted(
+                {j.jobid for j, _ in jobs if re.fullmatch(pattern, re.sub(r"\[\d+\]$", "", j.name))}, key=int
+            )
         else:
             matching = _select(jobs, cond.job)
             ids = [core.slurm_job_ref(cond.job)] if matching else []
@@ -190,10 +197,17 @@ def _resolve_dependencies(dep: core.Dependency) -> dict[str, list[str]]:
     return resolved
 
 
-def build_sbatch_argv(opts: dict[str, list[str]], queue: str, job_name: core.JobName, slots: int,
-                      gpus: int, dependency: str) -> list[str]:
-    argv = ["sbatch", "--parsable", f"--partition={queue}", f"--job-name={job_name.name}",
-            f"--ntasks={slots}", "--nodes=1"]
+def build_sbatch_argv(
+    opts: dict[str, list[str]], queue: str, job_name: core.JobName, slots: int, gpus: int, dependency: str
+) -> list[str]:
+    argv = [
+        "sbatch",
+        "--parsable",
+        f"--partition={queue}",
+        f"--job-name={job_name.name}",
+        f"--ntasks={slots}",
+        "--nodes=1",
+    ]
     if job_name.array:
         argv.append(f"--array={job_name.array}")
     is_array = job_name.array is not None
@@ -230,9 +244,39 @@ def build_sbatch_argv(opts: dict[str, list[str]], queue: str, job_name: core.Job
     return argv
 
 
-UNSUPPORTED = ("-I", "-Is", "-Ip", "-IS", "-ISs", "-ISp", "-IX", "-K", "-Zs", "-b", "-t", "-E", "-Ep",
-               "-We", "-m", "-i", "-outdir", "-a", "-C", "-c", "-D", "-F", "-S", "-T", "-v", "-p", "-k",
-               "-f", "-X", "-s", "-sla")
+UNSUPPORTED = (
+    "-I",
+    "-Is",
+    "-Ip",
+    "-IS",
+    "-ISs",
+    "-ISp",
+    "-IX",
+    "-K",
+    "-Zs",
+    "-b",
+    "-t",
+    "-E",
+    "-Ep",
+    "-We",
+    "-m",
+    "-i",
+    "-outdir",
+    "-a",
+    "-C",
+    "-c",
+    "-D",
+    "-F",
+    "-S",
+    "-T",
+    "-v",
+    "-p",
+    "-k",
+    "-f",
+    "-X",
+    "-s",
+    "-sla",
+)
 
 
 def bsub(argv: list[str]) -> int:
@@ -248,12 +292,17 @@ def bsub(argv: list[str]) -> int:
         embedded, _ = core.parse_bsub_args(core.embedded_bsub_argv(script))
         opts = core.merge_options(cmd_opts, embedded)
         if not script.strip() or all(not x.strip() or x.strip().startswith("#") for x in script.splitlines()):
-            raise LsfError(f"No command is specified in the script file. {core.NOT_SUBMITTED}"
-                           if not sys.stdin.isatty() else f"No command is specified. {core.NOT_SUBMITTED}")
+            raise LsfError(
+                f"No command is specified in the script file. {core.NOT_SUBMITTED}"
+                if not sys.stdin.isatty()
+                else f"No command is specified. {core.NOT_SUBMITTED}"
+            )
     for name in UNSUPPORTED:
         if name in opts:
-            raise LsfError(f"bsub: option {name} is not supported by the local LSF stand-in "
-                           f"(see infra/localenv/lsf/README.md). {core.NOT_SUBMITTED}")
+            raise LsfError(
+                f"bsub: option {name} is not supported by the local LSF stand-in "
+                f"(see infra/localenv/lsf/README.md). {core.NOT_SUBMITTED}"
+            )
     for name, values in opts.items():
         if len(values) > 1 and name not in core.REPEATABLE_OPTIONS:
             opts[name] = values[-1:]
@@ -309,8 +358,10 @@ def bsub(argv: list[str]) -> int:
 
 # --- bjobs ----------------------------------------------------------------------------------------
 
-def _parse_flags(argv: list[str], flags: set[str], valued: set[str], command: str
-                 ) -> tuple[set[str], dict[str, str], list[str]]:
+
+def _parse_flags(
+    argv: list[str], flags: set[str], valued: set[str], command: str
+) -> tuple[set[str], dict[str, str], list[str]]:
     seen: set[str] = set()
     values: dict[str, str] = {}
     rest: list[str] = []
@@ -334,8 +385,11 @@ def _parse_flags(argv: list[str], flags: set[str], valued: set[str], command: st
 
 def bjobs(argv: list[str]) -> int:
     flags, values, ids = _parse_flags(
-        argv, {"-a", "-d", "-p", "-r", "-s", "-w", "-l", "-json", "-noheader", "-hms", "-A", "-W", "-X"},
-        {"-o", "-u", "-q", "-J", "-m", "-P", "-g"}, "bjobs")
+        argv,
+        {"-a", "-d", "-p", "-r", "-s", "-w", "-l", "-json", "-noheader", "-hms", "-A", "-W", "-X"},
+        {"-o", "-u", "-q", "-J", "-m", "-P", "-g"},
+        "bjobs",
+    )
     if "-json" in flags and "-o" not in values:
         raise LsfError("-json must be used with -o")
     if "-json" in flags and "-noheader" in flags:
@@ -380,8 +434,11 @@ def bjobs(argv: list[str]) -> int:
             print(f"No {word} found", file=sys.stderr)
         return 255 if errors and len(ids) > 1 else 0
     if spec is not None:
-        print(core.format_bjobs_text(spec, selected, now, header="-noheader" not in flags, hms=hms,
-                                     wide="-w" in flags))
+        print(
+            core.format_bjobs_text(
+                spec, selected, now, header="-noheader" not in flags, hms=hms, wide="-w" in flags
+            )
+        )
     elif "-l" in flags:
         print("\n".join(core.format_bhist_long(j, now) for j in selected))
     else:
@@ -393,6 +450,7 @@ def bjobs(argv: list[str]) -> int:
 
 
 # --- bkill ----------------------------------------------------------------------------------------
+
 
 def bkill(argv: list[str]) -> int:
     _flags, values, ids = _parse_flags(argv, {"-r", "-d", "-l"}, {"-s", "-J", "-q", "-u", "-m"}, "bkill")
@@ -409,7 +467,7 @@ def bkill(argv: list[str]) -> int:
             return 255
         ids = sorted({j.display_id for j in targets}, key=lambda x: [int(n) for n in re.findall(r"\d+", x)])
     if not ids:
-        raise LsfError("Usage: bkill [-s signal] [-q queue] [-J job_name] [jobId | \"jobId[index_list]\" ...]")
+        raise LsfError('Usage: bkill [-s signal] [-q queue] [-J job_name] [jobId | "jobId[index_list]" ...]')
     status = 0
     signal = values.get("-s")
     for wanted in ids:
@@ -420,7 +478,9 @@ def bkill(argv: list[str]) -> int:
             outcome = "finished"
         else:
             ref = core.slurm_job_ref(wanted.strip())
-            cmd = ["scancel", ref] if not signal else ["scancel", f"--signal={signal.removeprefix('SIG')}", ref]
+            cmd = (
+                ["scancel", ref] if not signal else ["scancel", f"--signal={signal.removeprefix('SIG')}", ref]
+            )
             result = _slurm(cmd)
             outcome = "killed" if result.returncode == 0 else "unknown"
         out, err, code = core.bkill_message(wanted.strip(), outcome)
@@ -434,9 +494,14 @@ def bkill(argv: list[str]) -> int:
 
 # --- bhist, bqueues, bhosts, lsload ---------------------------------------------------------------
 
+
 def bhist(argv: list[str]) -> int:
-    flags, values, ids = _parse_flags(argv, {"-a", "-d", "-l", "-w", "-b", "-p", "-r", "-s"},
-                                      {"-J", "-q", "-u", "-n", "-S", "-C", "-D", "-T"}, "bhist")
+    flags, values, ids = _parse_flags(
+        argv,
+        {"-a", "-d", "-l", "-w", "-b", "-p", "-r", "-s"},
+        {"-J", "-q", "-u", "-n", "-S", "-C", "-D", "-T"},
+        "bhist",
+    )
     jobs = _lsf_jobs(all_users=values.get("-u") == "all")
     now = time.time()
     selected: list[LsfJob] = []
@@ -466,7 +531,9 @@ def bhist(argv: list[str]) -> int:
 
 
 def bqueues(argv: list[str]) -> int:
-    _flags, _values, names = _parse_flags(argv, {"-w", "-l", "-r", "-noheader"}, {"-u", "-m", "-o"}, "bqueues")
+    _flags, _values, names = _parse_flags(
+        argv, {"-w", "-l", "-r", "-noheader"}, {"-u", "-m", "-o"}, "bqueues"
+    )
     queues = _queues()
     jobs = [j for j, _ in _lsf_jobs(all_users=True)]
     for name in names:
@@ -483,8 +550,10 @@ def bqueues(argv: list[str]) -> int:
         susp = sum(j.slots for j in mine if j.stat in ("USUSP", "SSUSP"))
         prio = 30 if q.default else 20
         status = "Open:Active" if q.up else "Closed:Inact"
-        lines.append(f"{q.name:<15} {prio:>4} {status:<15} {'-':>4} {'-':>4} {'-':>4} {'-':>4} "
-                     f"{pend + run + susp:>5} {pend:>5} {run:>5} {susp:>5}")
+        lines.append(
+            f"{q.name:<15} {prio:>4} {status:<15} {'-':>4} {'-':>4} {'-':>4} {'-':>4} "
+            f"{pend + run + susp:>5} {pend:>5} {run:>5} {susp:>5}"
+        )
     print("\n".join(lines))
     return 0
 
@@ -497,8 +566,13 @@ def _node_usage() -> list[dict[str, str]]:
     for line in result.stdout.splitlines():
         parts = [p.strip() for p in line.split("|")]
         if len(parts) >= 5:
-            nodes[parts[0]] = {"name": parts[0], "state": parts[1], "cpus": parts[2], "gres": parts[3],
-                               "gres_used": parts[4]}
+            nodes[parts[0]] = {
+                "name": parts[0],
+                "state": parts[1],
+                "cpus": parts[2],
+                "gres": parts[3],
+                "gres_used": parts[4],
+            }
     return list(nodes.values())
 
 
@@ -515,8 +589,9 @@ def bhosts(argv: list[str]) -> int:
         state = node["state"].rstrip("*~#")
         status = "ok" if state in ("idle", "mixed") else ("closed" if state == "allocated" else "unavail")
         run = sum(j.slots for j in jobs if j.stat == "RUN")
-        lines.append(f"{node['name']:<18} {status:<10} {'-':>6} {total:>6} {alloc:>6} {run:>6} {0:>6} {0:>6} "
-                     f"{0:>6}")
+        lines.append(
+            f"{node['name']:<18} {status:<10} {'-':>6} {total:>6} {alloc:>6} {run:>6} {0:>6} {0:>6} {0:>6}"
+        )
     print("\n".join(lines))
     return 0
 
@@ -533,27 +608,40 @@ def lsload(argv: list[str]) -> int:
         print("\n".join(lines))
         return 0
     if "-gpuload" in flags:
-        lines = ["HOST_NAME       gpuid   gpu_model   gpu_mode  gpu_temp   gpu_ecc  gpu_ut  gpu_mut gpu_mtotal "
-                 "gpu_mused   gpu_pstate   gpu_status   gpu_error"]
+        lines = [
+            "HOST_NAME       gpuid   gpu_model   gpu_mode  gpu_temp   gpu_ecc  gpu_ut  gpu_mut gpu_mtotal "
+            "gpu_mused   gpu_pstate   gpu_status   gpu_error"
+        ]
         for n in nodes:
             used = _count_gpus(n["gres_used"].split("(")[0])
             for g in range(_count_gpus(n["gres"])):
-                lines.append(f"{n['name']:<15} {g:>5} {'TeslaV100_SXM2_32GB':>12} {'0.0':>9} {'-':>9} {'0.0':>9} "
-                             f"{'0%':>7} {'0%':>8} {'32G':>10} {'0M':>9} {0:>12} "
-                             f"{'busy' if g < used else 'ok':>12} {'-':>11}")
+                lines.append(
+                    f"{n['name']:<15} {g:>5} {'TeslaV100_SXM2_32GB':>12} {'0.0':>9} {'-':>9} {'0.0':>9} "
+                    f"{'0%':>7} {'0%':>8} {'32G':>10} {'0M':>9} {0:>12} "
+                    f"{'busy' if g < used else 'ok':>12} {'-':>11}"
+                )
         print("\n".join(lines))
         return 0
     lines = ["HOST_NAME       status  r15s   r1m  r15m   ut    pg  ls    it   tmp   swp   mem"]
     load = os.getloadavg()
     for n in nodes:
-        lines.append(f"{n['name']:<15} {'ok':>6} {load[0]:>5.1f} {load[1]:>5.1f} {load[2]:>5.1f}   0%   0.0   0"
-                     "     0    0M    0M    0M")
+        lines.append(
+            f"{n['name']:<15} {'ok':>6} {load[0]:>5.1f} {load[1]:>5.1f} {load[2]:>5.1f}   0%   0.0   0"
+            "     0    0M    0M    0M"
+        )
     print("\n".join(lines))
     return 0
 
 
-COMMANDS = {"bsub": bsub, "bjobs": bjobs, "bkill": bkill, "bhist": bhist, "bqueues": bqueues, "bhosts": bhosts,
-            "lsload": lsload}
+COMMANDS = {
+    "bsub": bsub,
+    "bjobs": bjobs,
+    "bkill": bkill,
+    "bhist": bhist,
+    "bqueues": bqueues,
+    "bhosts": bhosts,
+    "lsload": lsload,
+}
 
 
 def main(command: str, argv: list[str]) -> int:

@@ -33,13 +33,75 @@ def not_submitted(reason: str) -> LsfError:
 # --- bsub options ---------------------------------------------------------------------------------
 
 # Options that take a value, and flags, as bsub 10.1 knows them (a subset; see README.md).
-VALUE_OPTIONS = frozenset({
-    "-J", "-o", "-oo", "-e", "-eo", "-n", "-R", "-gpu", "-q", "-W", "-w", "-L", "-P", "-G", "-M",
-    "-cwd", "-u", "-Jd", "-sp", "-app", "-sla", "-b", "-t", "-i", "-E", "-Ep", "-We", "-m", "-g",
-    "-outdir", "-a", "-C", "-c", "-D", "-F", "-S", "-T", "-v", "-p", "-Lp", "-k", "-f", "-X", "-s",
-})
-FLAG_OPTIONS = frozenset({"-x", "-H", "-B", "-N", "-r", "-rn", "-K", "-I", "-Is", "-Ip", "-IS", "-ISs",
-                          "-ISp", "-IX", "-Zs", "-h", "-V"})
+VALUE_OPTIONS = frozenset(
+    {
+        "-J",
+        "-o",
+        "-oo",
+        "-e",
+        "-eo",
+        "-n",
+        "-R",
+        "-gpu",
+        "-q",
+        "-W",
+        "-w",
+        "-L",
+        "-P",
+        "-G",
+        "-M",
+        "-cwd",
+        "-u",
+        "-Jd",
+        "-sp",
+        "-app",
+        "-sla",
+        "-b",
+        "-t",
+        "-i",
+        "-E",
+        "-Ep",
+        "-We",
+        "-m",
+        "-g",
+        "-outdir",
+        "-a",
+        "-C",
+        "-c",
+        "-D",
+        "-F",
+        "-S",
+        "-T",
+        "-v",
+        "-p",
+        "-Lp",
+        "-k",
+        "-f",
+        "-X",
+        "-s",
+    }
+)
+FLAG_OPTIONS = frozenset(
+    {
+        "-x",
+        "-H",
+        "-B",
+        "-N",
+        "-r",
+        "-rn",
+        "-K",
+        "-I",
+        "-Is",
+        "-Ip",
+        "-IS",
+        "-ISs",
+        "-ISp",
+        "-IX",
+        "-Zs",
+        "-h",
+        "-V",
+    }
+)
 # Accepted and recorded but without effect here; everything else not handled is refused.
 IGNORED_OPTIONS = frozenset({"-P", "-G", "-u", "-Jd", "-sp", "-B", "-N", "-r", "-rn", "-g", "-Lp", "-app"})
 REPEATABLE_OPTIONS = frozenset({"-R", "-f"})
@@ -73,7 +135,7 @@ def parse_bsub_args(argv: list[str]) -> tuple[dict[str, list[str]], list[str]]:
             continue
         glued = next((o for o in _GLUED if word.startswith(o) and len(word) > len(o)), None)
         if glued is not None and word not in VALUE_OPTIONS:
-            options.setdefault(glued, []).append(word[len(glued):])
+            options.setdefault(glued, []).append(word[len(glued) :])
             i += 1
             continue
         raise LsfError(f"bsub: illegal option -- {word.lstrip('-')}\n{BSUB_USAGE}")
@@ -99,13 +161,15 @@ def embedded_bsub_argv(script: str) -> list[str]:
         if line.endswith("\\"):
             pending = line[:-1]
             continue
-        rest = body[len("BSUB"):].strip()
+        rest = body[len("BSUB") :].strip()
         if not rest.startswith("-"):
             continue
         try:
             words.extend(shlex.split(rest, comments=True))
         except ValueError as exc:
-            raise LsfError(f"bsub: cannot parse the script line `{raw.strip()}`: {exc}. {NOT_SUBMITTED}") from exc
+            raise LsfError(
+                f"bsub: cannot parse the script line `{raw.strip()}`: {exc}. {NOT_SUBMITTED}"
+            ) from exc
     return words
 
 
@@ -135,6 +199,7 @@ def job_command_from_args(words: list[str]) -> str:
 
 
 # --- -n, -W ---------------------------------------------------------------------------------------
+
 
 def parse_slots(value: str) -> tuple[int, int]:
     """`-n min[,max]`."""
@@ -208,7 +273,7 @@ def parse_resreq(text: str) -> ResReq:
             raise not_submitted(BAD_RESREQ)
         if name in sections:
             raise LsfError(f'Error near "{name}" : duplicate section. {NOT_SUBMITTED}')
-        sections[name] = text[m.end(): j - 1].strip()
+        sections[name] = text[m.end() : j - 1].strip()
         pos = j
     req = ResReq(select=sections.get("select", ""), sections=sections)
     if "span" in sections:
@@ -254,6 +319,7 @@ def _parse_rusage(body: str) -> dict[str, str]:
 
 # --- -gpu -----------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class GpuReq:
     num: int = 1
@@ -268,8 +334,13 @@ class GpuReq:
 _YES_NO = ("yes", "no")
 _GPU_KEYS = {
     "mode": ("shared", "exclusive_process"),
-    "j_exclusive": _YES_NO, "aff": _YES_NO, "block": _YES_NO, "gpack": _YES_NO,
-    "glink": ("yes",), "nvlink": ("yes",), "gvendor": ("amd", "nvidia"),
+    "j_exclusive": _YES_NO,
+    "aff": _YES_NO,
+    "block": _YES_NO,
+    "gpack": _YES_NO,
+    "glink": ("yes",),
+    "nvlink": ("yes",),
+    "gvendor": ("amd", "nvidia"),
 }
 
 
@@ -305,12 +376,19 @@ def parse_gpu_req(text: str) -> GpuReq | None:
             raise error
     if "gmem" in values and not re.fullmatch(r"\d+[KMGT]?B?", values["gmem"], re.IGNORECASE):
         raise error
-    return GpuReq(num=num, per_task=per_task, mode=values.get("mode", "shared"), mps=values.get("mps", "no"),
-                  j_exclusive=values.get("j_exclusive", "no"), gmodel=values.get("gmodel", ""),
-                  gmem=values.get("gmem", ""))
+    return GpuReq(
+        num=num,
+        per_task=per_task,
+        mode=values.get("mode", "shared"),
+        mps=values.get("mps", "no"),
+        j_exclusive=values.get("j_exclusive", "no"),
+        gmodel=values.get("gmodel", ""),
+        gmem=values.get("gmem", ""),
+    )
 
 
 # --- -J name[array] -------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class JobName:
@@ -341,7 +419,9 @@ def parse_job_name(text: str) -> JobName:
         if start < 1 or end < start or step < 1:
             raise not_submitted(f"{text}: Bad job array index list")
         indices.extend(range(start, end + 1, step))
-        parts.append(f"{start}-{end}:{step}" if step != 1 else (f"{start}-{end}" if end != start else str(start)))
+        parts.append(
+            f"{start}-{end}:{step}" if step != 1 else (f"{start}-{end}" if end != start else str(start))
+        )
     if len(indices) > MAX_ARRAY_SIZE or max(indices) > 2**31 - 2:
         raise not_submitted(f"{text}: The job array is too large")
     array = ",".join(parts) + (f"%{limit}" if limit else "")
@@ -349,6 +429,7 @@ def parse_job_name(text: str) -> JobName:
 
 
 # --- -w dependency expressions --------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class DepCondition:
@@ -364,7 +445,9 @@ class Dependency:
     any_of: bool  # True: "||" between all conditions; False: "&&"
 
 
-_DEP_TOKEN = re.compile(r"\s*(?:(&&|\|\||!|\(|\))|([A-Za-z_]+)\s*\(([^()]*)\)|(\"[^\"]*\"|'[^']*'|[^\s()&|!]+))")
+_DEP_TOKEN = re.compile(
+    r"\s*(?:(&&|\|\||!|\(|\))|([A-Za-z_]+)\s*\(([^()]*)\)|(\"[^\"]*\"|'[^']*'|[^\s()&|!]+))"
+)
 
 
 def parse_dependency(expr: str) -> Dependency:
@@ -392,8 +475,10 @@ def parse_dependency(expr: str) -> Dependency:
             operators.add(op)
             expect_operand = True
         elif op == "!":
-            raise LsfError(f"{expr}: the local LSF stand-in cannot express `!` on Slurm "
-                           f"(infra/localenv/lsf/README.md). {NOT_SUBMITTED}")
+            raise LsfError(
+                f"{expr}: the local LSF stand-in cannot express `!` on Slurm "
+                f"(infra/localenv/lsf/README.md). {NOT_SUBMITTED}"
+            )
         elif op == "(":
             if not expect_operand:
                 raise syntax
@@ -415,18 +500,32 @@ def parse_dependency(expr: str) -> Dependency:
     if depth or expect_operand:
         raise syntax
     if len(operators) > 1:
-        raise LsfError(f"{expr}: the local LSF stand-in cannot mix && and || on Slurm "
-                       f"(infra/localenv/lsf/README.md). {NOT_SUBMITTED}")
+        raise LsfError(
+            f"{expr}: the local LSF stand-in cannot mix && and || on Slurm "
+            f"(infra/localenv/lsf/README.md). {NOT_SUBMITTED}"
+        )
     return Dependency(tuple(conditions), any_of=operators == {"||"})
 
 
 def _dep_condition(func: str, args: str, syntax: LsfError) -> DepCondition:
     kinds = {"done": "done", "ended": "ended", "exit": "exit", "started": "started"}
     if func not in kinds:
-        if func in ("external", "post_done", "post_err", "numdone", "numended", "numexit", "numhold",
-                    "numpend", "numrun", "numstart"):
-            raise LsfError(f"{func}(): not supported by the local LSF stand-in "
-                           f"(infra/localenv/lsf/README.md). {NOT_SUBMITTED}")
+        if func in (
+            "external",
+            "post_done",
+            "post_err",
+            "numdone",
+            "numended",
+            "numexit",
+            "numhold",
+            "numpend",
+            "numrun",
+            "numstart",
+        ):
+            raise LsfError(
+                f"{func}(): not supported by the local LSF stand-in "
+                f"(infra/localenv/lsf/README.md). {NOT_SUBMITTED}"
+            )
         raise syntax
     target, _, test = args.partition(",")
     target = target.strip()
@@ -469,12 +568,13 @@ def slurm_job_ref(lsf_id: str) -> str:
 
 # --- output file names ----------------------------------------------------------------------------
 
+
 def slurm_output_pattern(path: str, is_array: bool) -> str:
     """LSF's %J and %I in -o/-e names, as Slurm file-name patterns; other % kept literal."""
     out = []
     i = 0
     while i < len(path):
-        two = path[i:i + 2]
+        two = path[i : i + 2]
         if two == "%J":
             out.append("%A" if is_array else "%j")
             i += 2
@@ -492,6 +592,7 @@ def slurm_output_pattern(path: str, is_array: bool) -> str:
 
 # --- times ----------------------------------------------------------------------------------------
 
+
 def lsf_time(epoch: int | float | None, seconds: bool = False) -> str:
     """LSF's short time: ctime()'s `Mmm dd hh:mm` (`-hms`: with `:ss`); '' when unset."""
     if not epoch:
@@ -508,12 +609,30 @@ def lsf_long_time(epoch: int | float) -> str:
 # --- job states -----------------------------------------------------------------------------------
 
 STATE_FROM_SLURM = {
-    "PENDING": "PEND", "REQUEUED": "PEND", "REQUEUE_HOLD": "PSUSP", "REQUEUE_FED": "PEND",
-    "RESV_DEL_HOLD": "PSUSP", "CONFIGURING": "RUN", "RUNNING": "RUN", "COMPLETING": "RUN",
-    "RESIZING": "RUN", "SIGNALING": "RUN", "STAGE_OUT": "RUN", "SUSPENDED": "USUSP", "STOPPED": "USUSP",
-    "COMPLETED": "DONE", "FAILED": "EXIT", "CANCELLED": "EXIT", "TIMEOUT": "EXIT", "NODE_FAIL": "EXIT",
-    "PREEMPTED": "EXIT", "OUT_OF_MEMORY": "EXIT", "BOOT_FAIL": "EXIT", "DEADLINE": "EXIT",
-    "SPECIAL_EXIT": "EXIT", "REVOKED": "EXIT",
+    "PENDING": "PEND",
+    "REQUEUED": "PEND",
+    "REQUEUE_HOLD": "PSUSP",
+    "REQUEUE_FED": "PEND",
+    "RESV_DEL_HOLD": "PSUSP",
+    "CONFIGURING": "RUN",
+    "RUNNING": "RUN",
+    "COMPLETING": "RUN",
+    "RESIZING": "RUN",
+    "SIGNALING": "RUN",
+    "STAGE_OUT": "RUN",
+    "SUSPENDED": "USUSP",
+    "STOPPED": "USUSP",
+    "COMPLETED": "DONE",
+    "FAILED": "EXIT",
+    "CANCELLED": "EXIT",
+    "TIMEOUT": "EXIT",
+    "NODE_FAIL": "EXIT",
+    "PREEMPTED": "EXIT",
+    "OUT_OF_MEMORY": "EXIT",
+    "BOOT_FAIL": "EXIT",
+    "DEADLINE": "EXIT",
+    "SPECIAL_EXIT": "EXIT",
+    "REVOKED": "EXIT",
 }
 FINISHED_STATES = frozenset({"DONE", "EXIT"})
 PEND_REASONS = {
@@ -606,15 +725,27 @@ def lsf_job_from_slurm(rec: dict[str, Any], submit_host: str) -> LsfJob:
     limit = rec.get("time_limit")
     run_limit = _number(limit) if limit not in (None, "") else None
     return LsfJob(
-        jobid=jobid, index=index, name=name, user=str(rec.get("user_name", "")), stat=stat,
-        queue=str(rec.get("partition", "")), from_host=submit_host, exec_host=exec_host, slots=cpus,
-        submit_time=_number(rec.get("submit_time")), start_time=start,
+        jobid=jobid,
+        index=index,
+        name=name,
+        user=str(rec.get("user_name", "")),
+        stat=stat,
+        queue=str(rec.get("partition", "")),
+        from_host=submit_host,
+        exec_host=exec_host,
+        slots=cpus,
+        submit_time=_number(rec.get("submit_time")),
+        start_time=start,
         finish_time=_number(rec.get("end_time")) if stat in FINISHED_STATES else 0,
-        exit_code=exit_code, pend_reason=PEND_REASONS.get(reason, reason if reason != "None" else ""),
-        dependency=str(rec.get("dependency", "") or ""), command=str(rec.get("command", "") or ""),
+        exit_code=exit_code,
+        pend_reason=PEND_REASONS.get(reason, reason if reason != "None" else ""),
+        dependency=str(rec.get("dependency", "") or ""),
+        command=str(rec.get("command", "") or ""),
         cwd=str(rec.get("current_working_directory", "") or ""),
-        output_file=str(rec.get("standard_output", "") or ""), error_file=str(rec.get("standard_error", "") or ""),
-        run_limit_min=run_limit or None, slurm_state=slurm_state,
+        output_file=str(rec.get("standard_output", "") or ""),
+        error_file=str(rec.get("standard_error", "") or ""),
+        run_limit_min=run_limit or None,
+        slurm_state=slurm_state,
     )
 
 
@@ -640,16 +771,36 @@ def expand_pending_array(job: LsfJob, rec: dict[str, Any]) -> list[LsfJob]:
 
 # field name -> (header, default width); aliases map to the same column.
 BJOBS_FIELDS: dict[str, tuple[str, int]] = {
-    "jobid": ("JOBID", 7), "jobindex": ("JOBINDEX", 8), "stat": ("STAT", 5), "user": ("USER", 7),
-    "queue": ("QUEUE", 10), "job_name": ("JOB_NAME", 10), "name": ("JOB_NAME", 10),
-    "from_host": ("FROM_HOST", 11), "exec_host": ("EXEC_HOST", 11), "first_host": ("FIRST_HOST", 11),
-    "nexec_host": ("NEXEC_HOST", 10), "submit_time": ("SUBMIT_TIME", 15), "start_time": ("START_TIME", 15),
-    "finish_time": ("FINISH_TIME", 16), "exit_code": ("EXIT_CODE", 10), "exit_reason": ("EXIT_REASON", 50),
-    "pend_reason": ("PEND_REASON", 11), "dependency": ("DEPENDENCY", 15), "command": ("COMMAND", 15),
-    "slots": ("SLOTS", 5), "nalloc_slot": ("NALLOC_SLOT", 10), "min_req_proc": ("MIN_REQ_PROC", 12),
-    "max_req_proc": ("MAX_REQ_PROC", 12), "run_time": ("RUN_TIME", 15), "sub_cwd": ("SUB_CWD", 15),
-    "exec_cwd": ("EXEC_CWD", 15), "output_file": ("OUTPUT_FILE", 15), "error_file": ("ERROR_FILE", 15),
-    "runtimelimit": ("RUNTIMELIMIT", 12), "gpu_num": ("GPU_NUM", 10),
+    "jobid": ("JOBID", 7),
+    "jobindex": ("JOBINDEX", 8),
+    "stat": ("STAT", 5),
+    "user": ("USER", 7),
+    "queue": ("QUEUE", 10),
+    "job_name": ("JOB_NAME", 10),
+    "name": ("JOB_NAME", 10),
+    "from_host": ("FROM_HOST", 11),
+    "exec_host": ("EXEC_HOST", 11),
+    "first_host": ("FIRST_HOST", 11),
+    "nexec_host": ("NEXEC_HOST", 10),
+    "submit_time": ("SUBMIT_TIME", 15),
+    "start_time": ("START_TIME", 15),
+    "finish_time": ("FINISH_TIME", 16),
+    "exit_code": ("EXIT_CODE", 10),
+    "exit_reason": ("EXIT_REASON", 50),
+    "pend_reason": ("PEND_REASON", 11),
+    "dependency": ("DEPENDENCY", 15),
+    "command": ("COMMAND", 15),
+    "slots": ("SLOTS", 5),
+    "nalloc_slot": ("NALLOC_SLOT", 10),
+    "min_req_proc": ("MIN_REQ_PROC", 12),
+    "max_req_proc": ("MAX_REQ_PROC", 12),
+    "run_time": ("RUN_TIME", 15),
+    "sub_cwd": ("SUB_CWD", 15),
+    "exec_cwd": ("EXEC_CWD", 15),
+    "output_file": ("OUTPUT_FILE", 15),
+    "error_file": ("ERROR_FILE", 15),
+    "runtimelimit": ("RUNTIMELIMIT", 12),
+    "gpu_num": ("GPU_NUM", 10),
 }
 DEFAULT_BJOBS_O = "jobid user stat queue from_host exec_host job_name submit_time"
 
@@ -666,7 +817,7 @@ def parse_output_spec(text: str) -> OutputSpec:
     m = re.search(r"delimiter\s*=\s*'(.*?)'", text)
     if m:
         delimiter = m.group(1)
-        text = text[: m.start()] + text[m.end():]
+        text = text[: m.start()] + text[m.end() :]
     fields: list[tuple[str, int | None]] = []
     for item in text.split():
         name, _, width = item.partition(":")
@@ -760,31 +911,35 @@ def _json_escape(value: str) -> str:
     return json.dumps(value, ensure_ascii=False).replace("/", "\\/")
 
 
-def format_bjobs_json(spec: OutputSpec, jobs: list[LsfJob], errors: list[str], now: float,
-                      hms: bool = False) -> str:
+def format_bjobs_json(
+    spec: OutputSpec, jobs: list[LsfJob], errors: list[str], now: float, hms: bool = False
+) -> str:
     """bjobs -json: upper-case keys, every value a string; unknown ids as records with ERROR."""
     records = []
     for job in jobs:
-        items = [f'      "{BJOBS_FIELDS[f][0]}":{_json_escape(field_value(job, f, now, hms))}'
-                 for f, _ in spec.fields]
+        items = [
+            f'      "{BJOBS_FIELDS[f][0]}":{_json_escape(field_value(job, f, now, hms))}'
+            for f, _ in spec.fields
+        ]
         records.append("    {\n" + ",\n".join(items) + "\n    }")
     for err in errors:
         m = re.fullmatch(r"Job <(.*)> is not found", err)
         job_id = m.group(1) if m else ""
-        records.append(f'    {{\n      "JOBID":{_json_escape(job_id)},\n      "ERROR":{_json_escape(err)}\n    }}')
+        records.append(
+            f'    {{\n      "JOBID":{_json_escape(job_id)},\n      "ERROR":{_json_escape(err)}\n    }}'
+        )
     body = ",\n".join(records)
     return (
         "{\n"
         '  "COMMAND":"bjobs",\n'
         f'  "JOBS":{len(records)},\n'
-        '  "RECORDS":[\n'
-        + (body + "\n" if body else "")
-        + "  ]\n}"
+        '  "RECORDS":[\n' + (body + "\n" if body else "") + "  ]\n}"
     )
 
 
-def format_bjobs_text(spec: OutputSpec, jobs: list[LsfJob], now: float, header: bool, hms: bool = False,
-                      wide: bool = False) -> str:
+def format_bjobs_text(
+    spec: OutputSpec, jobs: list[LsfJob], now: float, header: bool, hms: bool = False, wide: bool = False
+) -> str:
     """bjobs -o text: '-' for empty values; a delimiter, or columns padded to their widths."""
     rows: list[list[str]] = []
     if header:
@@ -800,7 +955,7 @@ def format_bjobs_text(spec: OutputSpec, jobs: list[LsfJob], now: float, header: 
         for (f, width), value in zip(spec.fields, row, strict=True):
             w = width if width is not None else BJOBS_FIELDS[f][1]
             if width is not None and not wide and len(value) > w:
-                value = "*" + value[-(w - 1):] if w > 1 else value[:w]
+                value = "*" + value[-(w - 1) :] if w > 1 else value[:w]
             cells.append(value.ljust(w))
         lines.append(" ".join(cells).rstrip())
     return "\n".join(lines)
@@ -808,10 +963,11 @@ def format_bjobs_text(spec: OutputSpec, jobs: list[LsfJob], now: float, header: 
 
 def format_bjobs_default(jobs: list[LsfJob], wide: bool) -> str:
     """bjobs' default table; long names are cut with a leading '*' unless -w."""
+
     def cut(value: str, width: int) -> str:
         if wide or len(value) <= width:
             return value
-        return "*" + value[-(width - 1):]
+        return "*" + value[-(width - 1) :]
 
     lines = ["JOBID   USER    STAT  QUEUE      FROM_HOST   EXEC_HOST   JOB_NAME   SUBMIT_TIME"]
     for j in jobs:
@@ -825,6 +981,7 @@ def format_bjobs_default(jobs: list[LsfJob], wide: bool) -> str:
 
 # --- bkill ----------------------------------------------------------------------------------------
 
+
 def bkill_message(display_id: str, outcome: str) -> tuple[str, str, int]:
     """(stdout, stderr, exit code) for one job: outcome is killed | finished | unknown."""
     if outcome == "killed":
@@ -835,6 +992,7 @@ def bkill_message(display_id: str, outcome: str) -> tuple[str, str, int]:
 
 
 # --- bhist ----------------------------------------------------------------------------------------
+
 
 def bhist_times(job: LsfJob, now: float) -> dict[str, int]:
     end = job.finish_time if job.finished and job.finish_time else now
@@ -847,8 +1005,15 @@ def bhist_times(job: LsfJob, now: float) -> dict[str, int]:
     psusp = pend if job.stat == "PSUSP" else 0
     if psusp:
         pend = 0
-    return {"PEND": int(pend), "PSUSP": int(psusp), "RUN": run, "USUSP": 0, "SSUSP": 0, "UNKWN": 0,
-            "TOTAL": int(pend) + int(psusp) + run}
+    return {
+        "PEND": int(pend),
+        "PSUSP": int(psusp),
+        "RUN": run,
+        "USUSP": 0,
+        "SSUSP": 0,
+        "UNKWN": 0,
+        "TOTAL": int(pend) + int(psusp) + run,
+    }
 
 
 def format_bhist_short(jobs: list[LsfJob], now: float) -> str:
@@ -868,24 +1033,34 @@ def format_bhist_short(jobs: list[LsfJob], now: float) -> str:
 
 def format_bhist_long(job: LsfJob, now: float) -> str:
     out = [f"Job <{job.display_id}>, Job Name <{job.name}>, User <{job.user}>, Command <{job.command}>"]
-    out.append(f"{lsf_long_time(job.submit_time)}: Submitted from host <{job.from_host}>, to Queue "
-               f"<{job.queue}>, CWD <{job.cwd}>;")
+    out.append(
+        f"{lsf_long_time(job.submit_time)}: Submitted from host <{job.from_host}>, to Queue "
+        f"<{job.queue}>, CWD <{job.cwd}>;"
+    )
     if job.start_time:
-        out.append(f"{lsf_long_time(job.start_time)}: Dispatched {job.slots} Task(s) on Host(s) "
-                   f"<{job.exec_host.split('*')[-1]}>;")
+        out.append(
+            f"{lsf_long_time(job.start_time)}: Dispatched {job.slots} Task(s) on Host(s) "
+            f"<{job.exec_host.split('*')[-1]}>;"
+        )
         out.append(f"{lsf_long_time(job.start_time)}: Starting (Pid unknown);")
     if job.finished and job.finish_time:
         if job.stat == "DONE":
             out.append(f"{lsf_long_time(job.finish_time)}: Done successfully. The CPU time used is unknown.")
         elif job.exit_code is not None:
-            out.append(f"{lsf_long_time(job.finish_time)}: Exited with exit code {job.exit_code}. "
-                       "The CPU time used is unknown.")
+            out.append(
+                f"{lsf_long_time(job.finish_time)}: Exited with exit code {job.exit_code}. "
+                "The CPU time used is unknown."
+            )
         else:
             out.append(f"{lsf_long_time(job.finish_time)}: Exited; job has been forced to exit.")
     t = bhist_times(job, now)
     out.append("")
     out.append("Summary of time in seconds spent in various states by  " + lsf_long_time(now))
     out.append("  PEND     PSUSP    RUN      USUSP    SSUSP    UNKWN    TOTAL")
-    out.append("  " + " ".join(f"{t[k]:<8}" for k in ("PEND", "PSUSP", "RUN", "USUSP", "SSUSP", "UNKWN", "TOTAL"))
-               .rstrip())
+    out.append(
+        "  "
+        + " ".join(
+            f"{t[k]:<8}" for k in ("PEND", "PSUSP", "RUN", "USUSP", "SSUSP", "UNKWN", "TOTAL")
+        ).rstrip()
+    )
     return "\n".join(out)
