@@ -38,7 +38,8 @@ def main() -> int:
     quiet = lambda _line: None  # noqa: E731
 
     with tempfile.TemporaryDirectory(prefix="atlas-bench-") as tmp:
-        layout = Layout(state_dir=Path(tmp) / "localenv", ports=Ports(int(os.environ.get("ATLAS_BENCH_PORT_BASE", "19000"))))
+        port_base = int(os.environ.get("ATLAS_BENCH_PORT_BASE", "19000"))
+        layout = Layout(state_dir=Path(tmp) / "localenv", ports=Ports(port_base))
         settings = kube.KubeSettings()
         print("bench: first localenv up (cold state: certificates, etcd data)", flush=True)
         cold = timed(lambda: kube.up(layout, settings, quiet))

@@ -67,7 +67,8 @@ def _ssl_context(pki: Pki) -> ssl.SSLContext:
 def api_get(layout: Layout, path: str, timeout: float = 2.0) -> Any:
     """GET a path on the API server as the admin user; JSON decoded."""
     pki = Pki(layout.kube_dir / "pki")
-    req = urllib.request.Request(layout.api_url + path, headers={"Accept": "application/json"})
+    req = urllib.request.Request(layout.api_url + path, headers={"Accept": "application/json"})  # noqa: S310
+    # The URL is always https://127.0.0.1:<port> from the layout, never user input.
     with urllib.request.urlopen(req, context=_ssl_context(pki), timeout=timeout) as resp:  # noqa: S310
         body = resp.read()
     return json.loads(body) if body[:1] in (b"{", b"[") else body.decode()
@@ -75,7 +76,7 @@ def api_get(layout: Layout, path: str, timeout: float = 2.0) -> Any:
 
 def _readyz(layout: Layout) -> bool:
     try:
-        return api_get(layout, "/readyz") == "ok"
+        return bool(api_get(layout, "/readyz") == "ok")
     except (OSError, urllib.error.URLError, ssl.SSLError, ValueError):
         return False
 
@@ -177,6 +178,7 @@ def up(layout: Layout, settings: KubeSettings, say: Callable[[str], None]) -> No
         ds["kwok"].stop()
     stopped = [n for n, d in ds.items() if not d.running()]
     if not stopped and _readyz(layout):
+        _reclaim_released_volumes(layout, say)
         say("kubernetes: already running")
         return
     # Only ports of components we are about to start must be free.
@@ -196,7 +198,11 @@ def up(layout: Layout, settings: KubeSettings, say: Callable[[str], None]) -> No
         if daemon.running():
             continue
         say(f"kubernetes: starting {name}")
-        daemon.start([str(bins / name), *args[name]])
+        env = None
+        if name == "kwok":
+            # KWOK also reads $KWOK_WORKDIR/kwok.yaml: keep a user's own file out of our cluster.
+            env = {**os.environ, "KWOK_WORKDIR": str(kd / "kwok-workdir")}
+        daemon.start([str(bins / name), *args[name]], env=env)
         if name == "etcd":
             wait_for(lambda: port_open(layout.ports.etcd_client), "etcd to listen", 30, daemon)
         elif name == "kube-apiserver":
@@ -206,6 +212,27 @@ def up(layout: Layout, settings: KubeSettings, say: Callable[[str], None]) -> No
             port = _component_port(name, layout)
             wait_for(lambda port=port: port_open(port), f"{name} to listen", 30, daemon)  # type: ignore[misc]
     _wait_nodes_ready(layout, settings, say)
+    _reclaim_released_volumes(layout, say)
+
+
+def _reclaim_released_volumes(layout: Layout, say: Callable[[str], None]) -> None:
+    """Make Released hostPath volumes Available again (their claims are gone).
+
+    The pool's volumes use `Retain` (no recycler runs here), so without this a pool
+    would drain as namespaces come and go.
+    """
+    volumes = api_get(layout, "/api/v1/persistentvolumes")["items"]
+    released = [
+        v["metadata"]["name"]
+        for v in volumes
+        if v.get("status", {}).get("phase") == "Released"
+        and "atlas.dev/pv-pool" in v["metadata"].get("labels", {})
+    ]
+    for name in released:
+        kubectl(layout, "patch", "persistentvolume", name, "--type=json",
+                "-p", '[{"op": "remove", "path": "/spec/claimRef"}]')
+    if released:
+        say(f"kubernetes: {len(released)} released volume(s) made available again")
 
 
 def _apply_cluster_objects(layout: Layout, settings: KubeSettings, say: Callable[[str], None]) -> None:
@@ -213,7 +240,7 @@ def _apply_cluster_objects(layout: Layout, settings: KubeSettings, say: Callable
     say("kubernetes: applying OpenShift CRDs, storage and KWOK nodes")
     objects: list[dict[str, Any]] = []
     objects += crds.openshift_crds(OPENSHIFT_OPENAPI)
-    objects += kwok.storage_objects(layout.kube_dir / "volumes")
+    objects += kwok.storage_objects(layout.kube_dir / "volumes", rwo=16, rwx=8)
     objects += kwok.gpu_nodes(settings.gpu_nodes) + kwok.cpu_nodes(settings.cpu_nodes)
     manifest = yaml.safe_dump_all(objects, sort_keys=False)
     kubectl(layout, "apply", "--server-side", "--force-conflicts", "--field-manager=atlas-localenv",

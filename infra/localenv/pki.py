@@ -91,7 +91,7 @@ def _issue(
     key: ec.EllipticCurvePrivateKey,
     ca_name: x509.Name,
     ca_key: ec.EllipticCurvePrivateKey,
-    usage: ExtendedKeyUsageOID,
+    usage: x509.ObjectIdentifier,
     sans: list[x509.GeneralName] | None = None,
 ) -> x509.Certificate:
     now = dt.datetime.now(dt.UTC)

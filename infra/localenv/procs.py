@@ -7,6 +7,7 @@ start time no longer matches (the pid was reused) is never signalled.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
@@ -93,19 +94,15 @@ class Daemon:
         if pid is None:
             self.pid_file.unlink(missing_ok=True)
             return False
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and self.pid() is not None:
             _reap(pid)
             time.sleep(0.05)
         if self.pid() is not None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             for _ in range(100):
                 _reap(pid)
                 if self.pid() is None:
@@ -122,10 +119,8 @@ class Daemon:
 
 
 def _reap(pid: int) -> None:
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:

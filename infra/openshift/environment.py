@@ -53,7 +53,7 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
             metadata=k8s.meta.v1.ObjectMetaArgs(name=target.namespace, labels=labels),
             opts=child,
         )
-        self.namespace = self.namespace_resource.metadata.apply(lambda m: m.name)
+        self.namespace = self.namespace_resource.metadata.apply(lambda m: m.name or target.namespace)
         self.api_url = pulumi.Output.from_input(_api_url(target))
         self.register_outputs({"namespace": self.namespace, "api_url": self.api_url})
 

@@ -102,8 +102,10 @@ def run(
     done.set()
     output = "\n".join(lines)
     if code != 0:
-        tail = "\n".join(lines[-40:])
-        raise StepFailed(f"command failed (exit {code}): {' '.join(cmd)}\n{tail}")
+        # `go build -v` interleaves package names with the errors: show the errors first.
+        errors = [ln for ln in lines if re.search(r"\.go:\d+|error|cannot|not available|missing", ln)]
+        shown = "\n".join(errors[:40]) if errors else "\n".join(lines[-40:])
+        raise StepFailed(f"command failed (exit {code}): {' '.join(cmd)}\n{shown}")
     return output
 
 
@@ -392,7 +394,12 @@ BINARY_STEPS: tuple[Step, ...] = (
         "Python language runtime launcher and dynamic-provider shim",
         build_python_plugins,
     ),
-    Step("pulumi-resource-kubernetes", ("pulumi-resource-kubernetes",), "Kubernetes provider plugin", build_kubernetes_provider),
+    Step(
+        "pulumi-resource-kubernetes",
+        ("pulumi-resource-kubernetes",),
+        "Kubernetes provider plugin",
+        build_kubernetes_provider,
+    ),
     Step("etcd", ("etcd",), "etcd", build_etcd),
     Step("kwok", ("kwok",), "KWOK node and pod simulator", build_kwok),
     Step("kubernetes", KUBE_COMMANDS, "kube-apiserver, controller-manager, scheduler, kubectl", build_kubernetes),
@@ -430,7 +437,8 @@ def run_step(step: Step, pins: Pins, root: Path, progress: Progress) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/bootstrap", description=__doc__.splitlines()[0])
-    parser.add_argument("--only", help="comma-separated step names (venv," + ",".join(s.name for s in BINARY_STEPS) + ")")
+    step_names = ",".join(["venv", *(s.name for s in BINARY_STEPS)])
+    parser.add_argument("--only", help=f"comma-separated step names ({step_names})")
     parser.add_argument("--print-bin", action="store_true", help="print the toolchain's bin folder and exit")
     args = parser.parse_args(argv)
 

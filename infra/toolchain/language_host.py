@@ -86,30 +86,30 @@ def executor_environment(request: Any) -> dict[str, str]:
     return env
 
 
-class LanguageHost(LanguageRuntimeServicer):  # type: ignore[misc]
+class LanguageHost(LanguageRuntimeServicer):
     def __init__(self, engine_address: str) -> None:
         self.engine_address = engine_address
 
-    def Handshake(self, request: Any, context: Any) -> Any:  # noqa: N802 (gRPC method names)
+    def Handshake(self, request: Any, context: Any) -> Any:
         self.engine_address = request.engine_address or self.engine_address
         return language_pb2.LanguageHandshakeResponse()
 
-    def GetPluginInfo(self, request: Any, context: Any) -> Any:  # noqa: N802
+    def GetPluginInfo(self, request: Any, context: Any) -> Any:
         return plugin_pb2.PluginInfo(version=_pulumi_sdk_version())
 
-    def GetRequiredPlugins(self, request: Any, context: Any) -> Any:  # noqa: N802
+    def GetRequiredPlugins(self, request: Any, context: Any) -> Any:
         return language_pb2.GetRequiredPluginsResponse()
 
-    def GetRequiredPackages(self, request: Any, context: Any) -> Any:  # noqa: N802
+    def GetRequiredPackages(self, request: Any, context: Any) -> Any:
         return language_pb2.GetRequiredPackagesResponse()
 
-    def About(self, request: Any, context: Any) -> Any:  # noqa: N802
+    def About(self, request: Any, context: Any) -> Any:
         info = sys.version_info
         return language_pb2.AboutResponse(
             executable=sys.executable, version=f"{info.major}.{info.minor}.{info.micro}"
         )
 
-    def GetProgramDependencies(self, request: Any, context: Any) -> Any:  # noqa: N802
+    def GetProgramDependencies(self, request: Any, context: Any) -> Any:
         from importlib.metadata import distributions
 
         deps = sorted({(d.metadata["Name"], d.version) for d in distributions() if d.metadata["Name"]})
@@ -117,13 +117,13 @@ class LanguageHost(LanguageRuntimeServicer):  # type: ignore[misc]
             dependencies=[language_pb2.DependencyInfo(name=n, version=v) for n, v in deps]
         )
 
-    def InstallDependencies(self, request: Any, context: Any) -> Any:  # noqa: N802
+    def InstallDependencies(self, request: Any, context: Any) -> Any:
         # scripts/bootstrap owns the virtual environment; nothing to install here.
         yield language_pb2.InstallDependenciesResponse(
             stdout=b"dependencies are installed by scripts/bootstrap into .venv\n"
         )
 
-    def Run(self, request: Any, context: Any) -> Any:  # noqa: N802
+    def Run(self, request: Any, context: Any) -> Any:
         cmd = executor_command(request, self.engine_address)
         # The executor's output goes where ours goes: the engine shows it to the user.
         code = subprocess.call(cmd, env=executor_environment(request), cwd=request.pwd or None)

@@ -72,7 +72,8 @@ class PulumiProject:
         )
         if check and proc.returncode != 0:
             raise PulumiFailed(
-                f"pulumi {' '.join(args)} exited {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+                f"pulumi {' '.join(args)} exited {proc.returncode}\n"
+                f"--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
             )
         return proc
 

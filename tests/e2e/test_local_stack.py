@@ -86,7 +86,7 @@ def test_preview_up_refresh_destroy(project, kube_env):
 
 
 def test_bad_config_fails_preview_before_any_resource(project, kube_env):
-    proj, ns = project
+    proj, _ns = project
     config = proj.stack_config(STACK)
     config["atlas:openshift"] = {**config["atlas:openshift"], "namespace": "Not_A_Name"}
     proj.set_stack_config(STACK, config)
