@@ -1,0 +1,197 @@
+"""Cheap readers of /proc: the process tree under one pid, the host's CPU, memory, disk and network.
+
+Each reader returns plain numbers or raises `OSError`/`ValueError`; the sampler turns a
+failure into a "not measured" record with the reason. Nothing here keeps file handles open.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+PROC = Path("/proc")
+
+
+@dataclass(frozen=True)
+class ProcessStat:
+    pid: int
+    ppid: int
+    start_ticks: int  # since boot: tells a reused pid from the process it replaced
+    cpu_ticks: int  # utime + stime
+    rss_bytes: int
+
+
+def read_process(pid: int, proc: Path = PROC) -> ProcessStat:
+    raw = (proc / str(pid) / "stat").read_text()
+    # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
+    fields = raw[raw.rindex(")") + 2 :].split()
+    # fields[0] is field 3 (state): utime is field 14, stime 15, starttime 22, rss 24.
+    return ProcessStat(
+        pid=pid,
+        ppid=int(fields[1]),
+        start_ticks=int(fields[19]),
+        cpu_ticks=int(fields[11]) + int(fields[12]),
+        rss_bytes=int(fields[21]) * PAGE_SIZE,
+    )
+
+
+def _children_from_task_files(pid: int, proc: Path) -> list[int] | None:
+    """Children through /proc/<pid>/task/<tid>/children (CONFIG_PROC_CHILDREN), or None."""
+    try:
+        tids = os.listdir(proc / str(pid) / "task")
+    except OSError:
+        return []
+    children: list[int] = []
+    for tid in tids:
+        try:
+            children.extend(int(c) for c in (proc / str(pid) / "task" / tid / "children").read_text().split())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            continue
+    return children
+
+
+def process_tree(root: int, proc: Path = PROC) -> list[ProcessStat]:
+    """`root` and all its live descendants. Walks the `children` files (a few reads per
+    process); without them, scans every process's stat once."""
+    tree: list[ProcessStat] = []
+    pending = [root]
+    seen: set[int] = set()
+    while pending:
+        pid = pending.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            tree.append(read_process(pid, proc))
+        except (OSError, ValueError, IndexError):
+            continue  # exited meanwhile
+        children = _children_from_task_files(pid, proc)
+        if children is None:
+            return _process_tree_by_scan(root, proc)
+        pending.extend(children)
+    return tree
+
+
+def _process_tree_by_scan(root: int, proc: Path) -> list[ProcessStat]:
+    stats: dict[int, ProcessStat] = {}
+    for name in os.listdir(proc):
+        if name.isdigit():
+            try:
+                stats[int(name)] = read_process(int(name), proc)
+            except (OSError, ValueError, IndexError):
+                continue
+    by_parent: dict[int, list[int]] = {}
+    for stat in stats.values():
+        by_parent.setdefault(stat.ppid, []).append(stat.pid)
+    tree, pending = [], [root]
+    while pending:
+        pid = pending.pop()
+        if pid in stats:
+            tree.append(stats[pid])
+            pending.extend(by_parent.get(pid, []))
+    return tree
+
+
+def read_process_io(pid: int, proc: Path = PROC) -> tuple[int, int]:
+    """(read_bytes, write_bytes) that reached the storage layer, from /proc/<pid>/io."""
+    values = {}
+    for line in (proc / str(pid) / "io").read_text().splitlines():
+        key, _, value = line.partition(":")
+        values[key] = int(value)
+    return values["read_bytes"], values["write_bytes"]
+
+
+@dataclass(frozen=True)
+class HostCpu:
+    busy_ticks: int
+    total_ticks: int
+    cpus: int
+
+
+def read_host_cpu(proc: Path = PROC) -> HostCpu:
+    cpus = 0
+    busy = total = 0
+    for line in (proc / "stat").read_text().splitlines():
+        if line.startswith("cpu "):
+            # user nice system idle iowait irq softirq steal guest guest_nice; guest time is
+            # already inside user and nice, so it is not added again.
+            values = [int(v) for v in line.split()[1:]]
+            values += [0] * (10 - len(values))
+            idle = values[3] + values[4]
+            total = sum(values[:8])
+            busy = total - idle
+        elif line.startswith("cpu"):
+            cpus += 1
+    return HostCpu(busy_ticks=busy, total_ticks=total, cpus=cpus)
+
+
+def read_host_memory(proc: Path = PROC) -> tuple[int, int]:
+    """(used, total) bytes; used = MemTotal - MemAvailable, what `free` calls used plus
+    unreclaimable caches, not counting page cache that could be dropped."""
+    values = {}
+    for line in (proc / "meminfo").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts:
+            values[key] = int(parts[0]) * (1024 if len(parts) > 1 and parts[1] == "kB" else 1)
+    total = values["MemTotal"]
+    return total - values["MemAvailable"], total
+
+
+def read_cgroup_memory(cgroup_root: Path = Path("/sys/fs/cgroup")) -> tuple[int, int | None] | None:
+    """(used, limit or None for unlimited) of this process's cgroup v2, or None without one.
+    In a container this is the pod's own memory, where /proc/meminfo shows the node's."""
+    try:
+        relative = ""
+        for line in (PROC / "self" / "cgroup").read_text().splitlines():
+            if line.startswith("0::"):
+                relative = line[3:].strip().lstrip("/")
+        base = cgroup_root / relative
+        current = base / "memory.current"
+        if not current.exists():
+            base = cgroup_root
+            current = base / "memory.current"
+        used = int(current.read_text())
+        limit_text = (base / "memory.max").read_text().strip()
+    except (OSError, ValueError):
+        return None
+    return used, (None if limit_text == "max" else int(limit_text))
+
+
+def read_disk_bytes(proc: Path = PROC) -> tuple[int, int]:
+    """(read, written) bytes since boot over whole block devices (partitions, loop, ram and
+    device-mapper devices are left out so nothing is counted twice)."""
+    read = written = 0
+    sys_block = Path("/sys/block")
+    whole_disks = set(os.listdir(sys_block)) if sys_block.exists() else None
+    for line in (proc / "diskstats").read_text().splitlines():
+        fields = line.split()
+        if len(fields) < 10:
+            continue
+        name = fields[2]
+        if name.startswith(("loop", "ram", "dm-", "zram")):
+            continue
+        if whole_disks is not None and name not in whole_disks:
+            continue  # a partition
+        # Sectors are always 512 bytes in diskstats, whatever the device's sector size.
+        read += int(fields[5]) * 512
+        written += int(fields[9]) * 512
+    return read, written
+
+
+def read_network_bytes(proc: Path = PROC) -> tuple[int, int]:
+    """(received, transmitted) bytes since boot over this network namespace's interfaces, loopback excluded."""
+    received = transmitted = 0
+    for line in (proc / "net" / "dev").read_text().splitlines()[2:]:
+        name, _, rest = line.partition(":")
+        if name.strip() == "lo":
+            continue
+        fields = rest.split()
+        received += int(fields[0])
+        transmitted += int(fields[8])
+    return received, transmitted

@@ -1,0 +1,373 @@
+"""Run a step's command as a child and record what it uses, every interval, as JSONL.
+
+    python3 -m infra.telemetry.sampler --out telemetry/train.jsonl --interval 5 --step train -- python main.py ...
+
+Guarantees, because a measurement must never cost the run it measures:
+- the child is never killed: SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are
+  forwarded to it, and the sampler waits for it and exits with its exit code (128+N when
+  a signal N ended it, as a shell reports it);
+- records are appended one line at a time with line buffering: a kill -9 of the sampler
+  (or of the whole job) leaves every earlier line complete and readable;
+- a metric that cannot be read is written as {"measured": false, "reason": ...}, never 0;
+- it is cheap: a handful of /proc reads and NVML calls per sample, no threads, no polling
+  between samples (it sleeps on a pidfd of the child). bench/telemetry_overhead.py
+  measures it.
+
+Record types: "start", "sample", "signal", "end" (see infra/telemetry/parsers.py). Units are
+in the key names: *_bytes, *_percent, *_s (seconds), t (Unix time, seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import json
+import os
+import resource
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Any, TextIO
+
+from infra.telemetry import gpu, procfs
+
+FORMAT_VERSION = 1
+FORWARDED_SIGNALS = (
+    signal.SIGTERM,
+    signal.SIGINT,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+)
+PR_SET_CHILD_SUBREAPER = 36
+UNITS = {
+    "t": "Unix time, s",
+    "cpu.tree_percent": "% of one core (200 = two cores busy)",
+    "cpu.host_percent": "% of all the host's cores",
+    "*_bytes": "bytes",
+    "gpu.devices[].utilization_percent": "% of the last sample period a kernel ran (NVML)",
+    "disk.*, network.*": "cumulative bytes; rates are differences between samples",
+}
+
+
+def _measured(block: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Run one reader; any failure becomes a not-measured block with the reason."""
+    try:
+        return {"measured": True, **block()}
+    except Exception as error:  # noqa: BLE001 (every failure is recorded, none may stop the sampler)
+        return gpu.not_measured(f"{type(error).__name__}: {error}")
+
+
+class Sampler:
+    def __init__(self, out: TextIO, interval_s: float, gpu_reader: gpu.GpuReader) -> None:
+        self.out = out
+        self.interval_s = interval_s
+        self.gpu_reader = gpu_reader
+        self.child: subprocess.Popen[bytes] | None = None
+        self.pending_signals: list[int] = []
+        self.samples = 0
+        self.write_failed = False
+        self.previous_tree: dict[int, tuple[int, int]] = {}  # pid -> (start ticks, cpu ticks)
+        self.previous_host: procfs.HostCpu | None = None
+        self.previous_t = time.monotonic()
+
+    # -- output --------------------------------------------------------------------------
+    def write(self, record: dict[str, Any]) -> None:
+        try:
+            self.out.write(json.dumps(record, separators=(",", ":")) + "\n")
+        except (OSError, ValueError) as error:
+            # A full disk must not stop the job: say so once and go on waiting for it.
+            if not self.write_failed:
+                print(f"atlas-sampler: cannot write telemetry ({error}); the step keeps running", file=sys.stderr)
+            self.write_failed = True
+
+    # -- signals -------------------------------------------------------------------------
+    def on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        if self.child is None:
+            self.pending_signals.append(signum)
+            return
+        self._forward(signum)
+
+    def _forward(self, signum: int) -> None:
+        assert self.child is not None
+        forwarded = True
+        if signum == signal.SIGINT and _terminal_delivered_to_group():
+            # ^C at a terminal already reached the child (same foreground process group).
+            forwarded = False
+        else:
+            try:
+                os.kill(self.child.pid, signum)
+            except ProcessLookupError:
+                forwarded = False
+        self.write(
+            {
+                "type": "signal",
+                "t": time.time(),
+                "signal": signal.Signals(signum).name,
+                "forwarded_to": self.child.pid if forwarded else None,
+            }
+        )
+
+    # -- sampling ------------------------------------------------------------------------
+    def _cpu_and_rss(self, now: float) -> tuple[dict[str, Any], dict[str, Any]]:
+        tree = [p for p in procfs.process_tree(os.getpid()) if p.pid != os.getpid()]
+        elapsed = max(now - self.previous_t, 1e-9)
+        ticks = 0
+        current: dict[int, tuple[int, int]] = {}
+        for process in tree:
+            current[process.pid] = (process.start_ticks, process.cpu_ticks)
+            before = self.previous_tree.get(process.pid)
+            # A process new since the last sample (or a reused pid) counts from its start.
+            ticks += process.cpu_ticks - (before[1] if before and before[0] == process.start_ticks else 0)
+        self.previous_tree, self.previous_t = current, now
+        cpu: dict[str, Any] = {
+            "measured": True,
+            "tree_percent": round(100 * ticks / procfs.CLOCK_TICKS / elapsed, 2),
+            "tree_processes": len(tree),
+        }
+        host = procfs.read_host_cpu()
+        if self.previous_host is not None and host.total_ticks > self.previous_host.total_ticks:
+            busy = host.busy_ticks - self.previous_host.busy_ticks
+            cpu["host_percent"] = round(100 * busy / (host.total_ticks - self.previous_host.total_ticks), 2)
+        else:
+            cpu["host_percent"] = None
+            cpu["host_percent_reason"] = "no earlier /proc/stat reading to difference against"
+        cpu["host_cpus"] = host.cpus
+        self.previous_host = host
+        memory: dict[str, Any] = {"measured": True, "tree_rss_bytes": sum(p.rss_bytes for p in tree)}
+        return cpu, memory
+
+    def sample(self) -> dict[str, Any]:
+        now = time.monotonic()
+        cpu, memory = _safe_pair(lambda: self._cpu_and_rss(now))
+        if memory.get("measured"):
+            memory.update(_measured(_host_memory))
+        return {
+            "type": "sample",
+            "t": time.time(),
+            "cpu": cpu,
+            "memory": memory,
+            "gpu": _gpu_block(self.gpu_reader),
+            "disk": _measured(self._disk),
+            "network": _measured(_network),
+            "sampler": {"cpu_s": round(_own_cpu_seconds(), 4)},
+        }
+
+    def _disk(self) -> dict[str, Any]:
+        read, written = procfs.read_disk_bytes()
+        block: dict[str, Any] = {"host_read_bytes": read, "host_write_bytes": written}
+        tree_read = tree_written = 0
+        for pid in self.previous_tree:
+            try:
+                r, w = procfs.read_process_io(pid)
+            except (OSError, KeyError, ValueError):
+                continue  # exited, or /proc/<pid>/io not readable for this user
+            tree_read += r
+            tree_written += w
+        block["tree_read_bytes"], block["tree_write_bytes"] = tree_read, tree_written
+        return block
+
+    # -- the run -------------------------------------------------------------------------
+    def run(self, argv: list[str], step: str) -> int:
+        _become_subreaper()
+        for signum in FORWARDED_SIGNALS:
+            signal.signal(signum, self.on_signal)
+        self.previous_host = _try(procfs.read_host_cpu)
+        started = time.time()
+        start_monotonic = time.monotonic()
+        try:
+            self.child = subprocess.Popen(argv)
+        except OSError as error:
+            self.write({"type": "start", "t": started, "step": step, "argv": argv, "error": str(error)})
+            self.write({"type": "end", "t": time.time(), "exit_code": 127, "signal": None, "duration_s": 0.0})
+            print(f"atlas-sampler: cannot start {argv[0]!r}: {error}", file=sys.stderr)
+            return 127
+        self.previous_t = time.monotonic()
+        self.write(
+            {
+                "type": "start",
+                "version": FORMAT_VERSION,
+                "t": started,
+                "step": step,
+                "argv": argv,
+                "pid": self.child.pid,
+                "sampler_pid": os.getpid(),
+                "host": socket.gethostname(),
+                "interval_s": self.interval_s,
+                "gpu_source": self.gpu_reader.source,
+                "units": UNITS,
+            }
+        )
+        for pending in self.pending_signals:
+            self._forward(pending)
+        status = self._wait_and_sample(start_monotonic)
+        code = os.waitstatus_to_exitcode(status)
+        self.write(
+            {
+                "type": "end",
+                "t": time.time(),
+                "exit_code": code if code >= 0 else 128 - code,
+                "signal": signal.Signals(-code).name if code < 0 else None,
+                "duration_s": round(time.monotonic() - start_monotonic, 3),
+                "samples": self.samples,
+            }
+        )
+        self.gpu_reader.close()
+        return code if code >= 0 else 128 - code
+
+    def _wait_and_sample(self, start: float) -> int:
+        assert self.child is not None
+        pid = self.child.pid
+        waiter = _ChildWaiter(pid)
+        due = start + self.interval_s
+        while True:
+            status = waiter.wait(max(0.0, due - time.monotonic()))
+            if status is not None:
+                self.child.returncode = os.waitstatus_to_exitcode(status)
+                return status
+            if time.monotonic() >= due:
+                try:
+                    self.write(self.sample())
+                    self.samples += 1
+                except Exception as error:  # noqa: BLE001 (keep waiting for the child whatever happens)
+                    print(f"atlas-sampler: sample failed: {error}", file=sys.stderr)
+                due += self.interval_s
+                if due < time.monotonic():  # suspended or overloaded: skip, don't burst
+                    due = time.monotonic() + self.interval_s
+
+
+class _ChildWaiter:
+    """Sleeps until the child exits or a timeout passes, reaping orphans re-parented to us.
+
+    A pidfd makes the sleep a single poll(); without one (old kernels, some sandboxes) it
+    checks a few times a second."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.pidfd: int | None = None
+        with contextlib.suppress(AttributeError, OSError):
+            self.pidfd = os.pidfd_open(pid)
+
+    def _reap(self) -> int | None:
+        status: int | None = None
+        while True:
+            try:
+                pid, raw = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return status
+            if pid == 0:
+                return status
+            if pid == self.pid:
+                status = raw
+
+    def wait(self, timeout: float) -> int | None:
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self._reap()
+            if status is not None:
+                return status
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            if self.pidfd is not None:
+                poller = select.poll()
+                poller.register(self.pidfd, select.POLLIN)
+                poller.poll(remaining * 1000)
+            else:
+                time.sleep(min(remaining, 0.2))
+
+
+def _safe_pair(read: Callable[[], tuple[dict[str, Any], dict[str, Any]]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    try:
+        return read()
+    except Exception as error:  # noqa: BLE001
+        reason = f"{type(error).__name__}: {error}"
+        return gpu.not_measured(reason), gpu.not_measured(reason)
+
+
+def _host_memory() -> dict[str, Any]:
+    used, total = procfs.read_host_memory()
+    block: dict[str, Any] = {"host_used_bytes": used, "host_total_bytes": total}
+    cgroup = procfs.read_cgroup_memory()
+    if cgroup is not None:
+        block["cgroup_used_bytes"], block["cgroup_limit_bytes"] = cgroup
+    return block
+
+
+def _network() -> dict[str, Any]:
+    rx, tx = procfs.read_network_bytes()
+    return {"rx_bytes": rx, "tx_bytes": tx}
+
+
+def _gpu_block(reader: gpu.GpuReader) -> dict[str, Any]:
+    try:
+        return reader.read()
+    except Exception as error:  # noqa: BLE001
+        return gpu.not_measured(f"{type(error).__name__}: {error}")
+
+
+def _own_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _try(read: Callable[[], procfs.HostCpu]) -> procfs.HostCpu | None:
+    try:
+        return read()
+    except (OSError, ValueError):
+        return None
+
+
+def _become_subreaper() -> None:
+    """Orphaned grandchildren (a daemonised data loader, say) re-parent to the sampler, so
+    they stay in the measured tree and are reaped, instead of escaping to init."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _terminal_delivered_to_group() -> bool:
+    try:
+        return os.isatty(0) and os.tcgetpgrp(0) == os.getpgrp()
+    except OSError:
+        return False
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python3 -m infra.telemetry.sampler",
+        description="Run COMMAND and record its CPU, memory, GPU, disk and network use as JSONL.",
+    )
+    parser.add_argument("--out", required=True, type=Path, help="JSONL file to append to")
+    parser.add_argument("--interval", type=float, default=5.0, help="seconds between samples (default 5)")
+    parser.add_argument("--step", default="", help="the workload step's name, for the records")
+    parser.add_argument("--gpu", choices=("auto", "nvml", "nvidia-smi", "off"), default="auto")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        parser.error("no command: put it after --")
+    if not 0.05 <= args.interval <= 3600:
+        parser.error("--interval: use 0.05 to 3600 seconds")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with args.out.open("a", buffering=1, encoding="utf-8") as out:
+        sampler = Sampler(out, args.interval, gpu.open_gpu_reader(args.gpu))
+        return sampler.run(command, args.step)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Workload definitions and the code of in-tree workloads (the probe)."""
