@@ -42,7 +42,8 @@ from infra.telemetry.parsers import NvidiaSmiRow, parse_nvidia_smi_csv, parse_sa
 SMI_QUERY = "timestamp,index,utilization.gpu,memory.used,memory.total"
 PHASES = {
     # name: (width, depth, batch size)
-    "heavy": (8192, 4, 4096),
+    # The digits are 1797 images: a batch of 1024 is one batch per epoch.
+    "heavy": (8192, 4, 1024),
     "light": (512, 2, 256),
 }
 UTILIZATION_GOAL_POINTS = 2.0
@@ -50,9 +51,9 @@ MEMORY_GOAL_PERCENT = 1.0
 MAX_PAIR_GAP_S = 0.5
 
 
-def _run(command: list[str], cwd: Path, env: dict[str, str]) -> None:
+def _run(command: list[str], cwd: Path, env: dict[str, str], check: bool = True) -> int:
     print("+", " ".join(command), flush=True)
-    subprocess.run(command, cwd=cwd, env=env, check=True)
+    return subprocess.run(command, cwd=cwd, env=env, check=check).returncode
 
 
 def _percentile(values: list[float], fraction: float) -> float:
@@ -129,6 +130,34 @@ def summarise(pairs: list[dict[str, Any]]) -> dict[str, Any]:
     return summary
 
 
+def _record_phases(
+    args: argparse.Namespace, work: Path, env: dict[str, str], probe: list[str], phase_files: dict[str, Path]
+) -> None:
+    time.sleep(3)  # an idle baseline before the first phase
+    durations = {"heavy": args.heavy_seconds, "light": args.light_seconds}
+    for phase, (width, depth, batch) in PHASES.items():
+        if durations[phase] <= 0:
+            continue
+        telemetry = args.out_dir / f"telemetry-{phase}.jsonl"
+        telemetry.unlink(missing_ok=True)
+        phase_files[phase] = telemetry
+        _run(
+            [
+                args.python, "-m", "infra.telemetry.sampler", "--out", str(telemetry), "--interval", "1",
+                "--step", f"train-{phase}", "--",
+                *probe, "train", "--backend", "torch", "--device", "cuda",
+                "--width", str(width), "--depth", str(depth), "--batch_size", str(batch),
+                "--total_iters", "1000000000", "--time_limit", str(durations[phase]),
+                "--test_every", "1000000000", "--log_every", "1000",
+                "--experiment_name", f"gpu-check-{phase}", "--logs_root", str(work / "logs"),
+            ],
+            work,
+            env,
+            check=False,  # a failed phase is reported in the JSON, and nvidia-smi still stops
+        )  # fmt: skip
+        time.sleep(2)
+
+
 def _gpu_identity() -> dict[str, str]:
     out = subprocess.run(
         ["nvidia-smi", "--query-gpu=index,name,driver_version,memory.total", "--format=csv,noheader"],
@@ -157,33 +186,17 @@ def main() -> int:
     smi_csv = args.out_dir / "nvidia_smi.csv"
     with smi_csv.open("w") as smi_out:
         smi = subprocess.Popen(
-            ["nvidia-smi", f"--query-gpu={SMI_QUERY}", "--format=csv", "-l", "1"], stdout=smi_out, text=True
+            ["nvidia-smi", f"--query-gpu={SMI_QUERY}", "--format=csv", "-l", "1"],
+            stdout=smi_out,
+            stderr=subprocess.DEVNULL,
+            text=True,
         )
-        time.sleep(3)  # an idle baseline before the first phase
-        phase_files = {}
-        durations = {"heavy": args.heavy_seconds, "light": args.light_seconds}
-        for phase, (width, depth, batch) in PHASES.items():
-            if durations[phase] <= 0:
-                continue
-            telemetry = args.out_dir / f"telemetry-{phase}.jsonl"
-            telemetry.unlink(missing_ok=True)
-            phase_files[phase] = telemetry
-            _run(
-                [
-                    args.python, "-m", "infra.telemetry.sampler", "--out", str(telemetry), "--interval", "1",
-                    "--step", f"train-{phase}", "--",
-                    *probe, "train", "--backend", "torch", "--device", "cuda",
-                    "--width", str(width), "--depth", str(depth), "--batch_size", str(batch),
-                    "--total_iters", "1000000000", "--time_limit", str(durations[phase]),
-                    "--test_every", "1000000000", "--log_every", "200",
-                    "--experiment_name", f"gpu-check-{phase}", "--logs_root", str(work / "logs"),
-                ],
-                work,
-                env,
-            )  # fmt: skip
-            time.sleep(2)
-        smi.terminate()
-        smi.wait(timeout=10)
+        phase_files: dict[str, Path] = {}
+        try:
+            _record_phases(args, work, env, probe, phase_files)
+        finally:
+            smi.terminate()
+            smi.wait(timeout=10)
 
     smi_rows = parse_nvidia_smi_csv(smi_csv.read_text())
     import torch

@@ -13,10 +13,11 @@ from torch import nn
 LEAK = 0.2
 
 
-def _mlp(sizes: list[int], tanh_output: bool) -> nn.Sequential:
+def _mlp(sizes: list[int], tanh_output: bool, device: str) -> nn.Sequential:
     layers: list[nn.Module] = []
     for i, (a, b) in enumerate(itertools.pairwise(sizes)):
-        layers.append(nn.Linear(a, b))
+        # Made on the device: initialising wide layers on the CPU first takes seconds.
+        layers.append(nn.Linear(a, b, device=device))
         if i < len(sizes) - 2:
             layers.append(nn.LeakyReLU(LEAK))
     if tanh_output:
@@ -43,8 +44,8 @@ class TorchGan:
         torch.manual_seed(seed)
         self.device = device
         self.dim_z = dim_z
-        self.generator = _mlp([dim_z] + [width] * depth + [data_dim], tanh_output=True).to(device)
-        self.discriminator = _mlp([data_dim] + [width] * depth + [1], tanh_output=False).to(device)
+        self.generator = _mlp([dim_z] + [width] * depth + [data_dim], tanh_output=True, device=device)
+        self.discriminator = _mlp([data_dim] + [width] * depth + [1], tanh_output=False, device=device)
         self.g_opt = torch.optim.Adam(self.generator.parameters(), g_lr, betas=(betas[0], betas[1]), eps=adam_eps)
         self.d_opt = torch.optim.Adam(self.discriminator.parameters(), d_lr, betas=(betas[2], betas[3]), eps=adam_eps)
 
