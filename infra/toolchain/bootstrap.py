@@ -172,13 +172,18 @@ def go_build(
     workdir: Path,
     out: Path,
     packages: Sequence[str],
+    version: str,
     ldflags: dict[str, str],
     env: dict[str, str],
     progress: Progress,
     label: str,
 ) -> None:
     # `go get` records the packages' requirements and checksums in the wrapper module.
-    run(["go", "get", *packages], cwd=workdir, env=env, progress=progress, label=f"{label} (fetch)")
+    # The version must be explicit: a bare `go get pkg` upgrades its module to the latest.
+    run(
+        ["go", "get", *(f"{p}@{version}" for p in packages)],
+        cwd=workdir, env=env, progress=progress, label=f"{label} (fetch)",
+    )
     target = str(out) + os.sep if len(packages) > 1 else str(out)
     run(
         ["go", "build", "-v", "-trimpath", "-ldflags", f"-s -w {_ldflags(ldflags)}", "-o", target, *packages],
@@ -206,6 +211,7 @@ def build_pulumi(pins: Pins, scratch: Path, out: Path, progress: Progress) -> No
         scratch,
         out / "pulumi",
         ["github.com/pulumi/pulumi/pkg/v3/cmd/pulumi"],
+        version,
         {"github.com/pulumi/pulumi/sdk/v3/go/common/version.Version": version},
         env,
         progress,
@@ -314,7 +320,7 @@ def build_etcd(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None
         {"go.etcd.io/etcd/server/v3": version, **{f"go.etcd.io/etcd/{s}": version for s in siblings}},
         {},
     )
-    go_build(scratch, out / "etcd", ["go.etcd.io/etcd/server/v3"], {}, env, progress, "etcd")
+    go_build(scratch, out / "etcd", ["go.etcd.io/etcd/server/v3"], version, {}, env, progress, "etcd")
 
 
 KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
@@ -333,11 +339,18 @@ def build_kubernetes(pins: Pins, scratch: Path, out: Path, progress: Progress) -
     )
     if not staged:
         raise StepFailed(f"no staging replaces found in {src / 'go.mod'}: the module layout changed")
+    served, missing = _served_modules(staged, staging, scratch, env)
+    # A staging module the proxy does not serve (k8s.io/sample-cli-plugin) is needed only
+    # for its go.mod during module resolution; none of the commands we build imports it.
+    for mod in missing:
+        stub = scratch / "stubs" / mod
+        stub.mkdir(parents=True)
+        (stub / "go.mod").write_text(f"module {mod}\n\ngo 1.26\n")
     write_wrapper(
         scratch,
         "kubernetes",
-        {"k8s.io/kubernetes": version, **dict.fromkeys(staged, staging)},
-        {mod: f"{mod} {staging}" for mod in staged},
+        {"k8s.io/kubernetes": version, **dict.fromkeys(served, staging)},
+        {**{mod: f"{mod} {staging}" for mod in served}, **{mod: f"./stubs/{mod}" for mod in missing}},
     )
     major, minor, _ = pins.kubernetes.split(".")
     stamp = {
@@ -352,7 +365,28 @@ def build_kubernetes(pins: Pins, scratch: Path, out: Path, progress: Progress) -
     for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
         ldflags.update({f"{pkg}.{k}": v for k, v in stamp.items()})
     packages = [f"k8s.io/kubernetes/cmd/{c}" for c in KUBE_COMMANDS]
-    go_build(scratch, out, packages, ldflags, env, progress, "kubernetes")
+    go_build(scratch, out, packages, version, ldflags, env, progress, "kubernetes")
+
+
+def _served_modules(
+    modules: Sequence[str], version: str, workdir: Path, env: dict[str, str]
+) -> tuple[list[str], list[str]]:
+    """Split modules into those the proxy serves at version and those it refuses."""
+    proc = subprocess.run(
+        ["go", "mod", "download", "-json", *(f"{m}@{version}" for m in modules)],
+        cwd=workdir, env=env, capture_output=True, text=True, check=False,
+    )
+    decoder = json.JSONDecoder()
+    text, pos, failed = proc.stdout, 0, set()
+    while pos < len(text):
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if pos >= len(text):
+            break
+        info, pos = decoder.raw_decode(text, pos)
+        if info.get("Error"):
+            failed.add(info["Path"])
+    return [m for m in modules if m not in failed], [m for m in modules if m in failed]
 
 
 def build_kwok(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
@@ -363,6 +397,7 @@ def build_kwok(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None
         scratch,
         out / "kwok",
         ["sigs.k8s.io/kwok/cmd/kwok"],
+        version,
         {"sigs.k8s.io/kwok/pkg/consts.Version": version},
         env,
         progress,
@@ -371,7 +406,12 @@ def build_kwok(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None
 
 
 def venv_key() -> str:
-    return hashlib.sha256((REPO_ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    """What the venv depends on: the declared dependencies, not lint settings."""
+    import tomllib
+
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    wanted = {"python": sys.version, "deps": project["dependencies"], "extras": project.get("optional-dependencies")}
+    return hashlib.sha256(json.dumps(wanted, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def build_venv(pins: Pins, progress: Progress) -> None:

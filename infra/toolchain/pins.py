@@ -16,7 +16,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 PINS_FILE = REPO_ROOT / "toolchain" / "pins.toml"
 
 # Bump when the way binaries are built changes, so caches built the old way are not trusted.
-BUILD_RECIPE_VERSION = "1"
+BUILD_RECIPE_VERSION = "2"
 
 
 @dataclass(frozen=True)

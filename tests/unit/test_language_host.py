@@ -1,0 +1,49 @@
+"""The language-runtime launcher passes upstream's executor arguments and environment."""
+
+from __future__ import annotations
+
+import json
+
+from pulumi.runtime.proto import language_pb2
+
+from infra.toolchain import language_host
+
+
+def _request(**overrides) -> language_pb2.RunRequest:  # type: ignore[no-untyped-def]
+    fields = {
+        "project": "atlas", "stack": "local", "pwd": "/srv/atlas", "program": "stacks/",
+        "config": {"atlas:workload": "probe"}, "configSecretKeys": ["atlas:sshKey"],
+        "dryRun": True, "parallel": 16, "monitor_address": "127.0.0.1:4001", "organization": "",
+        "info": language_pb2.ProgramInfo(root_directory="/srv/atlas", program_directory="/srv/atlas/stacks",
+                                         entry_point="."),
+    }
+    fields.update(overrides)
+    return language_pb2.RunRequest(**fields)
+
+
+def test_executor_command_matches_upstream(monkeypatch):
+    monkeypatch.setattr(language_host, "executor_path", lambda: "/bin/pulumi-language-python-exec")
+    cmd = language_host.executor_command(_request(), "127.0.0.1:4002")
+    assert cmd[1:3] == ["-u", "/bin/pulumi-language-python-exec"]
+    flags = dict(zip(cmd[3:-1:2], cmd[4:-1:2], strict=True))
+    assert flags == {
+        "--monitor": "127.0.0.1:4001", "--engine": "127.0.0.1:4002", "--project": "atlas",
+        "--root_directory": "/srv/atlas", "--stack": "local", "--pwd": "/srv/atlas", "--dry_run": "true",
+        "--parallel": "16", "--organization": "organization",
+    }
+    assert cmd[-1] == "/srv/atlas/stacks/."
+
+
+def test_config_and_secret_keys_travel_in_the_environment():
+    env = language_host.executor_environment(_request())
+    assert json.loads(env["PULUMI_CONFIG"]) == {"atlas:workload": "probe"}
+    assert json.loads(env["PULUMI_CONFIG_SECRET_KEYS"]) == ["atlas:sshKey"]
+
+
+def test_run_reports_exit_codes(monkeypatch):
+    host = language_host.LanguageHost("127.0.0.1:1")
+    monkeypatch.setattr(language_host, "executor_command", lambda req, eng: ["x"])
+    for code, expected in ((0, ("", False)), (32, ("", True)), (1, ("Program exited with non-zero exit code: 1", False))):
+        monkeypatch.setattr(language_host.subprocess, "call", lambda *a, code=code, **k: code)
+        response = host.Run(_request(), None)
+        assert (response.error, response.bail) == expected
