@@ -1,20 +1,36 @@
-"""OpenShiftEnvironment: the project (or namespace) a workload runs in, and what it holds.
+"""OpenShiftEnvironment: the project (or namespace) a workload runs in, and everything in it.
 
 On OpenShift the project comes from a ProjectRequest; on plain Kubernetes (the local
-cluster) it is a Namespace. Later parts (quota, storage, image build, pipeline Jobs,
-monitor) hang off the same component.
+cluster) it is a Namespace; with `project.create: false` it exists already. Inside it:
+a ResourceQuota and a LimitRange sized from the workload, a ServiceAccount for the Jobs,
+PVCs for data (RWX), results and logs, the image (image.py), the data staging Jobs
+(staging.py), one Job per workload step (pipeline.py) and the monitor (monitor.py).
+
+Without `definition` and `settings` only the project is declared (what the first local
+stack does); `stacks/__main__.py` passes both for the full OpenShift side.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.config import KubernetesTarget
+from infra.openshift import manifests
+from infra.openshift.image import WorkloadImage, WorkloadImageArgs
+from infra.openshift.monitor import RunMonitor, RunMonitorArgs
+from infra.openshift.objects import KubernetesObject
+from infra.openshift.pipeline import TrainingPipeline, TrainingPipelineArgs
+from infra.openshift.settings import OpenShiftSettings, RequiredQuota, check_workload_fits
+from infra.openshift.staging import DataStaging, DataStagingArgs
+from infra.workload import RenderedStep, Workload, render_steps
 
-MANAGED_BY = "atlas"
+MANAGED_BY = manifests.MANAGED_BY
+# The key of this side in a workload definition's `overrides`.
+ENVIRONMENT = "openshift"
 
 
 @dataclass
@@ -23,6 +39,13 @@ class OpenShiftEnvironmentArgs:
     stack: str
     workload: str
     labels: dict[str, str] = field(default_factory=dict)
+    # The loaded workload definition (infra.workload.load_workload) and the parsed settings
+    # (settings.parse_openshift_settings); both or neither.
+    definition: Workload | None = None
+    settings: OpenShiftSettings | None = None
+    # Labels every object `atlas.dev/run`; keep it stable between `up`s (it is part of every
+    # Job's pod template, so a new value re-runs the pipeline). Default: the stack's name.
+    run_id: str | None = None
 
 
 class OpenShiftEnvironment(pulumi.ComponentResource):
@@ -32,10 +55,27 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
     def __init__(self, name: str, args: OpenShiftEnvironmentArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("atlas:openshift:OpenShiftEnvironment", name, None, opts)
         target = args.target
+        settings = args.settings
+        if (args.definition is None) != (settings is None):
+            raise ValueError("OpenShiftEnvironmentArgs: pass both definition and settings, or neither")
+        run_id = manifests.check_label_value(args.run_id or args.stack, "run_id")
+        identity = manifests.RunIdentity(
+            stack=manifests.check_label_value(args.stack, "stack"), run_id=run_id, workload=args.workload
+        )
+        # Checked before any resource is registered, so bad settings stop `pulumi preview` cleanly.
+        steps: tuple[RenderedStep, ...] = ()
+        needed: RequiredQuota | None = None
+        if args.definition is not None and settings is not None:
+            if settings.flavour != target.flavour:
+                raise ValueError(f"settings are for {settings.flavour!r}, the target is {target.flavour!r}")
+            steps = render_steps(args.definition, ENVIRONMENT)
+            needed = check_workload_fits(settings, steps, [d.name for d in args.definition.data])
+
         labels = {
             "app.kubernetes.io/managed-by": MANAGED_BY,
             "atlas.dev/stack": args.stack,
             "atlas.dev/workload": args.workload,
+            **({"atlas.dev/run": run_id} if settings is not None else {}),
             **args.labels,
         }
         self.provider = k8s.Provider(
@@ -47,15 +87,155 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         child = pulumi.ResourceOptions(parent=self, provider=self.provider)
+        self.namespace_resource: pulumi.CustomResource | None = None
+        self.namespace = self._project(name, target, settings, labels)
+        self.api_url = pulumi.Output.from_input(_api_url(target))
+
+        outputs: dict[str, Any] = {"namespace": self.namespace, "api_url": self.api_url}
+        if args.definition is not None and settings is not None and needed is not None:
+            outputs |= self._workload(name, args.definition, settings, steps, needed, identity, target, child)
+        self.outputs = outputs
+        self.register_outputs(outputs)
+
+    def _project(
+        self, name: str, target: KubernetesTarget, settings: OpenShiftSettings | None, labels: dict[str, str]
+    ) -> pulumi.Output[str]:
+        if settings is not None and not settings.project.create:
+            return pulumi.Output.from_input(target.namespace)
+        if target.is_openshift:
+            # A ProjectRequest is create-only on OpenShift (POST; no GET, PATCH or DELETE), so it
+            # cannot go through server-side apply, which PATCHes: a provider with client-side
+            # apply sends it as a plain create. See README notes on refresh and destroy.
+            project_provider = k8s.Provider(
+                f"{name}-project-provider",
+                kubeconfig=str(target.kubeconfig_path) if target.kubeconfig_path else None,
+                context=target.context,
+                enable_server_side_apply=False,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            project = settings.project if settings is not None else None
+            request = KubernetesObject(
+                f"{name}-project",
+                manifests.project_request(
+                    target.namespace,
+                    labels,
+                    project.display_name if project else None,
+                    project.description if project else None,
+                ),
+                opts=pulumi.ResourceOptions(parent=self, provider=project_provider),
+            )
+            self.namespace_resource = request
+            return request.metadata.apply(lambda m: (m or {}).get("name") or target.namespace)
         # The namespace's name is the one the user configured, so it is set exactly.
-        self.namespace_resource = k8s.core.v1.Namespace(
+        namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=target.namespace, labels=labels),
+            opts=pulumi.ResourceOptions(parent=self, provider=self.provider),
+        )
+        self.namespace_resource = namespace
+        return namespace.metadata.apply(lambda m: m.name or target.namespace)
+
+    def _workload(
+        self,
+        name: str,
+        workload: Workload,
+        settings: OpenShiftSettings,
+        steps: tuple[RenderedStep, ...],
+        needed: RequiredQuota,
+        identity: manifests.RunIdentity,
+        target: KubernetesTarget,
+        child: pulumi.ResourceOptions,
+    ) -> dict[str, Any]:
+        namespace = self.namespace
+
+        # What every pod needs to exist first: LimitRange defaults and quota apply only to pods
+        # created after them.
+        constraints: list[pulumi.Resource] = []
+        if settings.quota.manage:
+            self.quota = k8s.core.v1.ResourceQuota(
+                f"{name}-quota",
+                metadata={"namespace": namespace, "labels": identity.labels("quota")},
+                spec={"hard": manifests.quota_hard(settings, needed)},
+                opts=child,
+            )
+            self.limit_range = k8s.core.v1.LimitRange(
+                f"{name}-limits",
+                metadata={"namespace": namespace, "labels": identity.labels("quota")},
+                spec=manifests.limit_range_spec(steps, settings),
+                opts=child,
+            )
+            constraints += [self.quota, self.limit_range]
+
+        # Our own ServiceAccount: a pod created right after its namespace can be refused before the
+        # namespace's `default` ServiceAccount exists; this one is awaited by reference.
+        account = manifests.service_account(identity.labels("jobs"), namespace)
+        self.service_account = k8s.core.v1.ServiceAccount(
+            f"{name}-jobs",
+            metadata=account["metadata"],
+            automount_service_account_token=account["automountServiceAccountToken"],
             opts=child,
         )
-        self.namespace = self.namespace_resource.metadata.apply(lambda m: m.name or target.namespace)
-        self.api_url = pulumi.Output.from_input(_api_url(target))
-        self.register_outputs({"namespace": self.namespace, "api_url": self.api_url})
+
+        self.claims: dict[str, k8s.core.v1.PersistentVolumeClaim] = {}
+        for role in manifests.VOLUME_ROLES:
+            volume = getattr(settings.storage, role)
+            self.claims[role] = k8s.core.v1.PersistentVolumeClaim(
+                f"{name}-{role}",
+                metadata={"namespace": namespace, "labels": identity.labels(f"{role}-volume")},
+                spec=manifests.pvc_spec(volume),
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=constraints)),
+            )
+        claims = manifests.Claims(
+            data=self.claims["data"].metadata.name,
+            results=self.claims["results"].metadata.name,
+            logs=self.claims["logs"].metadata.name,
+        )
+
+        component = pulumi.ResourceOptions(parent=self, providers={"kubernetes": self.provider})
+        self.image = WorkloadImage(
+            f"{name}-image",
+            WorkloadImageArgs(workload, settings, identity, namespace, target.namespace),
+            opts=component,
+        )
+        context = manifests.PodContext(
+            identity=identity,
+            namespace=namespace,
+            image=self.image.image,
+            service_account=self.service_account.metadata.name,
+            claims=claims,
+            workdir=settings.image.workdir or f"/opt/{workload.name}",
+            openshift=settings.is_openshift,
+        )
+        before_pods = [*constraints, *self.image.ready]
+        self.staging = DataStaging(
+            f"{name}-staging", DataStagingArgs(workload, settings, context, before_pods), opts=component
+        )
+        self.pipeline = TrainingPipeline(
+            f"{name}-pipeline",
+            TrainingPipelineArgs(workload, steps, settings, context, [*before_pods, *self.staging.ready]),
+            opts=component,
+        )
+        outputs: dict[str, Any] = {
+            "kind": "kubernetes",
+            "flavour": settings.flavour,
+            "run_id": identity.run_id,
+            "image": self.image.image,
+            "steps": self.pipeline.steps,
+            "gpus": needed.gpus,
+            "gpu_product": settings.gpu.product,
+        }
+        for what, root in (("telemetry", workload.telemetry.root), ("logs", workload.logs.root)):
+            role, path = manifests.volume_path(workload, root)
+            outputs[what] = {"pvc": claims.of(role), "path": f"{path}/"}
+        outputs["monitor_url"] = ""
+        if settings.monitor.enabled:
+            self.monitor = RunMonitor(
+                f"{name}-monitor",
+                RunMonitorArgs(workload, settings, context, target.namespace, before_pods),
+                opts=component,
+            )
+            outputs["monitor_url"] = self.monitor.url
+        return outputs
 
 
 def _api_url(target: KubernetesTarget) -> str:

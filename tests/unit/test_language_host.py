@@ -43,7 +43,8 @@ def test_config_and_secret_keys_travel_in_the_environment():
 def test_run_reports_exit_codes(monkeypatch):
     host = language_host.LanguageHost("127.0.0.1:1")
     monkeypatch.setattr(language_host, "executor_command", lambda req, eng: ["x"])
-    for code, expected in ((0, ("", False)), (32, ("", True)), (1, ("Program exited with non-zero exit code: 1", False))):
+    cases = ((0, ("", False)), (32, ("", True)), (1, ("Program exited with non-zero exit code: 1", False)))
+    for code, expected in cases:
         monkeypatch.setattr(language_host.subprocess, "call", lambda *a, code=code, **k: code)
         response = host.Run(_request(), None)
         assert (response.error, response.bail) == expected
