@@ -1,0 +1,269 @@
+"""IBM Spectrum LSF 10.1: `#BSUB` scripts, bsub/bjobs/bhist/bkill command lines and their output.
+
+Formats are LSF's documented ones (../shared/notes/schedulers.md); the parsers are tested on
+recorded output in tests/unit/test_hpc_parsers.py. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
+
+from infra.hpc.scheduler import (
+    CancelOutcome,
+    Directive,
+    JobSpec,
+    JobState,
+    Phase,
+    Scheduler,
+    SchedulerError,
+    StatusQuery,
+    UnsupportedOutput,
+    validate_job_ids,
+)
+from infra.hpc.ssh import RemoteResult
+
+# LSF prints other lines before the answer ("LSF is processing your request. Please wait ..."):
+# search, never take the first line.
+SUBMITTED = re.compile(r"Job <(\d+)> is submitted to (?:default )?queue <([^>]*)>")
+BJOBS_FIELDS = (
+    "jobid",
+    "stat",
+    "queue",
+    "exit_code",
+    "job_name",
+    "submit_time",
+    "start_time",
+    "finish_time",
+    "exit_reason",
+)
+TEXT_FIELDS = ("jobid", "stat", "queue", "exit_code", "job_name")
+TEXT_DELIMITER = "^"
+# bkill's end states: a job killed by its owner or an admin was cancelled, not failed.
+KILLED_REASONS = ("TERM_OWNER", "TERM_ADMIN", "TERM_FORCE_OWNER", "TERM_FORCE_ADMIN", "TERM_REQUEUE")
+MEMORY_UNIT_MIB = {"KB": 1 / 1024, "MB": 1, "GB": 1024}
+
+STATE_PHASES: dict[str, Phase] = {
+    "PEND": Phase.PENDING,
+    "WAIT": Phase.PENDING,
+    "PROV": Phase.PENDING,
+    "RUN": Phase.RUNNING,
+    "PSUSP": Phase.SUSPENDED,
+    "USUSP": Phase.SUSPENDED,
+    "SSUSP": Phase.SUSPENDED,
+    "DONE": Phase.SUCCEEDED,
+    "PDONE": Phase.SUCCEEDED,
+    "EXIT": Phase.FAILED,
+    "PERR": Phase.FAILED,
+    "ZOMBI": Phase.CANCELLED,
+    "UNKWN": Phase.UNKNOWN,
+}
+
+
+def _int_or_none(text: str) -> int | None:
+    text = text.strip()
+    return int(text) if text.isdigit() else None
+
+
+class LsfScheduler(Scheduler):
+    name: ClassVar[str] = "lsf"
+    script_suffix: ClassVar[str] = ".lsf"
+    directive_prefix: ClassVar[str] = "#BSUB"
+    job_id_variable: ClassVar[str] = "LSB_JOBID"
+    log_placeholder: ClassVar[str] = "%J"
+    option_value_separator: ClassVar[str] = " "
+    state_phases: ClassVar[Mapping[str, Phase]] = STATE_PHASES
+
+    def __init__(self, memory_unit: str = "MB") -> None:
+        # LSF_UNIT_FOR_LIMITS is the cluster's (bparams -a); never assume the local machine's.
+        if memory_unit not in MEMORY_UNIT_MIB:
+            raise ValueError(f"LSF memory unit must be one of {', '.join(MEMORY_UNIT_MIB)}, found {memory_unit!r}")
+        self.memory_unit = memory_unit
+
+    def _memory(self, mib: int) -> str:
+        return str(max(1, -(-int(mib * 1024 * 1024) // int(MEMORY_UNIT_MIB[self.memory_unit] * 1024 * 1024))))
+
+    def directives(self, spec: JobSpec) -> list[Directive]:
+        # One slot per node and span[ptile=1], as Satori's scripts asked for nodes (-n 8 -R "span[ptile=1]").
+        resources = ["span[ptile=1]"]
+        result = [
+            Directive("-J", spec.job_name),
+            Directive("-L", "/bin/bash"),
+            Directive("-n", str(spec.nodes)),
+            Directive("-o", spec.log_file(self.log_placeholder)),
+        ]
+        if spec.memory_mib is not None:
+            memory = self._memory(spec.memory_mib)
+            result.append(Directive("-M", memory))
+            resources.insert(0, f"rusage[mem={memory}]")
+        result.append(Directive("-R", " ".join(resources)))
+        if spec.gpus_per_node:
+            result.append(Directive("-gpu", f"num={spec.gpus_per_node}"))
+        if spec.queue:
+            result.append(Directive("-q", spec.queue))
+        if spec.walltime_seconds:
+            minutes = -(-spec.walltime_seconds // 60)
+            result.append(Directive("-W", f"{minutes // 60}:{minutes % 60:02d}"))
+        return result
+
+    def phase_of(self, native_state: str, exit_code: int | None = None, reason: str = "") -> Phase:
+        phase = super().phase_of(native_state)
+        if phase is Phase.FAILED and (any(r in reason for r in KILLED_REASONS) or (not reason and exit_code is None)):
+            # EXIT without an exit code: killed while pending.
+            return Phase.CANCELLED
+        return phase
+
+    # --- submission ---------------------------------------------------------------------------
+
+    def dependency_expression(self, after: Sequence[str]) -> str:
+        return " && ".join(f"done({job_id})" for job_id in validate_job_ids(after))
+
+    def submit_command(self, workdir: str, script: str, after: Sequence[str]) -> str:
+        # The script goes on stdin: `bsub script` ignores #BSUB lines unless LSB_BSUB_PARSE_SCRIPT=Y.
+        command = "bsub"
+        if after:
+            command += f" -w {shlex.quote(self.dependency_expression(after))}"
+        return f"cd -- {shlex.quote(workdir)} && {command} < {shlex.quote(script)}"
+
+    def parse_submission(self, result: RemoteResult) -> str:
+        match = SUBMITTED.search(result.stdout)
+        if result.exit_code == 0 and match:
+            return match.group(1)
+        message = (result.stderr.strip() or result.stdout.strip() or "(no output)").splitlines()[-1]
+        raise SchedulerError(f"bsub refused the job (exit {result.exit_code}): {message}")
+
+    # --- status ---------------------------------------------------------------------------------
+
+    def status_queries(self, job_ids: Sequence[str]) -> list[StatusQuery]:
+        ids = shlex.join(validate_job_ids(job_ids))
+        fields = " ".join(BJOBS_FIELDS)
+        text_fields = " ".join(TEXT_FIELDS)
+        return [
+            # -json exists from 10.1.0.2 on; older sites get the delimited text form.
+            StatusQuery(f"bjobs -o {shlex.quote(fields)} -json {ids}", self.parse_bjobs_json),
+            StatusQuery(
+                f"bjobs -noheader -o {shlex.quote(f'{text_fields} delimiter={TEXT_DELIMITER!r}')} {ids}",
+                self.parse_bjobs_text,
+            ),
+        ]
+
+    def accounting_queries(self, job_ids: Sequence[str]) -> list[StatusQuery]:
+        # Past CLEAN_PERIOD only the event log knows a job.
+        return [StatusQuery(f"bhist -l {shlex.join(validate_job_ids(job_ids))}", self.parse_bhist_long)]
+
+    def lookup_by_name_query(self, job_name: str) -> StatusQuery:
+        fields = " ".join(BJOBS_FIELDS)
+        return StatusQuery(f"bjobs -a -J {shlex.quote(job_name)} -o {shlex.quote(fields)} -json", self.parse_bjobs_json)
+
+    def _state(self, record: Mapping[str, str]) -> JobState:
+        stat = record.get("STAT", "")
+        exit_code = _int_or_none(record.get("EXIT_CODE", ""))
+        if stat in ("DONE", "PDONE") and exit_code is None:
+            exit_code = 0  # LSF leaves EXIT_CODE empty for a job that exited 0
+        reason = record.get("EXIT_REASON", "")
+        return JobState(
+            job_id=record["JOBID"],
+            phase=self.phase_of(stat, exit_code, reason),
+            native_state=stat,
+            exit_code=exit_code,
+            queue=record.get("QUEUE", ""),
+            name=record.get("JOB_NAME", ""),
+            submit_time=record.get("SUBMIT_TIME", ""),
+            start_time=record.get("START_TIME", ""),
+            finish_time=record.get("FINISH_TIME", ""),
+            reason=reason,
+        )
+
+    def parse_bjobs_json(self, result: RemoteResult) -> dict[str, JobState]:
+        """`bjobs -o ... -json`: exit 255 when some ids are unknown, yet the JSON is complete."""
+        text = result.stdout.strip()
+        if not text.startswith("{"):
+            if "No job found" in result.stderr or "No unfinished job found" in result.stderr:
+                return {}
+            if result.exit_code == 0 and not text and "is not found" in result.stderr:
+                return {}
+            raise UnsupportedOutput(result.stderr.strip() or text[:200])
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise UnsupportedOutput(f"bjobs -json printed invalid JSON: {error}") from None
+        states: dict[str, JobState] = {}
+        for record in document.get("RECORDS", []):
+            if "ERROR" in record or not record.get("JOBID"):
+                continue  # "Job <N> is not found"
+            state = self._state({k: str(v) for k, v in record.items()})
+            states[state.job_id] = state
+        return states
+
+    def parse_bjobs_text(self, result: RemoteResult) -> dict[str, JobState]:
+        """`bjobs -noheader -o "... delimiter='^'"`: one `id^STAT^queue^exit^name` line per job, '-' for empty."""
+        states: dict[str, JobState] = {}
+        for line in result.stdout.splitlines():
+            parts = line.split(TEXT_DELIMITER)
+            if len(parts) != len(TEXT_FIELDS) or not parts[0].strip().isdigit():
+                continue
+            record = {
+                f.upper(): ("" if v.strip() == "-" else v.strip()) for f, v in zip(TEXT_FIELDS, parts, strict=True)
+            }
+            state = self._state(record)
+            states[state.job_id] = state
+        if not states and result.exit_code not in (0, 255):
+            raise UnsupportedOutput(result.stderr.strip())
+        return states
+
+    def parse_bhist_long(self, result: RemoteResult) -> dict[str, JobState]:
+        """`bhist -l`: blocks starting `Job <id>, Job Name <name>` with the final event in them."""
+        states: dict[str, JobState] = {}
+        text = re.sub(r"\n {2,}", "", result.stdout)  # bhist wraps long lines with indentation
+        for block in re.split(r"\n(?=Job <\d+>)", text):
+            head = re.match(r"Job <(\d+)>(?:, Job Name <([^>]*)>)?", block.strip())
+            if not head:
+                continue
+            queue = re.search(r"to Queue <([^>]*)>", block)
+            done = re.search(r"^(.*?): Done successfully", block, re.MULTILINE)
+            exited = re.search(r"^(.*?): Exited with exit code (\d+)", block, re.MULTILINE)
+            forced = re.search(r"^(.*?): Exited; job has been forced to exit", block, re.MULTILINE)
+            if done:
+                stat, code, finish = "DONE", 0, done.group(1)
+            elif exited:
+                stat, code, finish = "EXIT", int(exited.group(2)), exited.group(1)
+            elif forced:
+                stat, code, finish = "EXIT", None, forced.group(1)
+            elif "Starting" in block or "Dispatched" in block:
+                stat, code, finish = "RUN", None, ""
+            else:
+                stat, code, finish = "PEND", None, ""
+            reason = "TERM_OWNER" if forced or (exited and "killed" in block) else ""
+            states[head.group(1)] = JobState(
+                job_id=head.group(1),
+                phase=self.phase_of(stat, code, reason),
+                native_state=stat,
+                exit_code=code,
+                queue=queue.group(1) if queue else "",
+                name=head.group(2) or "",
+                finish_time=finish.strip(),
+                reason=reason,
+            )
+        if not states and result.exit_code != 0 and "No matching job found" not in result.stderr:
+            raise UnsupportedOutput(result.stderr.strip())
+        return states
+
+    # --- cancel ---------------------------------------------------------------------------------
+
+    def cancel_command(self, job_id: str) -> str:
+        return f"bkill {shlex.join(validate_job_ids([job_id]))}"
+
+    def parse_cancel(self, job_id: str, result: RemoteResult) -> CancelOutcome:
+        text = result.stdout + result.stderr
+        if result.exit_code == 0 and "is being terminated" in text:
+            return CancelOutcome.CANCELLED
+        if "has already finished" in text:
+            return CancelOutcome.ALREADY_FINISHED
+        if "No matching job found" in text or "is not found" in text:
+            return CancelOutcome.NOT_FOUND
+        if result.exit_code == 0:
+            return CancelOutcome.CANCELLED
+        raise SchedulerError(f"bkill {job_id} failed (exit {result.exit_code}): {text.strip() or '(no output)'}")

@@ -1,0 +1,679 @@
+"""Pulumi dynamic resources for the HPC side: `StagedFiles` and `BatchJob`.
+
+Lifecycle, as architecture.md asks of batch jobs:
+- preview: `script` is an input, so `pulumi preview --diff` prints the job script that will run;
+- up: `StagedFiles` uploads scripts and inputs over SFTP, checked by sha256; `BatchJob`
+  submits with a name derived from the resource, after looking that name up, so a retry
+  after a dropped connection (or an interrupted `pulumi up`) adopts the job it already
+  submitted instead of submitting it twice;
+- refresh: `read` asks the scheduler, so jobs finished, killed or moved (queue) outside
+  Atlas show up in state; a job cancelled outside is replaced by the next `up`;
+- destroy: `delete` cancels a pending or running job (already gone is fine) and marks its id
+  retired, so a later `up` never adopts it; `StagedFiles` removes what it staged.
+
+Providers hold no live objects (dill pickles them into state): SSH connections come from the
+pool in ssh.py, status from the per-host boards in polling.py. Credentials travel in the
+`ssh_secret` input, which the component marks secret; it is never logged, and
+`additional_secret_outputs` keeps it encrypted in state.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import hashlib
+import re
+import shlex
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import pulumi
+import pulumi.dynamic
+from pulumi.runtime import rpc
+
+from infra.hpc import ssh
+from infra.hpc.polling import board_for
+from infra.hpc.scheduler import (
+    JOB_ID,
+    JOB_NAME,
+    CancelOutcome,
+    JobState,
+    Phase,
+    Scheduler,
+    SchedulerError,
+    lookup_by_name,
+    query_states,
+    scheduler_for,
+)
+from infra.hpc.target import QUEUE_NAME, SCHEDULERS, HpcConfigError, validate_remote_path
+
+_HPC_DIR = Path(__file__).resolve().parent
+# Code changes show up in `pulumi preview` as an update of every HPC resource (and nothing else).
+PROVIDER_VERSION = (
+    "1+"
+    + hashlib.sha256(
+        b"".join(
+            (_HPC_DIR / name).read_bytes() for name in ("providers.py", "scheduler.py", "lsf.py", "slurm.py", "ssh.py")
+        )
+    ).hexdigest()[:12]
+)
+RETIRED_JOBS_FILE = ".atlas/retired-jobs"
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+STEP_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+DEFAULT_WAIT_TIMEOUT_S = 3600.0
+LOG_TAIL_LINES = 20
+
+
+class HpcProviderError(Exception):
+    """A failure in a provider call; the message names the job or file and what to do."""
+
+
+def is_unknown(value: Any) -> bool:
+    """During preview an input computed from another resource's output is not known yet."""
+    if value == rpc.UNKNOWN:
+        return True
+    if isinstance(value, Mapping):
+        return any(is_unknown(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(is_unknown(v) for v in value)
+    return False
+
+
+def utc_now() -> str:
+    return datetime.datetime.now(tz=datetime.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+# --- connection inputs ---------------------------------------------------------------------------
+
+
+def endpoint_from(props: Mapping[str, Any]) -> ssh.SshEndpoint:
+    """The SSH endpoint from a resource's `ssh` (plain) and `ssh_secret` (secret) inputs."""
+    target = props["ssh"]
+    secret = props.get("ssh_secret") or {}
+    return ssh.SshEndpoint(
+        host=str(target["host"]),
+        port=int(target["port"]),
+        user=str(target["user"]),
+        known_hosts=str(target["known_hosts"]),
+        known_hosts_source=str(target.get("known_hosts_source") or "known_hosts"),
+        private_key_file=target.get("private_key_file") or None,
+        private_key=secret.get("private_key") or None,
+        passphrase=secret.get("passphrase") or None,
+    )
+
+
+def _check_ssh(props: Mapping[str, Any], failures: list[pulumi.dynamic.CheckFailure]) -> None:
+    target = props.get("ssh")
+    if is_unknown(target):
+        return
+    if not isinstance(target, Mapping):
+        failures.append(pulumi.dynamic.CheckFailure("ssh", "expected an object with host, port, user, known_hosts"))
+        return
+    for key in ("host", "port", "user", "known_hosts"):
+        if not target.get(key):
+            failures.append(pulumi.dynamic.CheckFailure(f"ssh.{key}", "required"))
+    secret = props.get("ssh_secret") or {}
+    if not is_unknown(secret) and not target.get("private_key_file") and not secret.get("private_key"):
+        failures.append(
+            pulumi.dynamic.CheckFailure(
+                "ssh_secret.private_key", "no key: give private_key (secret) or ssh.private_key_file"
+            )
+        )
+
+
+def _check_relative_path(value: Any, prop: str, failures: list[pulumi.dynamic.CheckFailure]) -> None:
+    if is_unknown(value):
+        return
+    if not isinstance(value, str) or value.startswith("/"):
+        failures.append(pulumi.dynamic.CheckFailure(prop, f"expected a relative path, found {value!r}"))
+        return
+    try:
+        validate_remote_path(value, prop)
+    except HpcConfigError as error:
+        failures.append(pulumi.dynamic.CheckFailure(prop, str(error)))
+
+
+def _check_remote_dir(value: Any, prop: str, failures: list[pulumi.dynamic.CheckFailure]) -> None:
+    if is_unknown(value):
+        return
+    try:
+        validate_remote_path(str(value), prop)
+    except HpcConfigError as error:
+        failures.append(pulumi.dynamic.CheckFailure(prop, str(error)))
+
+
+def _join(run_dir: str, relative: str) -> str:
+    return str(PurePosixPath(run_dir) / relative)
+
+
+# --- StagedFiles ---------------------------------------------------------------------------------
+
+
+def _file_bytes(entry: Mapping[str, Any]) -> bytes:
+    if entry.get("content_base64") is not None:
+        return base64.b64decode(str(entry["content_base64"]))
+    if entry.get("content") is not None:
+        return str(entry["content"]).encode()
+    source = entry.get("source")
+    if source is None:
+        raise HpcProviderError(f"staged file {entry.get('path')!r} has neither content nor source")
+    try:
+        return Path(str(source)).read_bytes()
+    except OSError as error:
+        raise HpcProviderError(f"cannot read {source} to stage it as {entry.get('path')}: {error.strerror}") from None
+
+
+class StagedFilesProvider(pulumi.dynamic.ResourceProvider):
+    """Uploads files into a remote run directory; each checked by sha256 on the remote side."""
+
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.CheckResult:
+        failures: list[pulumi.dynamic.CheckFailure] = []
+        _check_ssh(news, failures)
+        _check_remote_dir(news.get("run_dir"), "run_dir", failures)
+        files = news.get("files")
+        if not is_unknown(files):
+            if not isinstance(files, list):
+                failures.append(pulumi.dynamic.CheckFailure("files", "expected a list"))
+            else:
+                seen: set[str] = set()
+                for i, entry in enumerate(files):
+                    if is_unknown(entry):
+                        continue
+                    _check_relative_path(entry.get("path"), f"files[{i}].path", failures)
+                    if entry.get("path") in seen:
+                        failures.append(pulumi.dynamic.CheckFailure(f"files[{i}].path", "staged twice"))
+                    seen.add(entry.get("path"))
+                    if not SHA256.match(str(entry.get("sha256", ""))):
+                        failures.append(pulumi.dynamic.CheckFailure(f"files[{i}].sha256", "expected 64 hex digits"))
+        for i, directory in enumerate(news.get("directories") or []):
+            _check_relative_path(directory, f"directories[{i}]", failures)
+        return pulumi.dynamic.CheckResult(news, failures)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
+        replaces = [k for k in ("run_dir",) if olds.get(k) != news.get(k)]
+        if is_unknown(news.get("ssh")) or _ssh_identity(olds) != _ssh_identity(news):
+            replaces.append("ssh")
+        changed = replaces or any(
+            is_unknown(news.get(k)) or olds.get(k) != news.get(k)
+            for k in ("files", "directories", "provider_version", "ssh_secret")
+        )
+        if _remote_drifted(olds):
+            changed = True  # refresh saw a file changed or removed on the cluster: upload again
+        return pulumi.dynamic.DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=True)
+
+    def _stage(self, props: Mapping[str, Any], previous: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+        conn = ssh.connection(endpoint_from(props))
+        run_dir = str(props["run_dir"])
+        files = list(props.get("files") or [])
+        directories = [run_dir] + [_join(run_dir, d) for d in props.get("directories") or []]
+        directories += sorted({str(PurePosixPath(_join(run_dir, f["path"])).parent) for f in files})
+        ssh.make_directories(conn, directories)
+        paths = [_join(run_dir, f["path"]) for f in files]
+        remote = ssh.remote_sha256(conn, paths)
+        for entry, path in zip(files, paths, strict=True):
+            if remote[path] == entry["sha256"]:
+                continue  # already there (a retry, or only another file changed)
+            content = _file_bytes(entry)
+            if ssh.sha256_hex(content) != entry["sha256"]:
+                raise HpcProviderError(
+                    f"{entry.get('source') or entry['path']} changed since `pulumi preview` computed its sha256; "
+                    "run `pulumi up` again so the preview and the upload agree"
+                )
+            ssh.upload_bytes(conn, content, path, int(entry.get("mode", 0o644)))
+        stale = {_join(run_dir, f["path"]) for f in previous} - set(paths)
+        ssh.remove_files(conn, stale)
+        return {
+            **props,
+            "remote_sha256": {f["path"]: f["sha256"] for f in files},
+            "staged_paths": paths,
+        }
+
+    def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
+        outs = self._stage(props)
+        target = props["ssh"]
+        return pulumi.dynamic.CreateResult(
+            f"{target['user']}@{target['host']}:{target['port']}:{props['run_dir']}", outs
+        )
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
+        return pulumi.dynamic.UpdateResult(self._stage(news, previous=olds.get("files") or []))
+
+    def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
+        conn = ssh.connection(endpoint_from(props))
+        run_dir = str(props["run_dir"])
+        files = list(props.get("files") or [])
+        remote = ssh.remote_sha256(conn, [_join(run_dir, f["path"]) for f in files])
+        # A missing or edited file shows as a differing sha256: the next `up` uploads it again.
+        observed = {f["path"]: remote[_join(run_dir, f["path"])] or "missing" for f in files}
+        return pulumi.dynamic.ReadResult(id_, {**props, "remote_sha256": observed})
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        conn = ssh.connection(endpoint_from(props))
+        ssh.remove_files(conn, props.get("staged_paths") or [])
+
+
+def _remote_drifted(olds: Mapping[str, Any]) -> bool:
+    observed = olds.get("remote_sha256") or {}
+    return any(observed.get(f["path"]) != f["sha256"] for f in olds.get("files") or [] if isinstance(f, Mapping))
+
+
+def _ssh_identity(props: Mapping[str, Any]) -> tuple[Any, ...]:
+    target = props.get("ssh") or {}
+    return (target.get("host"), target.get("port"), target.get("user"))
+
+
+# --- BatchJob ------------------------------------------------------------------------------------
+
+# Inputs whose change means a different job: the old one is cancelled, a new one submitted.
+JOB_DEFINING_INPUTS = (
+    "script",
+    "script_sha256",
+    "script_path",
+    "run_dir",
+    "job_name",
+    "after_job_ids",
+    "scheduler",
+    "step",
+)
+
+
+@dataclass(frozen=True)
+class _Job:
+    """A BatchJob's inputs, read once per provider call."""
+
+    conn: ssh.PooledConnection
+    scheduler: Scheduler
+    props: Mapping[str, Any]
+
+    @property
+    def run_dir(self) -> str:
+        return str(self.props["run_dir"])
+
+    @property
+    def name(self) -> str:
+        return str(self.props["job_name"])
+
+    def run(self, command: str) -> ssh.RemoteResult:
+        """Reads and lookups: repeating them is harmless, so a dropped connection is retried."""
+        return ssh.run_remote(self.conn, command, check=False, safe_to_retry=True)
+
+    def board_states(self, job_ids: Sequence[str], fresh_after: float | None = None) -> dict[str, JobState | None]:
+        interval = float(self.props.get("poll_interval_s") or 60.0)
+        board = board_for(self.conn.endpoint.pool_key, interval)
+        return board.states(self.scheduler, self.run, job_ids, fresh_after=fresh_after)
+
+    def log_file(self, job_id: str) -> str:
+        return _join(self.run_dir, str(self.props["log_pattern"]).replace(self.scheduler.log_placeholder, job_id))
+
+
+def _job(props: Mapping[str, Any]) -> _Job:
+    return _Job(
+        ssh.connection(endpoint_from(props)),
+        scheduler_for(str(props["scheduler"]), str(props.get("lsf_memory_unit") or "MB")),
+        props,
+    )
+
+
+def _retired_job_ids(job: _Job) -> set[str]:
+    path = _join(job.run_dir, RETIRED_JOBS_FILE)
+    result = job.run(f"cat -- {shlex.quote(path)} 2>/dev/null || true")
+    return {line.strip() for line in result.stdout.splitlines() if JOB_ID.match(line.strip())}
+
+
+def _earlier_submission(job: _Job) -> JobState | None:
+    """A job this resource already submitted (same unique name) that still counts.
+
+    Retired jobs (deleted by Atlas) and jobs that failed or were cancelled do not count:
+    re-running `pulumi up` after those submits afresh.
+    """
+    retired = _retired_job_ids(job)
+    candidates = [
+        s
+        for s in lookup_by_name(job.scheduler, job.run, job.name)
+        if s.job_id not in retired and s.phase not in (Phase.FAILED, Phase.CANCELLED)
+    ]
+    return candidates[-1] if candidates else None
+
+
+def _check_dependencies(job: _Job, after: Sequence[str]) -> None:
+    """Slurm silently drops a dependency on an unknown job, and a failed one blocks forever: refuse both."""
+    if not after:
+        return
+    states = query_states(job.scheduler, job.run, after).states
+    for job_id in after:
+        state = states.get(job_id)
+        if state is None:
+            raise HpcProviderError(
+                f"step {job.props['step']!r} depends on job {job_id}, which the scheduler does not know; "
+                "run `pulumi refresh` and then `pulumi up` so the earlier step is submitted again"
+            )
+        if state.phase in (Phase.FAILED, Phase.CANCELLED):
+            raise HpcProviderError(
+                f"step {job.props['step']!r} depends on job {job_id}, which ended {state.native_state} "
+                f"(exit code {state.exit_code}); it could never start. Fix the earlier step and run `pulumi up` again"
+            )
+
+
+def _submit(job: _Job, after: Sequence[str]) -> str:
+    command = job.scheduler.submit_command(job.run_dir, str(job.props["script_path"]), after)
+    try:
+        # Not retried blindly: a submission that was sent but not answered may have happened.
+        result = ssh.run_remote(job.conn, command, check=False, safe_to_retry=False)
+    except ssh.ConnectionLostError:
+        earlier = _earlier_submission(job)  # reconnects; the name says whether it went through
+        if earlier is not None:
+            pulumi.log.info(
+                f"{job.name}: submission answered by lookup after a dropped connection: job {earlier.job_id}"
+            )
+            return earlier.job_id
+        result = ssh.run_remote(job.conn, command, check=False, safe_to_retry=False)
+    try:
+        return job.scheduler.parse_submission(result)
+    except SchedulerError as error:
+        raise HpcProviderError(f"step {job.props['step']!r} was not submitted: {error}") from None
+
+
+def _outs(job: _Job, job_id: str, state: JobState | None, submitted_at: str, visible: bool = True) -> dict[str, Any]:
+    return {
+        **job.props,
+        "job_id": job_id,
+        "state": state.phase.value if state else Phase.UNKNOWN.value,
+        "native_state": state.native_state if state else "",
+        "exit_code": state.exit_code if state else None,
+        "queue": (state.queue if state and state.queue else job.props.get("requested_queue")) or "",
+        "submitted_at": submitted_at,
+        "finished_at": state.finish_time if state else "",
+        "log_file": job.log_file(job_id),
+        "scheduler_visible": visible,
+    }
+
+
+def _log_tail(job: _Job, job_id: str) -> str:
+    path = job.log_file(job_id)
+    result = job.run(f"tail -n {LOG_TAIL_LINES} -- {shlex.quote(path)} 2>/dev/null || true")
+    return result.stdout.rstrip()
+
+
+def _wait_until_finished(job: _Job, job_id: str) -> JobState:
+    timeout = float(job.props.get("wait_timeout_s") or DEFAULT_WAIT_TIMEOUT_S)
+    deadline = time.monotonic() + timeout
+    asked_at: float | None = None
+    while True:
+        state = job.board_states([job_id], fresh_after=asked_at)[job_id]
+        asked_at = time.monotonic()
+        if state is None:
+            raise HpcProviderError(f"job {job_id} ({job.name}) vanished from the scheduler while Atlas waited for it")
+        if state.phase.finished:
+            break
+        if asked_at > deadline:
+            raise HpcProviderError(
+                f"job {job_id} ({job.name}) is still {state.native_state} after {timeout:g} s; it keeps its place "
+                "in the queue: run `pulumi up` again to keep waiting (the job is found by name, not resubmitted)"
+            )
+    if state.phase is not Phase.SUCCEEDED:
+        tail = _log_tail(job, job_id)
+        raise HpcProviderError(
+            f"job {job_id} ({job.name}, step {job.props['step']!r}) ended {state.native_state} with exit code "
+            f"{state.exit_code}; log: {job.log_file(job_id)}"
+            + (f"\n--- last lines of the log\n{tail}" if tail else "")
+            + "\nFix the step and run `pulumi up` again: a failed job is submitted afresh"
+        )
+    return state
+
+
+class BatchJobProvider(pulumi.dynamic.ResourceProvider):
+    """One scheduler job for one workload step."""
+
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.CheckResult:
+        failures: list[pulumi.dynamic.CheckFailure] = []
+        _check_ssh(news, failures)
+
+        def fail(prop: str, reason: str) -> None:
+            failures.append(pulumi.dynamic.CheckFailure(prop, reason))
+
+        value = news.get("scheduler")
+        if not is_unknown(value) and value not in SCHEDULERS:
+            fail("scheduler", f"expected lsf or slurm, found {value!r}")
+        value = news.get("job_name")
+        if not is_unknown(value) and not (isinstance(value, str) and JOB_NAME.match(value)):
+            fail("job_name", f"{value!r}: use at most 63 lower-case letters, digits and '-'")
+        value = news.get("step")
+        if not is_unknown(value) and not (isinstance(value, str) and STEP_NAME.match(value)):
+            fail("step", f"{value!r} is not a step name (a DNS label)")
+        value = news.get("requested_queue")
+        if value is not None and not is_unknown(value) and not (isinstance(value, str) and QUEUE_NAME.match(value)):
+            fail("requested_queue", f"{value!r} is not a queue name")
+        _check_remote_dir(news.get("run_dir"), "run_dir", failures)
+        _check_relative_path(news.get("script_path"), "script_path", failures)
+        pattern = news.get("log_pattern")
+        if not is_unknown(pattern) and not (
+            isinstance(pattern, str) and re.match(r"^[A-Za-z0-9._/%-]{1,255}$", pattern)
+        ):
+            fail("log_pattern", f"{pattern!r} contains characters outside letters, digits and . _ / % -")
+        script, digest = news.get("script"), news.get("script_sha256")
+        if not is_unknown(script) and not is_unknown(digest) and ssh.sha256_hex(str(script).encode()) != digest:
+            fail("script_sha256", "does not match the script")
+        after = news.get("after_job_ids") or []
+        if not is_unknown(after):
+            for i, job_id in enumerate(after):
+                if not is_unknown(job_id) and not (isinstance(job_id, str) and JOB_ID.match(job_id)):
+                    fail(f"after_job_ids[{i}]", f"{job_id!r} is not a job id")
+        return pulumi.dynamic.CheckResult(news, failures)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
+        replaces = [k for k in JOB_DEFINING_INPUTS if is_unknown(news.get(k)) or olds.get(k) != news.get(k)]
+        if is_unknown(news.get("ssh")) or _ssh_identity(olds) != _ssh_identity(news):
+            replaces.append("ssh")
+        if olds.get("state") == Phase.CANCELLED.value:
+            # Refresh saw it cancelled outside Atlas: the desired state is a job that runs.
+            replaces.append("state")
+        updates = [
+            k
+            for k in (
+                "provider_version",
+                "wait",
+                "wait_timeout_s",
+                "poll_interval_s",
+                "ssh_secret",
+                "requested_queue",
+                "ssh",
+            )
+            if is_unknown(news.get(k)) or olds.get(k) != news.get(k)
+        ]
+        return pulumi.dynamic.DiffResult(
+            changes=bool(replaces or updates),
+            replaces=replaces,
+            # Never two copies of one step at once (they would compete for the same GPUs and files),
+            # and the old job must be retired before its successor looks its name up.
+            delete_before_replace=True,
+        )
+
+    def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
+        job = _job(props)
+        script_path = _join(job.run_dir, str(props["script_path"]))
+        staged = ssh.remote_sha256(job.conn, [script_path])[script_path]
+        if staged != props["script_sha256"]:
+            raise HpcProviderError(
+                f"the job script {script_path} on {job.conn.endpoint.address} is "
+                f"{'missing' if staged is None else 'not the one previewed (sha256 ' + staged + ')'}; "
+                "it is staged by the environment's StagedFiles resource: run `pulumi up` again"
+            )
+        after = list(props.get("after_job_ids") or [])
+        earlier = _earlier_submission(job)
+        if earlier is not None:
+            # An interrupted or dropped earlier `up` already submitted it.
+            job_id = earlier.job_id
+            submitted_at = earlier.submit_time or utc_now()
+        else:
+            _check_dependencies(job, after)
+            submitted_at = utc_now()
+            job_id = _submit(job, after)
+        board = board_for(job.conn.endpoint.pool_key, float(props.get("poll_interval_s") or 60.0))
+        board.invalidate([job_id])
+        state = _wait_until_finished(job, job_id) if props.get("wait") else None
+        return pulumi.dynamic.CreateResult(job_id, _outs(job, job_id, state, submitted_at))
+
+    def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
+        job = _job(props)
+        state = job.board_states([id_])[id_]
+        if state is None:
+            # Past the scheduler's memory (CLEAN_PERIOD, MinJobAge, no accounting): keep what was
+            # last seen. Only a job last seen unfinished becomes "unknown".
+            last = str(props.get("state") or Phase.UNKNOWN.value)
+            outs = {**props, "scheduler_visible": False}
+            if not Phase(last).finished:
+                outs["state"] = Phase.UNKNOWN.value
+            return pulumi.dynamic.ReadResult(id_, outs)
+        return pulumi.dynamic.ReadResult(id_, _outs(job, id_, state, str(props.get("submitted_at") or "")))
+
+    def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
+        kept = {
+            k: olds.get(k)
+            for k in (
+                "job_id",
+                "state",
+                "native_state",
+                "exit_code",
+                "queue",
+                "submitted_at",
+                "finished_at",
+                "log_file",
+                "scheduler_visible",
+            )
+        }
+        return pulumi.dynamic.UpdateResult({**news, **kept})
+
+    def delete(self, id_: str, props: dict[str, Any]) -> None:
+        job = _job(props)
+        # Cancelling twice is harmless, so the cancel may be retried over a new connection.
+        result = job.run(job.scheduler.cancel_command(id_))
+        outcome = job.scheduler.parse_cancel(id_, result)
+        retired = _join(job.run_dir, RETIRED_JOBS_FILE)
+        retire = f"mkdir -p -- {shlex.quote(str(PurePosixPath(retired).parent))}"
+        retire += f" && echo {shlex.quote(id_)} >> {shlex.quote(retired)}"
+        ssh.run_remote(job.conn, retire, safe_to_retry=True)
+        board_for(job.conn.endpoint.pool_key, float(props.get("poll_interval_s") or 60.0)).forget([id_])
+        if outcome is CancelOutcome.CANCELLED:
+            pulumi.log.info(f"cancelled job {id_} ({job.name})")
+
+
+# --- the resources -------------------------------------------------------------------------------
+
+
+def ssh_inputs(
+    host: str, port: int, user: str, known_hosts: str, known_hosts_source: str, private_key_file: str | None
+) -> dict[str, Any]:
+    return {
+        "host": host,
+        "port": port,
+        "user": user,
+        "known_hosts": known_hosts,
+        "known_hosts_source": known_hosts_source,
+        "private_key_file": private_key_file,
+    }
+
+
+def _secret_opts(opts: pulumi.ResourceOptions | None) -> pulumi.ResourceOptions:
+    # The key is secret on the way in; this keeps it encrypted in state on the way out too.
+    return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["ssh_secret"]))
+
+
+class StagedFiles(pulumi.dynamic.Resource, module="hpc", name="StagedFiles"):
+    remote_sha256: pulumi.Output[dict[str, str]]
+    staged_paths: pulumi.Output[list[str]]
+    run_dir: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        ssh_target: pulumi.Input[dict[str, Any]],
+        ssh_secret: pulumi.Input[dict[str, Any]],
+        run_dir: str,
+        files: Sequence[Mapping[str, Any]],
+        directories: Sequence[str] = (),
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        props: dict[str, Any] = {
+            "provider_version": PROVIDER_VERSION,
+            "ssh": ssh_target,
+            "ssh_secret": ssh_secret,
+            "run_dir": run_dir,
+            "files": [dict(f) for f in files],
+            "directories": list(directories),
+            "remote_sha256": None,
+            "staged_paths": None,
+        }
+        super().__init__(StagedFilesProvider(), name, props, _secret_opts(opts))
+
+
+class BatchJob(pulumi.dynamic.Resource, module="hpc", name="BatchJob"):
+    job_id: pulumi.Output[str]
+    job_name: pulumi.Output[str]
+    state: pulumi.Output[str]
+    native_state: pulumi.Output[str]
+    exit_code: pulumi.Output[int | None]
+    queue: pulumi.Output[str]
+    submitted_at: pulumi.Output[str]
+    log_file: pulumi.Output[str]
+    script_sha256: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        ssh_target: pulumi.Input[dict[str, Any]],
+        ssh_secret: pulumi.Input[dict[str, Any]],
+        scheduler: str,
+        step: str,
+        job_name: str,
+        run_dir: str,
+        script_path: str,
+        script: str,
+        log_pattern: str,
+        requested_queue: str | None = None,
+        after_job_ids: pulumi.Input[Sequence[pulumi.Input[str]]] = (),
+        wait: bool = False,
+        wait_timeout_s: float = DEFAULT_WAIT_TIMEOUT_S,
+        poll_interval_s: float = 60.0,
+        lsf_memory_unit: str = "MB",
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        props: dict[str, Any] = {
+            "provider_version": PROVIDER_VERSION,
+            "ssh": ssh_target,
+            "ssh_secret": ssh_secret,
+            "scheduler": scheduler,
+            "lsf_memory_unit": lsf_memory_unit,
+            "step": step,
+            "job_name": job_name,
+            "run_dir": run_dir,
+            "script_path": script_path,
+            "script": script,
+            "script_sha256": ssh.sha256_hex(script.encode()),
+            "log_pattern": log_pattern,
+            "requested_queue": requested_queue,
+            "after_job_ids": after_job_ids,
+            "wait": wait,
+            "wait_timeout_s": wait_timeout_s,
+            "poll_interval_s": poll_interval_s,
+            "job_id": None,
+            "state": None,
+            "native_state": None,
+            "exit_code": None,
+            "queue": None,
+            "submitted_at": None,
+            "finished_at": None,
+            "log_file": None,
+            "scheduler_visible": None,
+        }
+        super().__init__(BatchJobProvider(), name, props, _secret_opts(opts))
+
+
+def job_name_for(project: str, stack: str, environment: str, step: str, run_id: str) -> str:
+    """A scheduler job name unique to one resource of one stack: the key of idempotent submission."""
+    digest = hashlib.sha256("\0".join((project, stack, environment, step, run_id)).encode()).hexdigest()[:10]
+    return f"atlas-{step[:40].rstrip('-')}-{digest}"

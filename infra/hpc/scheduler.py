@@ -1,0 +1,280 @@
+"""What LSF and Slurm have in common: job specs, job states, the job script's shape, queries.
+
+The differences between the two live as data and small methods on `LsfScheduler`
+(lsf.py) and `SlurmScheduler` (slurm.py), the way dask-jobqueue splits them; the whole
+script is rendered by one pure function here (`render_job_script`), the way submitit does,
+so a golden file pins it. Nothing in this module does I/O: queries take a `runner`
+(a function that runs a shell command on the login node), so tests feed recorded output.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import ClassVar
+
+from infra.hpc.ssh import RemoteResult
+
+JOB_ID = re.compile(r"^[0-9]{1,12}$")
+# Job names Atlas gives its jobs: scheduler-safe everywhere (LSF, Slurm, file names).
+JOB_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+# Characters a directive value may use without quotes, as sites write them by hand.
+_BARE = re.compile(r"^[A-Za-z0-9_@%+:,./-]+$")
+_DOUBLE_QUOTE_SAFE = re.compile(r'^[^"$`\\!\n]*$')
+
+
+class Phase(StrEnum):
+    """A job's state in one vocabulary for both schedulers (the native state is kept beside it)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    UNKNOWN = "unknown"
+
+    @property
+    def finished(self) -> bool:
+        return self in (Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED)
+
+
+@dataclass(frozen=True)
+class JobState:
+    job_id: str
+    phase: Phase
+    native_state: str
+    exit_code: int | None = None
+    queue: str = ""
+    name: str = ""
+    submit_time: str = ""
+    start_time: str = ""
+    finish_time: str = ""
+    reason: str = ""
+
+
+class UnsupportedOutput(Exception):
+    """This query's output is not what this parser reads (an older scheduler): try the next query."""
+
+
+class SchedulerError(Exception):
+    """The scheduler refused or failed; the message quotes it and names the fix where known."""
+
+
+class CancelOutcome(StrEnum):
+    CANCELLED = "cancelled"  # the scheduler accepted the request
+    ALREADY_FINISHED = "already-finished"
+    NOT_FOUND = "not-found"
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One workload step as a batch job: everything the script is rendered from."""
+
+    job_name: str
+    step: str
+    workdir: str  # absolute or relative to the login user's home; validated by the caller
+    log_dir: str  # relative to workdir
+    command: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+    nodes: int = 1
+    gpus_per_node: int = 0
+    cpus_per_task: int = 1
+    memory_mib: int | None = None
+    walltime_seconds: int | None = None
+    queue: str | None = None
+    telemetry_out: str | None = None  # relative to workdir; None: no sampler
+    telemetry_interval_s: float = 5.0
+    python_path: str | None = None  # where the staged `infra.telemetry` package lives (remote)
+    description: str = ""
+
+    def log_file(self, placeholder: str) -> str:
+        return f"{self.log_dir}/{self.step}.{placeholder}"
+
+
+Runner = Callable[[str], RemoteResult]
+
+
+@dataclass(frozen=True)
+class StatusQuery:
+    """One way to ask for job states; `parse` raises UnsupportedOutput when it cannot read the output."""
+
+    command: str
+    parse: Callable[[RemoteResult], dict[str, JobState]]
+
+
+def directive_value(value: str) -> str:
+    """Quote a directive value the way sites write them (`-R "span[ptile=1]"`), shell-safe.
+
+    Values of plain characters stay bare; values needing quotes get double quotes when
+    nothing in them is special inside double quotes (what Satori's scripts did), otherwise
+    shlex's single quotes. All three read back to the same text under POSIX shell rules,
+    which is how both bsub and sbatch split directive lines.
+    """
+    if _BARE.match(value):
+        return value
+    if _DOUBLE_QUOTE_SAFE.match(value):
+        return f'"{value}"'
+    return shlex.quote(value)
+
+
+@dataclass(frozen=True)
+class Directive:
+    option: str
+    value: str | None = None  # None: a flag
+
+
+class Scheduler(ABC):
+    """The scheduler-specific data and the few methods whose logic differs."""
+
+    name: ClassVar[str]
+    script_suffix: ClassVar[str]
+    directive_prefix: ClassVar[str]
+    job_id_variable: ClassVar[str]  # the job's id inside the job
+    log_placeholder: ClassVar[str]  # the job id in an output file name
+    option_value_separator: ClassVar[str]  # " " for `-q normal`, "=" for `--partition=normal`
+    state_phases: ClassVar[Mapping[str, Phase]]
+
+    # --- rendering ---------------------------------------------------------------------------
+
+    @abstractmethod
+    def directives(self, spec: JobSpec) -> list[Directive]: ...
+
+    def format_directive(self, directive: Directive) -> str:
+        if directive.value is None:
+            return f"{self.directive_prefix} {directive.option}"
+        return (
+            f"{self.directive_prefix} {directive.option}{self.option_value_separator}{directive_value(directive.value)}"
+        )
+
+    def phase_of(self, native_state: str, exit_code: int | None = None, reason: str = "") -> Phase:
+        return self.state_phases.get(native_state.split(" ")[0].upper(), Phase.UNKNOWN)
+
+    # --- command lines ------------------------------------------------------------------------
+
+    @abstractmethod
+    def submit_command(self, workdir: str, script: str, after: Sequence[str]) -> str: ...
+
+    @abstractmethod
+    def parse_submission(self, result: RemoteResult) -> str: ...
+
+    @abstractmethod
+    def status_queries(self, job_ids: Sequence[str]) -> list[StatusQuery]: ...
+
+    @abstractmethod
+    def accounting_queries(self, job_ids: Sequence[str]) -> list[StatusQuery]: ...
+
+    @abstractmethod
+    def lookup_by_name_query(self, job_name: str) -> StatusQuery: ...
+
+    @abstractmethod
+    def cancel_command(self, job_id: str) -> str: ...
+
+    @abstractmethod
+    def parse_cancel(self, job_id: str, result: RemoteResult) -> CancelOutcome: ...
+
+
+def render_job_script(scheduler: Scheduler, spec: JobSpec) -> str:
+    """The whole job script: shebang, sorted directives, environment, the (sampled) command."""
+    lines = ["#!/bin/bash"]
+    lines += sorted(scheduler.format_directive(d) for d in scheduler.directives(spec))
+    lines += [
+        f"# Atlas job for step {spec.step!r}; written by `pulumi up` (infra/hpc). Edit the workload, not this file.",
+    ]
+    if spec.description:
+        lines.append(f"# {' '.join(spec.description.split())}")
+    lines.append(f"cd -- {_remote_dir_expression(spec.workdir)} || exit 1")
+    lines += [f"export {name}={shlex.quote(value)}" for name, value in sorted(spec.env)]
+    argv: tuple[str, ...] = spec.command
+    if spec.telemetry_out is not None:
+        if spec.python_path is not None:
+            # The sampler is staged beside the run (stdlib only); nothing else of Atlas is needed there.
+            lines.append(f'export PYTHONPATH={shlex.quote(spec.python_path)}"${{PYTHONPATH:+:$PYTHONPATH}}"')
+        lines.append(f"mkdir -p -- {shlex.quote(_parent(spec.telemetry_out))}")
+        argv = (
+            "python3",
+            "-m",
+            "infra.telemetry.sampler",
+            "--out",
+            spec.telemetry_out,
+            "--interval",
+            f"{spec.telemetry_interval_s:g}",
+            "--step",
+            spec.step,
+            "--",
+            *argv,
+        )
+    lines.append(shlex.join(argv))
+    return "\n".join(lines) + "\n"
+
+
+def _remote_dir_expression(path: str) -> str:
+    """A run directory as shell text: relative paths are relative to the login user's home,
+    as for SFTP, while a job starts wherever the scheduler puts it."""
+    return shlex.quote(path) if path.startswith("/") else f'"$HOME"/{shlex.quote(path)}'
+
+
+def _parent(path: str) -> str:
+    head, _, _ = path.rpartition("/")
+    return head or "."
+
+
+@dataclass
+class QueryOutcome:
+    states: dict[str, JobState] = field(default_factory=dict)
+    commands: list[str] = field(default_factory=list)
+
+
+def query_states(scheduler: Scheduler, runner: Runner, job_ids: Sequence[str]) -> QueryOutcome:
+    """States of many jobs in as few commands as possible: the live query, then accounting.
+
+    Jobs absent from every answer are absent from the result: the scheduler no longer
+    knows them (or never did).
+    """
+    outcome = QueryOutcome()
+    wanted = sorted(set(job_ids), key=int)
+    if not wanted:
+        return outcome
+    for queries in (scheduler.status_queries, scheduler.accounting_queries):
+        missing = [j for j in wanted if j not in outcome.states]
+        if not missing:
+            break
+        for query in queries(missing):
+            outcome.commands.append(query.command)
+            try:
+                found = query.parse(runner(query.command))
+            except UnsupportedOutput:
+                continue
+            outcome.states.update({k: v for k, v in found.items() if k in missing})
+            break
+    return outcome
+
+
+def lookup_by_name(scheduler: Scheduler, runner: Runner, job_name: str) -> list[JobState]:
+    query = scheduler.lookup_by_name_query(job_name)
+    states = query.parse(runner(query.command))
+    return sorted((s for s in states.values() if s.name == job_name), key=lambda s: int(s.job_id))
+
+
+def validate_job_ids(job_ids: Sequence[str]) -> list[str]:
+    bad = [j for j in job_ids if not isinstance(j, str) or not JOB_ID.match(j)]
+    if bad:
+        raise SchedulerError(f"job ids must be numbers, found {bad!r}")
+    return list(job_ids)
+
+
+def scheduler_for(name: str, lsf_memory_unit: str = "MB") -> Scheduler:
+    """The scheduler object for a target's `scheduler` value (data, not if-chains, decide the rest)."""
+    # Imported here: lsf.py and slurm.py import this module.
+    from infra.hpc.lsf import LsfScheduler
+    from infra.hpc.slurm import SlurmScheduler
+
+    if name == "lsf":
+        return LsfScheduler(lsf_memory_unit)
+    if name == "slurm":
+        return SlurmScheduler()
+    raise SchedulerError(f"unknown scheduler {name!r}; use lsf or slurm")

@@ -1,0 +1,272 @@
+"""Slurm: `#SBATCH` scripts, sbatch/squeue/sacct/scancel command lines and their output.
+
+Formats were recorded on Debian bookworm's slurm-wlm 22.05.8 (../shared/notes/schedulers.md);
+newer releases' JSON shapes (exit_code as an object, numbers as {"set", "number"}) are read
+too. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from infra.hpc.scheduler import (
+    CancelOutcome,
+    Directive,
+    JobSpec,
+    JobState,
+    Phase,
+    Scheduler,
+    SchedulerError,
+    StatusQuery,
+    UnsupportedOutput,
+    validate_job_ids,
+)
+from infra.hpc.ssh import RemoteResult
+
+PARSABLE = re.compile(r"^(\d+)(?:;\S+)?$")
+SUBMITTED = re.compile(r"Submitted batch job (\d+)")
+TEXT_FORMAT = "%i|%T|%P|%j|%r"
+SACCT_FIELDS = "JobID,JobName,Partition,State,ExitCode,Submit,Start,End"
+
+STATE_PHASES: dict[str, Phase] = {
+    "PENDING": Phase.PENDING,
+    "CONFIGURING": Phase.PENDING,
+    "REQUEUED": Phase.PENDING,
+    "REQUEUE_HOLD": Phase.PENDING,
+    "REQUEUE_FED": Phase.PENDING,
+    "RESV_DEL_HOLD": Phase.PENDING,
+    "RUNNING": Phase.RUNNING,
+    "COMPLETING": Phase.RUNNING,
+    "STAGE_OUT": Phase.RUNNING,
+    "SIGNALING": Phase.RUNNING,
+    "RESIZING": Phase.RUNNING,
+    "SUSPENDED": Phase.SUSPENDED,
+    "STOPPED": Phase.SUSPENDED,
+    "COMPLETED": Phase.SUCCEEDED,
+    "FAILED": Phase.FAILED,
+    "TIMEOUT": Phase.FAILED,
+    "NODE_FAIL": Phase.FAILED,
+    "OUT_OF_MEMORY": Phase.FAILED,
+    "BOOT_FAIL": Phase.FAILED,
+    "DEADLINE": Phase.FAILED,
+    "CANCELLED": Phase.CANCELLED,
+    "PREEMPTED": Phase.CANCELLED,
+    "REVOKED": Phase.CANCELLED,
+    "SPECIAL_EXIT": Phase.FAILED,
+}
+
+
+def _number(value: Any) -> int | None:
+    """22.05 writes plain integers; 23.02+ writes {"set": bool, "infinite": bool, "number": int}."""
+    if isinstance(value, dict):
+        if not value.get("set", True) or value.get("infinite"):
+            return None
+        value = value.get("number")
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value
+
+
+def _epoch_text(value: Any) -> str:
+    epoch = _number(value)
+    if not epoch:
+        return ""
+    return datetime.datetime.fromtimestamp(epoch, tz=datetime.UTC).isoformat().replace("+00:00", "Z")
+
+
+def _exit_code_from_json(value: Any) -> int | None:
+    if isinstance(value, dict):  # 23.02+: {"status": [...], "return_code": {...}, "signal": {...}}
+        code = _number(value.get("return_code"))
+        signal = value.get("signal", {})
+        signal_id = _number(signal.get("id") if isinstance(signal, dict) else None)
+        if signal_id:
+            return 128 + signal_id
+        return code
+    status = _number(value)
+    if status is None:
+        return None
+    # 22.05: the raw wait status (768 for `exit 3`); a signal shows in the low 7 bits.
+    if status & 0x7F:
+        return 128 + (status & 0x7F)
+    return status >> 8
+
+
+def _exit_code_from_text(text: str) -> int | None:
+    """sacct's `ExitCode` and scontrol's `ExitCode=`: `code:signal`."""
+    match = re.fullmatch(r"(\d+):(\d+)", text.strip())
+    if not match:
+        return None
+    code, signal = int(match.group(1)), int(match.group(2))
+    return 128 + signal if signal else code
+
+
+class SlurmScheduler(Scheduler):
+    name: ClassVar[str] = "slurm"
+    script_suffix: ClassVar[str] = ".sbatch"
+    directive_prefix: ClassVar[str] = "#SBATCH"
+    job_id_variable: ClassVar[str] = "SLURM_JOB_ID"
+    log_placeholder: ClassVar[str] = "%j"
+    option_value_separator: ClassVar[str] = "="
+    state_phases: ClassVar[Mapping[str, Phase]] = STATE_PHASES
+
+    def directives(self, spec: JobSpec) -> list[Directive]:
+        result = [
+            Directive("--cpus-per-task", str(spec.cpus_per_task)),
+            Directive("--job-name", spec.job_name),
+            Directive("--nodes", str(spec.nodes)),
+            Directive("--ntasks-per-node", "1"),
+            Directive("--output", spec.log_file(self.log_placeholder)),
+        ]
+        if spec.gpus_per_node:
+            result.append(Directive("--gres", f"gpu:{spec.gpus_per_node}"))
+        if spec.memory_mib is not None:
+            result.append(Directive("--mem", f"{spec.memory_mib}M"))
+        if spec.queue:
+            result.append(Directive("--partition", spec.queue))
+        if spec.walltime_seconds:
+            days, rest = divmod(spec.walltime_seconds, 86400)
+            hours, rest = divmod(rest, 3600)
+            minutes, seconds = divmod(rest, 60)
+            clock = f"{hours:02d}:{minutes:02d}:{seconds:02d}"
+            result.append(Directive("--time", f"{days}-{clock}" if days else clock))
+        return result
+
+    # --- submission ---------------------------------------------------------------------------
+
+    def dependency_option(self, after: Sequence[str]) -> str:
+        # Slurm silently drops a dependency on an unknown job: callers check the ids exist first.
+        return "--dependency=afterok:" + ":".join(validate_job_ids(after))
+
+    def submit_command(self, workdir: str, script: str, after: Sequence[str]) -> str:
+        command = "sbatch --parsable"
+        if after:
+            command += " " + shlex.quote(self.dependency_option(after))
+        return f"cd -- {shlex.quote(workdir)} && {command} {shlex.quote(script)}"
+
+    def parse_submission(self, result: RemoteResult) -> str:
+        if result.exit_code == 0:
+            for line in reversed(result.stdout.strip().splitlines()):
+                match = PARSABLE.match(line.strip()) or SUBMITTED.search(line)
+                if match:
+                    return match.group(1)
+        message = (result.stderr.strip() or result.stdout.strip() or "(no output)").splitlines()[-1]
+        raise SchedulerError(f"sbatch refused the job (exit {result.exit_code}): {message}")
+
+    # --- status ---------------------------------------------------------------------------------
+
+    def status_queries(self, job_ids: Sequence[str]) -> list[StatusQuery]:
+        ids = ",".join(validate_job_ids(job_ids))
+        return [
+            # -t all: finished jobs stay visible for MinJobAge (300 s by default).
+            StatusQuery(f"squeue --json -t all -j {ids}", self.parse_squeue_json),
+            StatusQuery(f"squeue -h -t all -j {ids} -o {shlex.quote(TEXT_FORMAT)}", self.parse_squeue_text),
+        ]
+
+    def accounting_queries(self, job_ids: Sequence[str]) -> list[StatusQuery]:
+        ids = ",".join(validate_job_ids(job_ids))
+        return [
+            StatusQuery(f"sacct -n -P -X -o {SACCT_FIELDS} -j {ids}", self.parse_sacct),
+            # Without slurmdbd, jobcomp/filetxt still records finished jobs.
+            StatusQuery(f"sacct -c -n -P -o {SACCT_FIELDS} -j {ids}", self.parse_sacct),
+        ]
+
+    def lookup_by_name_query(self, job_name: str) -> StatusQuery:
+        return StatusQuery(
+            f"squeue -h -t all --name={shlex.quote(job_name)} -o {shlex.quote(TEXT_FORMAT)}", self.parse_squeue_text
+        )
+
+    def parse_squeue_json(self, result: RemoteResult) -> dict[str, JobState]:
+        if result.exit_code != 0:
+            if "Invalid job id specified" in result.stderr:
+                return {}  # every id asked for is unknown
+            raise UnsupportedOutput(result.stderr.strip())
+        try:
+            document = json.loads(result.stdout)
+        except json.JSONDecodeError:
+            raise UnsupportedOutput("squeue --json printed no JSON (Slurm older than 21.08?)") from None
+        states: dict[str, JobState] = {}
+        for job in document.get("jobs", []):
+            raw_state = job.get("job_state", "")
+            native = raw_state[0] if isinstance(raw_state, list) and raw_state else str(raw_state)  # 23.02+: a list
+            job_id = str(_number(job.get("job_id")))
+            exit_code = _exit_code_from_json(job.get("exit_code")) if native not in ("PENDING", "RUNNING") else None
+            states[job_id] = JobState(
+                job_id=job_id,
+                phase=self.phase_of(native),
+                native_state=native,
+                exit_code=exit_code,
+                queue=str(job.get("partition", "")),
+                name=str(job.get("name", "")),
+                submit_time=_epoch_text(job.get("submit_time")),
+                start_time=_epoch_text(job.get("start_time")) if native != "PENDING" else "",
+                finish_time=_epoch_text(job.get("end_time")) if self.phase_of(native).finished else "",
+                reason=str(job.get("state_reason", "")),
+            )
+        return states
+
+    def parse_squeue_text(self, result: RemoteResult) -> dict[str, JobState]:
+        if result.exit_code != 0:
+            if "Invalid job id specified" in result.stderr:
+                return {}
+            raise SchedulerError(f"squeue failed (exit {result.exit_code}): {result.stderr.strip()}")
+        states: dict[str, JobState] = {}
+        for line in result.stdout.splitlines():
+            parts = line.strip().split("|")
+            if len(parts) != 5 or not parts[0].isdigit():
+                continue
+            job_id, native, queue, name, reason = parts
+            states[job_id] = JobState(
+                job_id=job_id,
+                phase=self.phase_of(native),
+                native_state=native,
+                queue=queue,
+                name=name,
+                reason="" if reason == "None" else reason,
+            )
+        return states
+
+    def parse_sacct(self, result: RemoteResult) -> dict[str, JobState]:
+        if result.exit_code != 0:
+            # "Slurm accounting storage is disabled": try the next source.
+            raise UnsupportedOutput(result.stderr.strip())
+        states: dict[str, JobState] = {}
+        for line in result.stdout.splitlines():
+            parts = line.strip().split("|")
+            if len(parts) != 8 or not parts[0].isdigit():
+                continue  # job steps (123.batch) and array elements are not Atlas's jobs
+            job_id, name, queue, native_text, exit_text, submit, start, end = parts
+            native = native_text.split(" ")[0]  # "CANCELLED by 1001"
+            states[job_id] = JobState(
+                job_id=job_id,
+                phase=self.phase_of(native),
+                native_state=native,
+                exit_code=_exit_code_from_text(exit_text) if self.phase_of(native).finished else None,
+                queue=queue,
+                name=name,
+                submit_time=submit if submit != "Unknown" else "",
+                start_time=start if start != "Unknown" else "",
+                finish_time=end if end != "Unknown" else "",
+            )
+        return states
+
+    # --- cancel ---------------------------------------------------------------------------------
+
+    def cancel_command(self, job_id: str) -> str:
+        return f"scancel {shlex.join(validate_job_ids([job_id]))}"
+
+    def parse_cancel(self, job_id: str, result: RemoteResult) -> CancelOutcome:
+        # scancel is silent and exits 0 for unknown and finished jobs alike; the caller's status
+        # query tells those apart.
+        if result.exit_code == 0:
+            return CancelOutcome.CANCELLED
+        text = (result.stderr + result.stdout).strip()
+        if "Invalid job id specified" in text:
+            return CancelOutcome.NOT_FOUND
+        if "already completing or completed" in text or "Job/step already completed" in text:
+            return CancelOutcome.ALREADY_FINISHED
+        raise SchedulerError(f"scancel {job_id} failed (exit {result.exit_code}): {text or '(no output)'}")

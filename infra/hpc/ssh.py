@@ -1,0 +1,492 @@
+"""SSH to a cluster's login node: one pooled paramiko connection per (host, port, user).
+
+Why a module-level pool: Pulumi pickles dynamic providers into state, so they must hold no
+live objects; every provider method asks `connection(endpoint)` instead, and all resources
+served by one provider process (a sweep of 50 jobs) share one SSH connection per host.
+OpenSSH's own per-command cost (TCP, key exchange, login) is paid once.
+
+Rules kept here, each from a failure seen in other tools (../shared/notes/schedulers.md):
+- host keys only from the configured known_hosts; an unknown or changed key is refused
+  with the host and the known_hosts source named (never AutoAddPolicy);
+- credentials arrive as values (Pulumi secrets), are never logged, never in a repr;
+- connect, banner and auth timeouts, transport keepalive;
+- every command runs as `bash -lc <shlex-quoted>` so the scheduler's profile is loaded;
+- stdout and stderr are read fully before the exit status;
+- a command is retried after a dropped connection only when the caller says it is safe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import shlex
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import NoReturn
+
+import paramiko
+
+log = logging.getLogger(__name__)
+
+DEFAULT_COMMAND_TIMEOUT_S = 120.0
+CONNECT_TIMEOUT_S = 15.0
+KEEPALIVE_S = 30
+SAFE_RETRIES = 2  # extra attempts for commands that are safe to repeat
+
+
+class SshError(Exception):
+    """Base of everything this module raises; messages name the host and the fix."""
+
+
+class HostKeyError(SshError):
+    """The server's host key is unknown or differs from the configured known_hosts."""
+
+
+class SshAuthError(SshError):
+    """The key was refused, or could not be loaded."""
+
+
+class SshConnectError(SshError):
+    """The login node could not be reached."""
+
+
+class ConnectionLostError(SshError):
+    """The connection dropped while a command was in flight: it may or may not have run."""
+
+    def __init__(self, message: str, command: str) -> None:
+        super().__init__(message)
+        self.command = command
+
+
+class RemoteTimeoutError(SshError):
+    def __init__(self, message: str, command: str) -> None:
+        super().__init__(message)
+        self.command = command
+
+
+class RemoteCommandError(SshError):
+    """A remote command exited non-zero; carries everything needed to see why."""
+
+    def __init__(self, command: str, exit_code: int, stdout: str, stderr: str, host: str = "") -> None:
+        self.command = command
+        self.exit_code = exit_code
+        self.stdout = stdout
+        self.stderr = stderr
+        self.host = host
+        where = f" on {host}" if host else ""
+        detail = (stderr.strip() or stdout.strip() or "(no output)")[-2000:]
+        super().__init__(f"`{command}`{where} exited with {exit_code}: {detail}")
+
+
+@dataclass(frozen=True)
+class SshEndpoint:
+    """Everything needed to log in; the secret fields never appear in repr or logs."""
+
+    host: str
+    port: int
+    user: str
+    known_hosts: str  # OpenSSH known_hosts text
+    known_hosts_source: str  # how errors name it: "file /path" or "config atlas:satori.known_hosts"
+    private_key_file: str | None = None
+    private_key: str | None = field(default=None, repr=False)
+    passphrase: str | None = field(default=None, repr=False)
+    connect_timeout_s: float = CONNECT_TIMEOUT_S
+    keepalive_s: int = KEEPALIVE_S
+
+    @property
+    def pool_key(self) -> tuple[str, int, str]:
+        return (self.host, self.port, self.user)
+
+    @property
+    def address(self) -> str:
+        return f"{self.user}@{self.host}:{self.port}"
+
+    def identity(self) -> str:
+        """A digest of what the connection was made with; a change means reconnect."""
+        material = "\0".join(
+            [self.known_hosts, self.private_key_file or "", self.private_key or "", self.passphrase or ""]
+        )
+        return hashlib.sha256(material.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class RemoteResult:
+    command: str
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+# Connections opened per (host, port, user) in this process: the bench and tests read it.
+CONNECTIONS_OPENED: Counter[tuple[str, int, str]] = Counter()
+
+
+class _RejectWithSource(paramiko.RejectPolicy):
+    """RejectPolicy, with a message that says which known_hosts was consulted and how to fix it."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> NoReturn:
+        raise HostKeyError(
+            f"host key of {hostname} ({key.get_name()} SHA256:{key.fingerprint.split(':', 1)[-1]}) is not in "
+            f"{self.source}; Atlas never trusts a key on first use. Check the key with the cluster's admins "
+            "and add it (`ssh-keyscan -p PORT HOST`, verified out of band) to the configured known_hosts"
+        )
+
+
+def _host_key_name(host: str, port: int) -> str:
+    return host if port == 22 else f"[{host}]:{port}"
+
+
+def _load_host_keys(client: paramiko.SSHClient, text: str, source: str) -> None:
+    keys = client.get_host_keys()
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        try:
+            entry = paramiko.hostkeys.HostKeyEntry.from_line(stripped, lineno=number)
+        except (paramiko.SSHException, ValueError) as error:
+            raise HostKeyError(f"{source}: line {number} cannot be read as a host key ({error})") from None
+        if entry is None or entry.key is None:
+            continue
+        for name in entry.hostnames:
+            keys.add(name, entry.key.get_name(), entry.key)
+
+
+_KEY_CLASSES: tuple[type[paramiko.PKey], ...] = (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey)
+
+
+def load_private_key(endpoint: SshEndpoint) -> paramiko.PKey:
+    """The login key from secret text or a file; errors never include key material."""
+    what = (
+        "the private key from secret config"
+        if endpoint.private_key
+        else f"private key file {endpoint.private_key_file}"
+    )
+    for key_class in _KEY_CLASSES:
+        try:
+            if endpoint.private_key is not None:
+                return key_class.from_private_key(io.StringIO(endpoint.private_key), password=endpoint.passphrase)
+            if endpoint.private_key_file is not None:
+                return key_class.from_private_key_file(endpoint.private_key_file, password=endpoint.passphrase)
+        except paramiko.PasswordRequiredException:
+            raise SshAuthError(
+                f"{what} is encrypted: set private_key_passphrase (as a secret) for {endpoint.address}"
+            ) from None
+        except FileNotFoundError:
+            raise SshAuthError(f"{what} does not exist; fix private_key_file for {endpoint.address}") from None
+        except PermissionError:
+            raise SshAuthError(f"{what} cannot be read (permission denied)") from None
+        except (paramiko.SSHException, ValueError):
+            continue  # not this key type (or a wrong passphrase): try the next
+    if endpoint.private_key is None and endpoint.private_key_file is None:
+        raise SshAuthError(f"no private key configured for {endpoint.address}: set private_key or private_key_file")
+    raise SshAuthError(f"{what} is not an Ed25519, ECDSA or RSA key that paramiko can read, or its passphrase is wrong")
+
+
+class PooledConnection:
+    """One SSH client per endpoint, reconnected when its transport has dropped."""
+
+    def __init__(self, endpoint: SshEndpoint) -> None:
+        self.endpoint = endpoint
+        self._lock = threading.RLock()
+        self._client: paramiko.SSHClient | None = None
+        self._sftp: paramiko.SFTPClient | None = None
+
+    def _connect(self) -> paramiko.SSHClient:
+        ep = self.endpoint
+        client = paramiko.SSHClient()
+        _load_host_keys(client, ep.known_hosts, ep.known_hosts_source)
+        client.set_missing_host_key_policy(_RejectWithSource(ep.known_hosts_source))
+        pkey = load_private_key(ep)
+        try:
+            client.connect(
+                hostname=ep.host,
+                port=ep.port,
+                username=ep.user,
+                pkey=pkey,
+                look_for_keys=False,
+                allow_agent=False,
+                timeout=ep.connect_timeout_s,
+                banner_timeout=ep.connect_timeout_s,
+                auth_timeout=ep.connect_timeout_s,
+                channel_timeout=ep.connect_timeout_s,
+            )
+        except paramiko.BadHostKeyException as error:
+            client.close()
+            raise HostKeyError(
+                f"host key of {_host_key_name(ep.host, ep.port)} CHANGED: the server offered "
+                f"{error.key.get_name()} SHA256:{error.key.fingerprint.split(':', 1)[-1]}, {ep.known_hosts_source} "
+                f"has SHA256:{error.expected_key.fingerprint.split(':', 1)[-1]}. Refusing to connect: ask the "
+                "cluster's admins whether the host was re-keyed, then update the known_hosts entry"
+            ) from None
+        except HostKeyError:
+            client.close()
+            raise
+        except paramiko.AuthenticationException as error:
+            client.close()
+            raise SshAuthError(
+                f"{ep.address} refused the configured key ({error}); check that its public half is in "
+                "~/.ssh/authorized_keys on the login node and that user is right"
+            ) from None
+        except (OSError, paramiko.SSHException, EOFError) as error:
+            client.close()
+            raise SshConnectError(
+                f"cannot connect to {ep.address}: {error or type(error).__name__}; check host, port and "
+                "that the login node is reachable from here"
+            ) from None
+        transport = client.get_transport()
+        if transport is not None:
+            transport.set_keepalive(ep.keepalive_s)
+        CONNECTIONS_OPENED[ep.pool_key] += 1
+        log.debug("ssh: connected to %s", ep.address)
+        return client
+
+    def client(self) -> paramiko.SSHClient:
+        with self._lock:
+            client = self._client
+            transport = client.get_transport() if client is not None else None
+            if client is None or transport is None or not transport.is_active():
+                self._drop_locked()
+                client = self._connect()
+                self._client = client
+            return client
+
+    def transport(self) -> paramiko.Transport:
+        transport = self.client().get_transport()
+        if transport is None:  # pragma: no cover - client() just made it active
+            raise SshConnectError(f"no transport to {self.endpoint.address}")
+        return transport
+
+    def sftp(self) -> paramiko.SFTPClient:
+        with self._lock:
+            client = self.client()
+            channel = self._sftp.get_channel() if self._sftp is not None else None
+            if self._sftp is None or channel is None or channel.closed:
+                self._sftp = client.open_sftp()
+            return self._sftp
+
+    def _drop_locked(self) -> None:
+        if self._sftp is not None:
+            self._sftp.close()
+        if self._client is not None:
+            self._client.close()
+        self._sftp = None
+        self._client = None
+
+    def drop(self) -> None:
+        """Close the connection; the next use reconnects."""
+        with self._lock:
+            self._drop_locked()
+
+
+_POOL: dict[tuple[str, int, str], PooledConnection] = {}
+_POOL_LOCK = threading.Lock()
+
+
+def connection(endpoint: SshEndpoint) -> PooledConnection:
+    """The process's connection to this endpoint (created on first use, connected lazily)."""
+    with _POOL_LOCK:
+        pooled = _POOL.get(endpoint.pool_key)
+        if pooled is not None and pooled.endpoint.identity() != endpoint.identity():
+            # Same host and user, new key or known_hosts: never reuse a login made with the old ones.
+            pooled.drop()
+            pooled = None
+        if pooled is None:
+            pooled = PooledConnection(endpoint)
+            _POOL[endpoint.pool_key] = pooled
+        return pooled
+
+
+def close_all() -> None:
+    with _POOL_LOCK:
+        for pooled in _POOL.values():
+            pooled.drop()
+        _POOL.clear()
+
+
+def login_shell_command(command: str) -> str:
+    """There is no login-shell flag in SSH: `bash -lc` loads profile.lsf and module setups."""
+    return f"bash -lc {shlex.quote(command)}"
+
+
+def _read_all(channel: paramiko.Channel, command: str, deadline: float, host: str) -> tuple[bytes, bytes, int]:
+    stdout, stderr = bytearray(), bytearray()
+    pause = 0.001
+    while True:
+        progressed = False
+        if channel.recv_ready():
+            stdout += channel.recv(65536)
+            progressed = True
+        if channel.recv_stderr_ready():
+            stderr += channel.recv_stderr(65536)
+            progressed = True
+        if progressed:
+            pause = 0.001
+            continue
+        # SSH delivers data, then EOF, then exit-status: once the status is here, all output is buffered.
+        if channel.exit_status_ready():
+            while channel.recv_ready():
+                stdout += channel.recv(65536)
+            while channel.recv_stderr_ready():
+                stderr += channel.recv_stderr(65536)
+            return bytes(stdout), bytes(stderr), channel.recv_exit_status()
+        transport = channel.get_transport()
+        if channel.closed or transport is None or not transport.is_active():
+            raise ConnectionLostError(
+                f"the SSH connection to {host} dropped while `{command}` ran; it may or may not have run",
+                command,
+            )
+        if time.monotonic() > deadline:
+            channel.close()
+            raise RemoteTimeoutError(f"`{command}` on {host} did not finish in time; it was abandoned", command)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.02)
+
+
+def _run_once(conn: PooledConnection, command: str, stdin: bytes | None, timeout: float) -> RemoteResult:
+    host = conn.endpoint.address
+    transport = conn.transport()
+    try:
+        channel = transport.open_session(timeout=conn.endpoint.connect_timeout_s)
+    except (paramiko.SSHException, OSError, EOFError):
+        # Nothing was sent yet: reconnecting and trying again is safe for any command.
+        conn.drop()
+        channel = conn.transport().open_session(timeout=conn.endpoint.connect_timeout_s)
+    try:
+        channel.exec_command(login_shell_command(command))
+        if stdin:
+            channel.sendall(stdin)
+        channel.shutdown_write()
+        out, err, code = _read_all(channel, command, time.monotonic() + timeout, host)
+    except (paramiko.SSHException, OSError, EOFError) as error:
+        conn.drop()
+        raise ConnectionLostError(
+            f"the SSH connection to {host} failed while `{command}` ran ({error or type(error).__name__}); "
+            "it may or may not have run",
+            command,
+        ) from None
+    except ConnectionLostError:
+        conn.drop()
+        raise
+    finally:
+        channel.close()
+    return RemoteResult(command, code, out.decode(errors="replace"), err.decode(errors="replace"))
+
+
+def run_remote(
+    conn: PooledConnection,
+    command: str,
+    *,
+    stdin: str | bytes | None = None,
+    timeout: float = DEFAULT_COMMAND_TIMEOUT_S,
+    check: bool = True,
+    safe_to_retry: bool = False,
+) -> RemoteResult:
+    """Run `command` under `bash -lc` on the login node; the one way Atlas runs remote commands.
+
+    `command` is shell text that the caller built with every value shlex-quoted. With
+    `check`, a non-zero exit raises `RemoteCommandError(command, exit_code, stdout, stderr)`.
+    A dropped connection is retried (after reconnecting) only with `safe_to_retry`, for reads
+    and for steps whose repetition is harmless; otherwise `ConnectionLostError` tells the
+    caller that the command may have run, so it can find out (e.g. look a job up by name).
+    """
+    data = stdin.encode() if isinstance(stdin, str) else stdin
+    attempts = 1 + (SAFE_RETRIES if safe_to_retry else 0)
+    for attempt in range(attempts):
+        try:
+            result = _run_once(conn, command, data, timeout)
+            break
+        except (ConnectionLostError, SshConnectError):
+            if attempt + 1 >= attempts:
+                raise
+            time.sleep(0.5 * (attempt + 1))
+    if check and result.exit_code != 0:
+        raise RemoteCommandError(command, result.exit_code, result.stdout, result.stderr, conn.endpoint.address)
+    return result
+
+
+# --- files ------------------------------------------------------------------------------------
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def make_directories(conn: PooledConnection, directories: Iterable[str]) -> None:
+    dirs = sorted(set(directories))
+    if dirs:
+        run_remote(conn, "mkdir -p -- " + shlex.join(dirs), safe_to_retry=True)
+
+
+def remote_sha256(conn: PooledConnection, paths: Sequence[str]) -> dict[str, str | None]:
+    """sha256 of each remote file (None where it is missing), in one command."""
+    if not paths:
+        return {}
+    # `|| true`: sha256sum exits 1 when a file is missing; the missing ones are simply absent below.
+    result = run_remote(conn, f"sha256sum -- {shlex.join(paths)} 2>/dev/null || true", safe_to_retry=True)
+    found: dict[str, str | None] = dict.fromkeys(paths)
+    for line in result.stdout.splitlines():
+        digest, _, name = line.partition("  ")
+        if name in found and len(digest) == 64:
+            found[name] = digest
+    return found
+
+
+class UploadVerificationError(SshError):
+    pass
+
+
+def upload_bytes(conn: PooledConnection, content: bytes, remote_path: str, mode: int = 0o644) -> str:
+    """Write `content` to `remote_path` atomically over SFTP and check its sha256 on the remote side."""
+    expected = sha256_hex(content)
+    partial = f"{remote_path}.atlas-partial"
+    for attempt in range(1 + SAFE_RETRIES):  # an upload to a temporary name is safe to repeat
+        try:
+            sftp = conn.sftp()
+            with sftp.open(partial, "wb") as handle:
+                handle.set_pipelined(True)
+                handle.write(content)
+            sftp.chmod(partial, mode)
+            sftp.posix_rename(partial, remote_path)
+            break
+        except (paramiko.SSHException, EOFError, TimeoutError, ConnectionError) as error:
+            conn.drop()
+            if attempt >= SAFE_RETRIES:
+                raise ConnectionLostError(
+                    f"upload of {remote_path} to {conn.endpoint.address} failed: {error}", "sftp put"
+                ) from None
+        except OSError as error:
+            raise SshError(
+                f"cannot write {remote_path} on {conn.endpoint.address}: {error.strerror or error}; "
+                "check remote_work_dir and its permissions"
+            ) from None
+    actual = remote_sha256(conn, [remote_path])[remote_path]
+    if actual != expected:
+        raise UploadVerificationError(
+            f"{remote_path} on {conn.endpoint.address} has sha256 {actual}, expected {expected} after upload; "
+            "the remote disk may be full or the file is being changed by someone else"
+        )
+    return expected
+
+
+def remove_files(conn: PooledConnection, paths: Iterable[str]) -> None:
+    """Remove files (missing ones are fine), then any directories left empty by that."""
+    files = sorted(set(paths))
+    if not files:
+        return
+    parents = sorted(
+        {str(PurePosixPath(p).parent) for p in files if str(PurePosixPath(p).parent) not in ("", ".")},
+        key=lambda p: -p.count("/"),
+    )
+    command = "rm -f -- " + shlex.join(files)
+    if parents:
+        command += " && (rmdir -- " + shlex.join(parents) + " 2>/dev/null || true)"
+    run_remote(conn, command, safe_to_retry=True)
