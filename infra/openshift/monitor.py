@@ -1,0 +1,83 @@
+"""RunMonitor: a small read-only JSON endpoint over the run's telemetry and training log.
+
+A one-replica Deployment runs monitor_app.py (Python's http.server, mounted from a ConfigMap)
+with the results and logs PVCs mounted read-only, behind a Service and a Route (OpenShift)
+or an Ingress (plain Kubernetes).
+
+Awaiting: pulumi-kubernetes waits for a Deployment to become available, for a Service to get
+endpoints and for an Ingress to get a load balancer status. On the local KWOK cluster no
+container really runs and no ingress controller fills a status, so `monitor.await: false`
+puts `pulumi.com/skipAwait` on all three (a Route is never awaited).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.openshift import manifests
+from infra.openshift.objects import KubernetesObject
+from infra.openshift.settings import OpenShiftSettings
+from infra.workload import Workload
+
+MONITOR_APP_PATH = Path(__file__).with_name(manifests.MONITOR_APP)
+
+
+@dataclass
+class RunMonitorArgs:
+    workload: Workload
+    settings: OpenShiftSettings
+    context: manifests.PodContext
+    namespace_name: str
+    depends_on: list[pulumi.Resource] = field(default_factory=list)
+
+
+class RunMonitor(pulumi.ComponentResource):
+    url: pulumi.Output[str]
+
+    def __init__(self, name: str, args: RunMonitorArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("atlas:openshift:RunMonitor", name, None, opts)
+        context = args.context
+        settings = args.settings
+        child = pulumi.ResourceOptions(parent=self)
+        self.app = k8s.core.v1.ConfigMap(
+            f"{name}-app",
+            metadata={"namespace": context.namespace, "labels": context.identity.labels("monitor")},
+            data={manifests.MONITOR_APP: MONITOR_APP_PATH.read_text()},
+            opts=child,
+        )
+        deployment = manifests.monitor_deployment(args.workload, settings, context, self.app.metadata.name)
+        self.deployment = k8s.apps.v1.Deployment(
+            f"{name}-deployment",
+            metadata=deployment["metadata"],
+            spec=deployment["spec"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
+        )
+        service = manifests.monitor_service(settings, context)
+        self.service = k8s.core.v1.Service(
+            f"{name}-service", metadata=service["metadata"], spec=service["spec"], opts=child
+        )
+        service_name = self.service.metadata.name
+        self.route: KubernetesObject | None = None
+        self.ingress: k8s.networking.v1.Ingress | None = None
+        if settings.is_openshift:
+            self.route = KubernetesObject(
+                f"{name}-route", manifests.monitor_route(settings, context, service_name), opts=child
+            )
+            # OpenShift's router admission fills spec.host when it is left empty.
+            host = self.route.spec.apply(lambda spec: (spec or {}).get("host") or settings.monitor.host or "")
+            self.url = host.apply(lambda h: f"https://{h}/" if h else "")
+        else:
+            ingress = manifests.monitor_ingress(settings, context, service_name)
+            self.ingress = k8s.networking.v1.Ingress(
+                f"{name}-ingress", metadata=ingress["metadata"], spec=ingress["spec"], opts=child
+            )
+            if settings.monitor.host:
+                self.url = pulumi.Output.from_input(f"http://{settings.monitor.host}/")
+            else:
+                # No host: reachable in the cluster (or through `kubectl port-forward`) only.
+                self.url = pulumi.Output.concat("http://", service_name, ".", args.namespace_name, ".svc/")
+        self.register_outputs({"url": self.url})
