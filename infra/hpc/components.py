@@ -84,7 +84,7 @@ def _job_spec(args: HpcEnvironmentArgs, rendered: RenderedStep, run_dir: str, jo
         queue=args.target.queue,
         telemetry_out=f"{workload.telemetry.root}/{rendered.name}.jsonl" if args.telemetry else None,
         telemetry_interval_s=workload.telemetry.interval_seconds,
-        python_path=f"{run_dir}/{PYTHON_DIR}" if args.telemetry else None,
+        python_path=PYTHON_DIR if args.telemetry else None,
         description=workload.step(rendered.name).description,
     )
 

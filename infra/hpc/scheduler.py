@@ -89,7 +89,7 @@ class JobSpec:
     queue: str | None = None
     telemetry_out: str | None = None  # relative to workdir; None: no sampler
     telemetry_interval_s: float = 5.0
-    python_path: str | None = None  # where the staged `infra.telemetry` package lives (remote)
+    python_path: str | None = None  # where the staged `infra.telemetry` package lives, relative to workdir
     description: str = ""
 
     def log_file(self, placeholder: str) -> str:
@@ -193,7 +193,7 @@ def render_job_script(scheduler: Scheduler, spec: JobSpec) -> str:
     if spec.telemetry_out is not None:
         if spec.python_path is not None:
             # The sampler is staged beside the run (stdlib only); nothing else of Atlas is needed there.
-            lines.append(f'export PYTHONPATH={shlex.quote(spec.python_path)}"${{PYTHONPATH:+:$PYTHONPATH}}"')
+            lines.append(f'export PYTHONPATH="$PWD"/{shlex.quote(spec.python_path)}"${{PYTHONPATH:+:$PYTHONPATH}}"')
         lines.append(f"mkdir -p -- {shlex.quote(_parent(spec.telemetry_out))}")
         argv = (
             "python3",

@@ -1,0 +1,307 @@
+"""Providers' check and diff (with preview's unknowns), the status board, and HpcEnvironment under mocks."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pulumi
+import pytest
+from pulumi.runtime import rpc
+
+from infra.hpc import polling
+from infra.hpc.providers import PROVIDER_VERSION, BatchJobProvider, StagedFilesProvider, job_name_for
+from infra.hpc.scheduler import JobState, Phase, scheduler_for
+from infra.hpc.ssh import RemoteResult, sha256_hex
+
+UNKNOWN = rpc.UNKNOWN
+SCRIPT = "#!/bin/bash\n#SBATCH --job-name=atlas-train-0123456789\npython main.py\n"
+SSH = {
+    "host": "127.0.0.1",
+    "port": 16022,
+    "user": "atlas",
+    "known_hosts": "k",
+    "known_hosts_source": "f",
+    "private_key_file": None,
+}
+
+
+def job_inputs(**changes: Any) -> dict[str, Any]:
+    props: dict[str, Any] = {
+        "provider_version": PROVIDER_VERSION,
+        "ssh": SSH,
+        "ssh_secret": {"private_key": "-----BEGIN OPENSSH PRIVATE KEY-----", "passphrase": None},
+        "scheduler": "slurm",
+        "step": "train",
+        "job_name": "atlas-train-0123456789",
+        "run_dir": "atlas-runs/local/probe",
+        "script_path": ".atlas/jobs/train.sbatch",
+        "script": SCRIPT,
+        "script_sha256": sha256_hex(SCRIPT.encode()),
+        "log_pattern": "logs/train.%j",
+        "requested_queue": "normal",
+        "after_job_ids": ["12"],
+        "wait": False,
+        "poll_interval_s": 60.0,
+    }
+    props.update(changes)
+    return props
+
+
+def failures(props: dict[str, Any]) -> dict[str, str]:
+    return {f.property: f.reason for f in BatchJobProvider().check({}, props).failures}
+
+
+def test_check_accepts_good_inputs_and_unknowns() -> None:
+    assert failures(job_inputs()) == {}
+    assert failures(job_inputs(after_job_ids=UNKNOWN)) == {}
+    assert failures(job_inputs(after_job_ids=["12", UNKNOWN])) == {}
+    assert failures(job_inputs(ssh=UNKNOWN, ssh_secret=UNKNOWN, script=UNKNOWN)) == {}
+
+
+@pytest.mark.parametrize(
+    ("changes", "prop"),
+    [
+        ({"job_name": "atlas; bkill 0"}, "job_name"),
+        ({"job_name": "x" * 80}, "job_name"),
+        ({"step": "Train Step"}, "step"),
+        ({"scheduler": "pbs"}, "scheduler"),
+        ({"requested_queue": "normal -x"}, "requested_queue"),
+        ({"run_dir": "../etc"}, "run_dir"),
+        ({"run_dir": "a\nb"}, "run_dir"),
+        ({"script_path": "/etc/passwd"}, "script_path"),
+        ({"script_path": "a/../../b"}, "script_path"),
+        ({"log_pattern": "logs/$(id)"}, "log_pattern"),
+        ({"script_sha256": "0" * 64}, "script_sha256"),
+        ({"after_job_ids": ["12; rm -rf ~"]}, "after_job_ids[0]"),
+        ({"ssh_secret": {}}, "ssh_secret.private_key"),
+    ],
+)
+def test_check_names_the_bad_input(changes: dict[str, Any], prop: str) -> None:
+    assert prop in failures(job_inputs(**changes))
+
+
+def outputs(**changes: Any) -> dict[str, Any]:
+    return {**job_inputs(), "job_id": "41", "state": "running", "exit_code": None, "queue": "normal", **changes}
+
+
+def test_diff_no_change() -> None:
+    result = BatchJobProvider().diff("41", outputs(), job_inputs())
+    assert (result.changes, result.replaces) == (False, [])
+
+
+def test_diff_a_changed_script_replaces_the_job() -> None:
+    script = SCRIPT.replace("main.py", "main.py --seed 1")
+    news = job_inputs(script=script, script_sha256=sha256_hex(script.encode()))
+    result = BatchJobProvider().diff("41", outputs(), news)
+    assert result.changes and set(result.replaces or []) == {"script", "script_sha256"}
+    assert result.delete_before_replace
+
+
+def test_diff_unknown_dependency_during_preview_replaces() -> None:
+    result = BatchJobProvider().diff("41", outputs(), job_inputs(after_job_ids=UNKNOWN))
+    assert result.changes and result.replaces == ["after_job_ids"]
+
+
+def test_diff_a_job_cancelled_outside_is_replaced() -> None:
+    result = BatchJobProvider().diff("41", outputs(state="cancelled"), job_inputs())
+    assert result.changes and result.replaces == ["state"]
+    failed = BatchJobProvider().diff("41", outputs(state="failed", exit_code=3), job_inputs())
+    assert (failed.changes, failed.replaces) == (False, [])  # a failure is reported, not retried blindly
+
+
+def test_diff_code_or_credential_changes_update_in_place() -> None:
+    for changes in ({"provider_version": "0+old"}, {"ssh_secret": {"private_key": "other"}}, {"poll_interval_s": 5.0}):
+        result = BatchJobProvider().diff("41", outputs(**changes), job_inputs())
+        assert result.changes and result.replaces == [], changes
+
+
+def test_diff_another_host_replaces() -> None:
+    result = BatchJobProvider().diff("41", outputs(), job_inputs(ssh={**SSH, "host": "other"}))
+    assert "ssh" in (result.replaces or [])
+
+
+def staged_inputs(**changes: Any) -> dict[str, Any]:
+    props: dict[str, Any] = {
+        "provider_version": PROVIDER_VERSION,
+        "ssh": SSH,
+        "ssh_secret": {"private_key": "k"},
+        "run_dir": "atlas-runs/local/probe",
+        "files": [{"path": ".atlas/jobs/train.sbatch", "content": SCRIPT, "sha256": sha256_hex(SCRIPT.encode())}],
+        "directories": ["logs"],
+    }
+    props.update(changes)
+    return props
+
+
+def test_staged_files_check_and_diff() -> None:
+    provider = StagedFilesProvider()
+    assert provider.check({}, staged_inputs()).failures == []
+    assert provider.check({}, staged_inputs(files=UNKNOWN)).failures == []
+    bad = provider.check({}, staged_inputs(files=[{"path": "../x", "sha256": "nothex"}], directories=["/etc"]))
+    assert {f.property for f in bad.failures} == {"files[0].path", "files[0].sha256", "directories[0]"}
+    olds = {**staged_inputs(), "remote_sha256": {".atlas/jobs/train.sbatch": sha256_hex(SCRIPT.encode())}}
+    assert provider.diff("id", olds, staged_inputs()).changes is False
+    drifted = {**olds, "remote_sha256": {".atlas/jobs/train.sbatch": "missing"}}
+    assert provider.diff("id", drifted, staged_inputs()).changes is True  # refresh saw it removed on the cluster
+    moved = provider.diff("id", olds, staged_inputs(run_dir="elsewhere"))
+    assert moved.replaces == ["run_dir"]
+
+
+def test_job_names_are_unique_per_resource_and_stable() -> None:
+    a = job_name_for("atlas", "local", "satori", "train", "1")
+    assert a == job_name_for("atlas", "local", "satori", "train", "1")
+    others = {
+        job_name_for("atlas", s, e, "train", r)
+        for s, e, r in [("dev", "satori", "1"), ("local", "slurm", "1"), ("local", "satori", "2")]
+    }
+    assert a not in others and len(others) == 3
+    assert a.startswith("atlas-train-") and len(a) <= 63
+
+
+# --- the status board --------------------------------------------------------------------------
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.lock = threading.Lock()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        with self.lock:
+            self.now += seconds
+
+
+def squeue(ids: list[str]) -> str:
+    import json
+
+    return json.dumps(
+        {"jobs": [{"job_id": int(i), "job_state": "RUNNING", "partition": "normal", "name": "n"} for i in ids]}
+    )
+
+
+def test_board_answers_many_readers_with_one_query_and_respects_the_interval() -> None:
+    clock = FakeClock()
+    board = polling.StatusBoard(min_interval_s=60.0, clock=clock, sleep=clock.sleep)
+    commands: list[str] = []
+
+    def runner(command: str) -> RemoteResult:
+        commands.append(command)
+        ids = command.split(" -j ")[1].split(",")
+        return RemoteResult(command, 0, squeue(ids), "")
+
+    slurm = scheduler_for("slurm")
+    first = board.states(slurm, runner, ["1", "2", "3"])
+    assert {k: v.phase for k, v in first.items() if v} == {"1": Phase.RUNNING, "2": Phase.RUNNING, "3": Phase.RUNNING}
+    again = board.states(slurm, runner, ["2"])  # within the interval: served from the board
+    assert again["2"] is not None and len(commands) == 1
+    clock.now += 61
+    board.states(slurm, runner, ["1"])
+    assert len(commands) == 2 and commands[1].endswith("-j 1,2,3")  # all tracked jobs, one query
+
+
+def test_board_waits_for_the_interval_before_a_fresh_answer() -> None:
+    clock = FakeClock()
+    board = polling.StatusBoard(min_interval_s=30.0, clock=clock, sleep=clock.sleep)
+    calls: list[float] = []
+
+    def runner(command: str) -> RemoteResult:
+        calls.append(clock.now)
+        return RemoteResult(command, 0, squeue(["7"]), "")
+
+    slurm = scheduler_for("slurm")
+    board.states(slurm, runner, ["7"])
+    # fresh_after: the caller insists on a newer answer; the board must still keep the interval.
+    board._cond.wait = lambda timeout=None: clock.sleep(timeout or 0) or True  # type: ignore[method-assign]
+    board.states(slurm, runner, ["7"], fresh_after=clock.now + 0.001)
+    assert len(calls) == 2 and calls[1] - calls[0] >= 30.0
+
+
+def test_board_keeps_unknown_jobs_as_none() -> None:
+    clock = FakeClock()
+    board = polling.StatusBoard(min_interval_s=1.0, clock=clock, sleep=clock.sleep)
+
+    def runner(command: str) -> RemoteResult:
+        if command.startswith("squeue --json"):
+            return RemoteResult(command, 1, "", "slurm_load_jobs error: Invalid job id specified\n")
+        return RemoteResult(command, 1, "", "Slurm accounting storage is disabled\n")
+
+    assert board.states(scheduler_for("slurm"), runner, ["99"]) == {"99": None}
+
+
+def test_job_state_phase_finished() -> None:
+    assert JobState("1", Phase.CANCELLED, "CANCELLED").phase.finished
+    assert not Phase.SUSPENDED.finished
+
+
+# --- HpcEnvironment under mocks ----------------------------------------------------------------
+
+
+class Mocks(pulumi.runtime.Mocks):
+    def __init__(self) -> None:
+        self.resources: list[pulumi.runtime.MockResourceArgs] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        self.resources.append(args)
+        outputs = dict(args.inputs)
+        if args.typ.endswith("BatchJob"):
+            outputs.update(job_id=str(100 + len(self.resources)), queue="normal", submitted_at="2026-12-02T15:00:00Z")
+        return f"{args.name}-id", outputs
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        return {}, None
+
+
+@pytest.fixture
+def mocks() -> Mocks:
+    m = Mocks()
+    pulumi.runtime.set_mocks(m, preview=False)
+    return m
+
+
+@pulumi.runtime.test
+def test_hpc_environment_children_outputs_and_dependencies(mocks: Mocks) -> Any:
+    from infra.hpc.components import HpcEnvironment, HpcEnvironmentArgs
+    from infra.hpc.target import parse_hpc_target
+    from infra.toolchain.pins import REPO_ROOT
+    from infra.workload import load_workload
+
+    workload = load_workload(REPO_ROOT / "workloads" / "biggan" / "workload.yaml")
+    known_hosts = "[127.0.0.1]:16022 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGZ0b2tlbnRvYmVyZXBsYWNlZGJ5YXJlYWxrZXk=\n"
+    key_text = "-----BEGIN OPENSSH PRIVATE KEY-----\nUNIT-TEST-KEY-MATERIAL\n-----END OPENSSH PRIVATE KEY-----\n"
+    target = parse_hpc_target(
+        {
+            "host": "127.0.0.1",
+            "port": 16022,
+            "user": "atlas",
+            "scheduler": "lsf",
+            "queue": "normal",
+            "known_hosts": known_hosts,
+            "private_key": key_text,
+            "poll_interval_seconds": 2,
+        },
+        "atlas:satori",
+    )
+    env = HpcEnvironment(
+        "satori", HpcEnvironmentArgs(target=target, workload=workload, environment="satori", stack="unit")
+    )
+
+    def check(out: dict[str, Any]) -> None:
+        names = {r.name for r in mocks.resources}
+        assert {"satori-staged-files", "satori-make-hdf5", "satori-inception-moments", "satori-train"} <= names
+        assert out["kind"] == "hpc" and out["scheduler"] == "lsf" and out["port"] == 16022
+        assert [s["name"] for s in out["steps"]] == ["make-hdf5", "inception-moments", "train"]
+        assert all(s["job_id"] and len(s["script_sha256"]) == 64 for s in out["steps"])
+        assert out["gpus"] == 2
+        assert out["telemetry"]["path"] == "atlas-runs/unit/biggan/telemetry"
+        assert out["logs"]["path"] == "atlas-runs/unit/biggan/logs"
+        assert "UNIT-TEST-KEY-MATERIAL" not in repr(out)
+        train = next(r for r in mocks.resources if r.name == "satori-train")
+        # train reads make-hdf5's and inception-moments' outputs: both become scheduler dependencies.
+        assert len(train.inputs["after_job_ids"]) == 2
+        assert train.inputs["script"].startswith("#!/bin/bash\n#BSUB -J atlas-train-")
+
+    return env.outputs.apply(check)

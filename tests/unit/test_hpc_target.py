@@ -1,0 +1,122 @@
+"""HPC target validation: hostile and malformed values are refused, naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.hpc.target import HpcConfigError, HpcTarget, parse_hpc_target, validate_remote_path
+
+KNOWN_HOSTS = "[127.0.0.1]:16022 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGZ0b2tlbnRvYmVyZXBsYWNlZGJ5YXJlYWxrZXk=\n"
+KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nAAAA-not-a-real-key\n-----END OPENSSH PRIVATE KEY-----\n"
+PREFIX = "atlas:satori"
+
+
+def good(**changes: Any) -> dict[str, Any]:
+    raw: dict[str, Any] = {
+        "host": "satori-login-001.mit.edu",
+        "port": 22,
+        "user": "alex",
+        "scheduler": "lsf",
+        "queue": "normal",
+        "known_hosts": KNOWN_HOSTS,
+        "private_key": KEY,
+    }
+    raw.update(changes)
+    return {k: v for k, v in raw.items() if v is not None}
+
+
+def test_a_good_target() -> None:
+    target = parse_hpc_target(good(poll_interval_seconds=90, remote_work_dir="/nobackup/users/alex/atlas"), PREFIX)
+    assert isinstance(target, HpcTarget)
+    assert (target.host, target.port, target.user, target.scheduler, target.queue) == (
+        "satori-login-001.mit.edu",
+        22,
+        "alex",
+        "lsf",
+        "normal",
+    )
+    assert target.poll_interval_s == 90.0 and target.remote_work_dir == "/nobackup/users/alex/atlas"
+    assert target.load_known_hosts() == KNOWN_HOSTS
+    assert target.known_hosts_source == "inline known_hosts"
+
+
+def test_secrets_stay_out_of_repr_and_errors() -> None:
+    target = parse_hpc_target(good(private_key_passphrase="hunter2-passphrase"), PREFIX)
+    assert "AAAA-not-a-real-key" not in repr(target) and "hunter2" not in repr(target)
+    with pytest.raises(HpcConfigError) as caught:
+        parse_hpc_target(good(private_key="ssh-ed25519 AAAAsecretlooking"), PREFIX)
+    assert "AAAAsecretlooking" not in str(caught.value) and "atlas:satori.private_key" in str(caught.value)
+
+
+def test_key_and_known_hosts_files(tmp_path: Path) -> None:
+    (tmp_path / "known_hosts").write_text(KNOWN_HOSTS)
+    target = parse_hpc_target(
+        good(known_hosts=None, known_hosts_file="known_hosts", private_key=None, private_key_file="id"),
+        PREFIX,
+        project_dir=tmp_path,
+    )
+    assert target.known_hosts_file == tmp_path / "known_hosts" and target.private_key_file == tmp_path / "id"
+    assert target.load_known_hosts() == KNOWN_HOSTS
+    missing = parse_hpc_target(good(known_hosts=None, known_hosts_file=str(tmp_path / "nope")), PREFIX)
+    with pytest.raises(HpcConfigError, match="cannot be read"):
+        missing.load_known_hosts()
+
+
+@pytest.mark.parametrize(
+    ("changes", "key", "message"),
+    [
+        ({"host": "satori; rm -rf ~"}, "atlas:satori.host", "not a host name"),
+        ({"host": "$(whoami).example.org"}, "atlas:satori.host", "not a host name"),
+        ({"host": "login\nProxyCommand evil"}, "atlas:satori.host", "newline"),
+        ({"host": "a" * 300}, "atlas:satori.host", "characters long"),
+        ({"host": None}, "atlas:satori.host", "required"),
+        ({"port": 0}, "atlas:satori.port", "port number"),
+        ({"port": "22; id"}, "atlas:satori.port", "port number"),
+        ({"port": True}, "atlas:satori.port", "port number"),
+        ({"user": "root;id"}, "atlas:satori.user", "not a login name"),
+        ({"user": "-oProxyCommand=x"}, "atlas:satori.user", "not a login name"),
+        ({"user": "a" * 40}, "atlas:satori.user", "characters long"),
+        ({"scheduler": "pbs"}, "atlas:satori.scheduler", "lsf, slurm"),
+        ({"queue": "normal -x"}, "atlas:satori.queue", "not a queue"),
+        ({"queue": "`id`"}, "atlas:satori.queue", "not a queue"),
+        ({"queue": "q" * 80}, "atlas:satori.queue", "characters long"),
+        ({"queue": "normal\n#BSUB -x"}, "atlas:satori.queue", "newline"),
+        ({"remote_work_dir": "../../etc"}, "atlas:satori.remote_work_dir", "'..'"),
+        ({"remote_work_dir": "runs/../.."}, "atlas:satori.remote_work_dir", "'..'"),
+        ({"remote_work_dir": "~/runs"}, "atlas:satori.remote_work_dir", "'~'"),
+        ({"remote_work_dir": "runs;id"}, "atlas:satori.remote_work_dir", "characters outside"),
+        ({"remote_work_dir": "runs dir"}, "atlas:satori.remote_work_dir", "characters outside"),
+        ({"remote_work_dir": "/"}, "atlas:satori.remote_work_dir", "root directory"),
+        ({"remote_work_dir": "x" * 300}, "atlas:satori.remote_work_dir", "characters long"),
+        ({"known_hosts": None}, "atlas:satori.known_hosts", "exactly one"),
+        ({"known_hosts_file": "/k"}, "atlas:satori.known_hosts", "exactly one"),
+        ({"known_hosts": "not a key line\n"}, "atlas:satori.known_hosts", "line 1 is not a known_hosts entry"),
+        ({"known_hosts": "h ssh-ed25519 !!!notbase64\n"}, "atlas:satori.known_hosts", "not valid base64"),
+        ({"known_hosts": "# only a comment\n"}, "atlas:satori.known_hosts", "no host key entries"),
+        ({"private_key": None}, "atlas:satori.private_key", "exactly one"),
+        ({"private_key_passphrase": "a\nb"}, "atlas:satori.private_key_passphrase", "one-line"),
+        ({"poll_interval_seconds": 0.01}, "atlas:satori.poll_interval_seconds", "out of range"),
+        ({"poll_interval_seconds": "often"}, "atlas:satori.poll_interval_seconds", "expected a number"),
+        ({"lsf_memory_unit": "TB"}, "atlas:satori.lsf_memory_unit", "LSF_UNIT_FOR_LIMITS"),
+        ({"scheduler": "slurm", "lsf_memory_unit": "MB"}, "atlas:satori.lsf_memory_unit", "only applies to LSF"),
+        ({"hostname": "x"}, "atlas:satori", "unknown key(s) hostname"),
+    ],
+)
+def test_bad_values_are_refused_naming_the_key(changes: dict[str, Any], key: str, message: str) -> None:
+    with pytest.raises(HpcConfigError) as caught:
+        parse_hpc_target(good(**changes), PREFIX)
+    text = str(caught.value)
+    assert text.startswith(f"{key}:") and message in text, text
+
+
+def test_not_an_object() -> None:
+    with pytest.raises(HpcConfigError, match=r"^atlas:satori: expected an object"):
+        parse_hpc_target("satori.mit.edu", PREFIX)
+
+
+@pytest.mark.parametrize("path", ["runs", "/nobackup/users/a/runs", "a/b/c.d", "runs/"])
+def test_good_remote_paths(path: str) -> None:
+    assert validate_remote_path(path, "k") == path.rstrip("/")
