@@ -1,0 +1,305 @@
+"""The HPC providers against the local Satori over real SSH: LSF (the command set) and Slurm.
+
+Starts its own Satori (ports from base 17200, state in a temporary directory), as
+test_satori.py does, and drives the providers' create/read/diff/delete the way the Pulumi
+engine calls them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.hpc import polling, providers, ssh
+from infra.hpc.providers import BatchJobProvider, HpcProviderError, StagedFilesProvider
+from infra.hpc.scheduler import JobSpec, lookup_by_name, render_job_script, scheduler_for
+from infra.localenv import satori
+from infra.localenv.layout import Layout, Ports
+from infra.localenv.procs import port_open
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(os.geteuid() != 0, reason="the local Satori runs sshd and Slurm as root"),
+]
+
+PORT_BASE = int(os.environ.get("ATLAS_TEST_HPC_PORT_BASE", "17200"))
+POLL_S = 1.0
+SCHEDULERS = ("lsf", "slurm")
+
+
+@pytest.fixture(scope="module")
+def layout() -> Iterator[Layout]:
+    state = Path(tempfile.mkdtemp(prefix="atlas-hpc-test-", dir="/tmp"))
+    state.chmod(0o755)  # the login user reaches slurm.conf and the munge socket in here
+    lay = Layout(state_dir=state, ports=Ports(PORT_BASE))
+    satori.up(lay)
+    yield lay
+    try:
+        ssh.close_all()
+        satori.down(lay)
+        assert not port_open(lay.ports.sshd)
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def target(layout: Layout) -> dict[str, Any]:
+    info = satori.status(layout)["ssh"]
+    known_hosts = Path(info["known_hosts_file"])
+    return {
+        "ssh": providers.ssh_inputs(
+            info["host"], info["port"], info["user"], known_hosts.read_text(), f"file {known_hosts}", None
+        ),
+        # As a stack passes it: the key's text from secret config, not a path.
+        "ssh_secret": {"private_key": Path(info["key_file"]).read_text(), "passphrase": None},
+    }
+
+
+@pytest.fixture
+def conn(target: dict[str, Any]) -> ssh.PooledConnection:
+    return ssh.connection(providers.endpoint_from(target))
+
+
+_counter = iter(range(10_000))
+
+
+def make_job(
+    target: dict[str, Any], scheduler: str, body: tuple[str, ...], after: list[str] | None = None, **extra: Any
+) -> dict[str, Any]:
+    """Stage a script for `body` and return the BatchJob inputs for it."""
+    n = next(_counter)
+    step = f"s{n}"
+    run_dir = f"atlas-it/{scheduler}"
+    sched = scheduler_for(scheduler)
+    name = f"atlas-it-{scheduler}-{n}-{int(time.time())}"
+    spec = JobSpec(job_name=name, step=step, workdir=run_dir, log_dir="logs", command=body, queue="normal")
+    script = render_job_script(sched, spec)
+    script_path = f".atlas/jobs/{step}{sched.script_suffix}"
+    StagedFilesProvider().create(
+        {
+            **target,
+            "run_dir": run_dir,
+            "files": [{"path": script_path, "content": script, "sha256": ssh.sha256_hex(script.encode())}],
+            "directories": ["logs"],
+        }
+    )
+    return {
+        **target,
+        "provider_version": providers.PROVIDER_VERSION,
+        "scheduler": scheduler,
+        "step": step,
+        "job_name": name,
+        "run_dir": run_dir,
+        "script_path": script_path,
+        "script": script,
+        "script_sha256": ssh.sha256_hex(script.encode()),
+        "log_pattern": f"logs/{step}.{sched.log_placeholder}",
+        "requested_queue": "normal",
+        "after_job_ids": after or [],
+        "wait": False,
+        "poll_interval_s": POLL_S,
+        **extra,
+    }
+
+
+def read_until(props: dict[str, Any], job_id: str, states: set[str], timeout: float = 40) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    outs: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        outs = BatchJobProvider().read(job_id, props).outs or {}
+        if outs.get("state") in states:
+            return outs
+        time.sleep(POLL_S)
+    raise AssertionError(f"job {job_id} never reached {states}: {outs.get('state')} {outs.get('native_state')}")
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_submit_status_and_dependencies(target: dict[str, Any], scheduler: str) -> None:
+    provider = BatchJobProvider()
+    first_props = make_job(target, scheduler, ("bash", "-c", "sleep 2; echo first"))
+    first = provider.create(first_props)
+    second_props = make_job(target, scheduler, ("echo", "second; $(not expanded)"), after=[str(first.id)])
+    second = provider.create(second_props)
+    assert second.outs and second.outs["state"] == "unknown"  # not waited for: read tells
+    early = provider.read(str(second.id), second_props).outs or {}
+    assert early["state"] == "pending", early
+    done_first = read_until(first_props, str(first.id), {"succeeded"})
+    assert done_first["exit_code"] == 0 and done_first["queue"] == "normal"
+    done_second = read_until(second_props, str(second.id), {"succeeded"})
+    assert done_second["log_file"].endswith(f"logs/{second_props['step']}.{second.id}")
+    log = ssh.run_remote(ssh.connection(providers.endpoint_from(target)), f"cat {done_second['log_file']}").stdout
+    assert "second; $(not expanded)" in log
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_delete_cancels_a_running_job_and_a_later_create_submits_afresh(target: dict[str, Any], scheduler: str) -> None:
+    provider = BatchJobProvider()
+    props = make_job(target, scheduler, ("sleep", "120"))
+    created = provider.create(props)
+    read_until(props, str(created.id), {"running"})
+    provider.delete(str(created.id), props)
+    assert read_until(props, str(created.id), {"cancelled"})["state"] == "cancelled"
+    provider.delete(str(created.id), props)  # already gone: still fine
+    # Same resource, same name (destroy then up): the retired job is not adopted.
+    again = provider.create(props)
+    assert again.id != created.id
+    provider.delete(str(again.id), props)
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_refresh_sees_a_job_killed_outside_atlas(
+    target: dict[str, Any], conn: ssh.PooledConnection, scheduler: str
+) -> None:
+    provider = BatchJobProvider()
+    props = make_job(target, scheduler, ("sleep", "120"))
+    created = provider.create(props)
+    outs = read_until(props, str(created.id), {"running"})
+    kill = {"lsf": "bkill", "slurm": "scancel"}[scheduler]
+    ssh.run_remote(conn, f"{kill} {created.id}")
+    outs = read_until(props, str(created.id), {"cancelled"})
+    assert outs["native_state"] in ("EXIT", "CANCELLED")
+    # The next `up` replaces it: the desired state is a job that runs.
+    diff = provider.diff(str(created.id), outs, props)
+    assert diff.changes and diff.replaces == ["state"]
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_a_failed_job_fails_create_with_its_exit_code_and_log(target: dict[str, Any], scheduler: str) -> None:
+    props = make_job(
+        target, scheduler, ("bash", "-c", "echo preparing; echo boom >&2; exit 3"), wait=True, wait_timeout_s=60
+    )
+    with pytest.raises(HpcProviderError) as caught:
+        BatchJobProvider().create(props)
+    message = str(caught.value)
+    assert "exit code 3" in message and ("EXIT" in message or "FAILED" in message), message
+    assert f"log: atlas-it/{scheduler}/logs/{props['step']}." in message and "boom" in message
+    # A re-run submits afresh (the failed job is not adopted).
+    with pytest.raises(HpcProviderError):
+        BatchJobProvider().create(props)
+    states = lookup_by_name(
+        scheduler_for(scheduler),
+        lambda c: ssh.run_remote(ssh.connection(providers.endpoint_from(target)), c, check=False),
+        props["job_name"],
+    )
+    assert len(states) == 2
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_a_waited_job_that_succeeds(target: dict[str, Any], scheduler: str) -> None:
+    props = make_job(target, scheduler, ("true",), wait=True, wait_timeout_s=60)
+    created = BatchJobProvider().create(props)
+    assert created.outs and (created.outs["state"], created.outs["exit_code"]) == ("succeeded", 0)
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_create_after_a_dropped_connection_does_not_submit_twice(
+    target: dict[str, Any], monkeypatch: pytest.MonkeyPatch, scheduler: str
+) -> None:
+    props = make_job(target, scheduler, ("sleep", "30"))
+    real_run_remote = ssh.run_remote
+    dropped: list[str] = []
+
+    def run_remote_dropping_after_submit(conn: ssh.PooledConnection, command: str, **kwargs: Any) -> ssh.RemoteResult:
+        result = real_run_remote(conn, command, **kwargs)
+        if (" bsub " in command or " sbatch " in command) and not dropped:
+            # The submission reached the scheduler; the answer is lost with the connection.
+            dropped.append(command)
+            transport = conn.client().get_transport()
+            assert transport is not None
+            transport.close()
+            raise ssh.ConnectionLostError("simulated drop after submission", command)
+        return result
+
+    monkeypatch.setattr(ssh, "run_remote", run_remote_dropping_after_submit)
+    opened_before = sum(ssh.CONNECTIONS_OPENED.values())
+    created = BatchJobProvider().create(props)
+    monkeypatch.undo()
+    assert dropped, "the drop was not simulated"
+    assert sum(ssh.CONNECTIONS_OPENED.values()) == opened_before + 1  # one reconnect
+    conn = ssh.connection(providers.endpoint_from(target))
+    same_name = lookup_by_name(
+        scheduler_for(scheduler), lambda c: ssh.run_remote(conn, c, check=False), props["job_name"]
+    )
+    assert [s.job_id for s in same_name] == [created.id]
+    BatchJobProvider().delete(str(created.id), props)
+
+
+def test_a_script_changed_on_the_cluster_is_not_submitted(target: dict[str, Any], conn: ssh.PooledConnection) -> None:
+    props = make_job(target, "slurm", ("true",))
+    ssh.run_remote(conn, f"echo 'echo tampered' >> {props['run_dir']}/{props['script_path']}")
+    with pytest.raises(HpcProviderError, match="not the one previewed"):
+        BatchJobProvider().create(props)
+
+
+def test_staged_files_checked_refreshed_and_removed(target: dict[str, Any], conn: ssh.PooledConnection) -> None:
+    provider = StagedFilesProvider()
+    content = "data with 'quotes' and $(dollars)\n"
+    props = {
+        **target,
+        "run_dir": "atlas-it/staged",
+        "files": [
+            {"path": "inputs/a.txt", "content": content, "sha256": ssh.sha256_hex(content.encode())},
+            {"path": "b.bin", "content_base64": "AAEC", "sha256": ssh.sha256_hex(b"\x00\x01\x02")},
+        ],
+        "directories": ["logs"],
+    }
+    created = provider.create(props)
+    outs = created.outs or {}
+    assert ssh.run_remote(conn, "cat atlas-it/staged/inputs/a.txt").stdout == content
+    assert provider.diff(str(created.id), outs, props).changes is False
+    ssh.run_remote(conn, "rm atlas-it/staged/b.bin")
+    refreshed = provider.read(str(created.id), outs).outs or {}
+    assert refreshed["remote_sha256"]["b.bin"] == "missing"
+    assert provider.diff(str(created.id), refreshed, props).changes is True
+    updated = provider.update(str(created.id), refreshed, {**props, "files": props["files"][:1]}).outs or {}
+    assert ssh.remote_sha256(conn, ["atlas-it/staged/b.bin"])["atlas-it/staged/b.bin"] is None
+    provider.delete(str(created.id), updated)
+    listing = ssh.run_remote(conn, "find atlas-it/staged -type f").stdout
+    assert listing == ""
+
+
+def test_unknown_and_changed_host_keys_are_refused(target: dict[str, Any], layout: Layout) -> None:
+    info = satori.status(layout)["ssh"]
+    other_key = Path(info["key_file"]).with_suffix(".pub").read_text().split()
+    wrong = f"[127.0.0.1]:{layout.ports.sshd} {other_key[0]} {other_key[1]}\n"
+    unrelated = f"[other.example.org]:22 {other_key[0]} {other_key[1]}\n"
+    for known_hosts, message in ((wrong, "CHANGED"), (unrelated, "is not in")):
+        endpoint = providers.endpoint_from(
+            {
+                **target,
+                "ssh": {
+                    **target["ssh"],
+                    "port": layout.ports.sshd,
+                    "known_hosts": known_hosts,
+                    "known_hosts_source": "config atlas:test.known_hosts",
+                },
+            }
+        )
+        pooled = ssh.PooledConnection(endpoint)
+        with pytest.raises(ssh.HostKeyError, match=message) as caught:
+            ssh.run_remote(pooled, "true")
+        assert "config atlas:test.known_hosts" in str(caught.value) and "127.0.0.1" in str(caught.value)
+
+
+def test_remote_command_errors_carry_everything(conn: ssh.PooledConnection) -> None:
+    with pytest.raises(ssh.RemoteCommandError) as caught:
+        ssh.run_remote(conn, "echo out; echo err >&2; exit 7")
+    error = caught.value
+    assert (error.exit_code, error.stdout, error.stderr) == (7, "out\n", "err\n")
+    assert error.command == "echo out; echo err >&2; exit 7"
+    big = ssh.run_remote(conn, "head -c 3000000 /dev/zero | tr '\\0' x; head -c 3000000 /dev/zero | tr '\\0' y >&2")
+    assert (len(big.stdout), len(big.stderr)) == (3_000_000, 3_000_000)
+
+
+def test_one_connection_per_host_for_everything() -> None:
+    """Every test above went through the pool: one login (plus the simulated drops' reconnects)."""
+    opened = [count for key, count in ssh.CONNECTIONS_OPENED.items() if key[1] == PORT_BASE + 22]
+    assert opened and opened[0] <= 1 + len(SCHEDULERS), ssh.CONNECTIONS_OPENED
+    polling.reset_boards()
