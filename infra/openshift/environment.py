@@ -53,7 +53,6 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
     api_url: pulumi.Output[str]
 
     def __init__(self, name: str, args: OpenShiftEnvironmentArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("atlas:openshift:OpenShiftEnvironment", name, None, opts)
         target = args.target
         settings = args.settings
         if (args.definition is None) != (settings is None):
@@ -62,7 +61,8 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
         identity = manifests.RunIdentity(
             stack=manifests.check_label_value(args.stack, "stack"), run_id=run_id, workload=args.workload
         )
-        # Checked before any resource is registered, so bad settings stop `pulumi preview` cleanly.
+        # Checked before anything is registered (this component included), so bad settings stop
+        # `pulumi preview` with the message alone.
         steps: tuple[RenderedStep, ...] = ()
         needed: RequiredQuota | None = None
         if args.definition is not None and settings is not None:
@@ -70,6 +70,7 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
                 raise ValueError(f"settings are for {settings.flavour!r}, the target is {target.flavour!r}")
             steps = render_steps(args.definition, ENVIRONMENT)
             needed = check_workload_fits(settings, steps, [d.name for d in args.definition.data])
+        super().__init__("atlas:openshift:OpenShiftEnvironment", name, None, opts)
 
         labels = {
             "app.kubernetes.io/managed-by": MANAGED_BY,

@@ -33,6 +33,7 @@ from infra.openshift.settings import (
     DataSource,
     ImageBuild,
     OpenShiftSettings,
+    OpenShiftSettingsError,
     RequiredQuota,
     VolumeSettings,
     shm_bytes,
@@ -89,7 +90,7 @@ LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 def check_label_value(value: str, what: str) -> str:
     if len(value) > 63 or not LABEL_VALUE.match(value):
-        raise ValueError(
+        raise OpenShiftSettingsError(
             f"{what}: {value!r} cannot be a label value; use at most 63 letters, digits, '-', '_', '.', "
             "starting and ending with a letter or digit"
         )

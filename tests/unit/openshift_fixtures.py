@@ -65,7 +65,7 @@ class RecordingMonitor(MockMonitor):
         self.recording = mocks
         self.registered: list[Registered] = []
 
-    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (the gRPC method's name)
+    def RegisterResource(self, request: Any) -> Any:
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
             inputs = pulumi.runtime.rpc.deserialize_properties(request.object)
@@ -93,6 +93,18 @@ class RecordingMonitor(MockMonitor):
 
     def urn_of(self, name: str) -> str:
         return self.named(name).urn
+
+    def depends_on(self, name: str) -> set[str]:
+        """Every URN `name` waits for, directly or through what it depends on."""
+        by_urn = {r.urn: r for r in self.registered}
+        seen: set[str] = set()
+        pending = list(self.named(name).dependencies)
+        while pending:
+            urn = pending.pop()
+            if urn not in seen:
+                seen.add(urn)
+                pending += by_urn[urn].dependencies if urn in by_urn else []
+        return seen
 
 
 def _integral(value: Any) -> Any:

@@ -1,38 +1,59 @@
-"""OpenShiftEnvironment under Pulumi mocks: the objects it declares, resolved."""
+"""OpenShiftEnvironment under Pulumi mocks: the objects it declares, resolved, with their
+dependencies and options as the engine receives them."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pulumi
 import pytest
 
 from infra.config import KubernetesTarget
-
-
-class Mocks(pulumi.runtime.Mocks):
-    def __init__(self) -> None:
-        self.resources: list[pulumi.runtime.MockResourceArgs] = []
-
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
-        self.resources.append(args)
-        return f"{args.name}-id", args.inputs
-
-    def call(self, args: pulumi.runtime.MockCallArgs):
-        return {}
+from infra.openshift.environment import OpenShiftEnvironment, OpenShiftEnvironmentArgs
+from infra.openshift.settings import OpenShiftSettings, OpenShiftSettingsError, parse_openshift_settings
+from infra.workload import Workload
+from tests.unit.openshift_fixtures import (
+    KEY,
+    RecordingMonitor,
+    biggan,
+    example_raw,
+    example_settings,
+    install_mocks,
+    local_raw,
+    modified,
+    target_for,
+)
 
 
 @pytest.fixture
-def mocks():
-    m = Mocks()
-    pulumi.runtime.set_mocks(m, preview=False)
-    yield m
+def mocks() -> RecordingMonitor:
+    return install_mocks()
+
+
+def environment(
+    settings: OpenShiftSettings, workload: Workload | None = None, name: str = "openshift", stack: str = "openshift-gpu"
+) -> OpenShiftEnvironment:
+    return OpenShiftEnvironment(
+        name,
+        OpenShiftEnvironmentArgs(
+            target=target_for(settings),
+            stack=stack,
+            workload="biggan",
+            definition=workload or biggan(),
+            settings=settings,
+            run_id="run-7",
+        ),
+    )
+
+
+def resolved(env: OpenShiftEnvironment) -> pulumi.Output[dict[str, Any]]:
+    return pulumi.Output.all(**env.outputs)
 
 
 @pulumi.runtime.test
 def test_namespace_is_labelled_and_named_exactly(mocks, tmp_path: Path):
-    from infra.openshift.environment import OpenShiftEnvironment, OpenShiftEnvironmentArgs
-
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
         "clusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:16443'}\n"
@@ -45,16 +66,229 @@ def test_namespace_is_labelled_and_named_exactly(mocks, tmp_path: Path):
         namespace, api_url = values
         assert namespace == "atlas-test"
         assert api_url == "https://127.0.0.1:16443"
-        by_type = {r.typ: r for r in mocks.resources}
-        ns = by_type["kubernetes:core/v1:Namespace"]
-        assert ns.name == "openshift-namespace"
-        labels = ns.inputs["metadata"]["labels"]
-        assert labels == {
+        ns = mocks.named("openshift-namespace")
+        assert ns.typ == "kubernetes:core/v1:Namespace"
+        assert ns.inputs["metadata"]["labels"] == {
             "app.kubernetes.io/managed-by": "atlas",
             "atlas.dev/stack": "unit",
             "atlas.dev/workload": "probe",
         }
-        provider = by_type["pulumi:providers:kubernetes"]
+        provider = mocks.named("openshift-provider")
         assert provider.inputs["kubeconfig"] == str(kubeconfig)
+        # Without a definition and settings, only the project.
+        assert {r.typ for r in mocks.registered} == {
+            "atlas:openshift:OpenShiftEnvironment",
+            "pulumi:providers:kubernetes",
+            "kubernetes:core/v1:Namespace",
+        }
 
     return pulumi.Output.all(env.namespace, env.api_url).apply(check)
+
+
+@pulumi.runtime.test
+def test_openshift_gpu_declares_every_object(mocks):
+    env = environment(example_settings())
+
+    def check(outputs: dict[str, Any]) -> None:
+        kinds = sorted((r.kind, r.name) for r in mocks.registered if r.kind)
+        assert kinds == [
+            ("BuildConfig", "openshift-image-build"),
+            ("ConfigMap", "openshift-monitor-app"),
+            ("ConfigMap", "openshift-staging-scripts"),
+            ("Deployment", "openshift-monitor-deployment"),
+            ("ImageStream", "openshift-image-stream"),
+            ("Job", "openshift-pipeline-inception-moments"),
+            ("Job", "openshift-pipeline-make-hdf5"),
+            ("Job", "openshift-pipeline-train"),
+            ("Job", "openshift-staging-imagenet-train"),
+            ("Job", "openshift-staging-inception-weights"),
+            ("Job", "openshift-staging-volumes"),
+            ("LimitRange", "openshift-limits"),
+            ("PersistentVolumeClaim", "openshift-data"),
+            ("PersistentVolumeClaim", "openshift-logs"),
+            ("PersistentVolumeClaim", "openshift-results"),
+            ("ProjectRequest", "openshift-project"),
+            ("ResourceQuota", "openshift-quota"),
+            ("Route", "openshift-monitor-route"),
+            ("Service", "openshift-monitor-service"),
+            ("ServiceAccount", "openshift-jobs"),
+        ]
+        # Every namespaced object is in the project and labelled with the stack and the run.
+        for r in mocks.registered:
+            if not r.kind:
+                continue
+            labels = r.inputs["metadata"]["labels"]
+            assert labels["atlas.dev/stack"] == "openshift-gpu", r.name
+            assert labels["atlas.dev/run"] == "run-7", r.name
+            assert labels["app.kubernetes.io/managed-by"] == "atlas", r.name
+            if r.kind != "ProjectRequest":
+                assert r.inputs["metadata"]["namespace"] == "atlas-biggan", r.name
+                # Auto-named, except the ImageStream, whose name the pull spec and the build share.
+                assert ("name" in r.inputs["metadata"]) == (r.kind == "ImageStream"), r.name
+
+        request = mocks.named("openshift-project")
+        assert request.inputs["metadata"]["name"] == "atlas-biggan"
+        assert request.inputs["displayName"] == "Atlas BigGAN"
+        # Created with client-side apply: a ProjectRequest cannot be PATCHed.
+        project_provider = mocks.named("openshift-project-provider")
+        assert project_provider.inputs["enableServerSideApply"] == "false"
+        assert request.provider.startswith(project_provider.urn)
+
+        assert outputs["namespace"] == "atlas-biggan"
+        assert outputs["flavour"] == "openshift"
+        assert outputs["gpus"] == 2 and outputs["gpu_product"] == "Tesla-V100-SXM2-32GB"
+        assert [s["name"] for s in outputs["steps"]] == ["make-hdf5", "inception-moments", "train"]
+        assert outputs["steps"][2]["job"] == "openshift-pipeline-train-0a1b2c3d"
+        assert outputs["steps"][2]["uid"] == "uid-openshift-pipeline-train"
+        assert outputs["telemetry"] == {"pvc": "openshift-results-0a1b2c3d", "path": "telemetry/"}
+        assert outputs["logs"] == {"pvc": "openshift-logs-0a1b2c3d", "path": "logs/"}
+
+    return resolved(env).apply(check)
+
+
+@pulumi.runtime.test
+def test_quota_pvcs_and_service_account(mocks):
+    env = environment(example_settings())
+
+    def check(_: Any) -> None:
+        quota = mocks.named("openshift-quota").inputs["spec"]["hard"]
+        assert quota["requests.nvidia.com/gpu"] == "4"
+        assert quota["requests.storage"] == "510Gi"
+        assert quota["persistentvolumeclaims"] == "4"
+        data = mocks.named("openshift-data").inputs["spec"]
+        assert data["accessModes"] == ["ReadWriteMany"]
+        assert data["storageClassName"] == "ocs-storagecluster-cephfs"
+        assert data["resources"]["requests"]["storage"] == "400Gi"
+        assert mocks.named("openshift-results").inputs["spec"]["resources"]["requests"]["storage"] == "100Gi"
+        assert mocks.named("openshift-logs").inputs["spec"]["resources"]["requests"]["storage"] == "10Gi"
+        account = mocks.named("openshift-jobs")
+        assert account.inputs["automountServiceAccountToken"] is False
+        for job in mocks.of_kind("Job"):
+            pod = job.inputs["spec"]["template"]["spec"]
+            assert pod["serviceAccountName"] == "openshift-jobs-0a1b2c3d"
+            # Created after the quota and the LimitRange, so their defaults and limits apply.
+            assert {mocks.urn_of("openshift-quota"), mocks.urn_of("openshift-limits")} <= mocks.depends_on(job.name)
+
+    return resolved(env).apply(check)
+
+
+@pulumi.runtime.test
+def test_jobs_pull_the_built_image_which_is_awaited(mocks):
+    env = environment(example_settings())
+
+    def check(outputs: dict[str, Any]) -> None:
+        stream = mocks.named("openshift-image-stream")
+        build = mocks.named("openshift-image-build")
+        name = stream.inputs["metadata"]["name"]
+        tag = build.inputs["spec"]["output"]["to"]["name"].split(":")[1]
+        assert build.inputs["spec"]["output"]["to"] == {"kind": "ImageStreamTag", "name": f"{name}:{tag}"}
+        assert stream.inputs["metadata"]["annotations"]["pulumi.com/waitFor"].startswith("jsonpath=")
+        # The BuildConfig must not wait for the ImageStream, whose await ends after the build.
+        assert stream.urn not in build.dependencies
+        assert build.delete_before_replace and build.replace_on_changes == ["spec"]
+        pull_spec = f"image-registry.openshift-image-registry.svc:5000/atlas-biggan/{name}:{tag}"
+        assert outputs["image"] == pull_spec
+        for job in mocks.of_kind("Job"):
+            containers = job.inputs["spec"]["template"]["spec"]["containers"]
+            if not job.name.endswith("inception-weights") and not job.name.endswith("imagenet-train"):
+                assert containers[0]["image"] == pull_spec, job.name
+            assert stream.urn in mocks.depends_on(job.name), job.name
+
+    return resolved(env).apply(check)
+
+
+@pulumi.runtime.test
+def test_pipeline_runs_after_staging_in_order_and_replaces_cleanly(mocks):
+    env = environment(example_settings())
+
+    def check(_: Any) -> None:
+        volumes = mocks.named("openshift-staging-volumes")
+        staging = [mocks.named("openshift-staging-imagenet-train"), mocks.named("openshift-staging-inception-weights")]
+        for job in staging:
+            assert volumes.urn in job.dependencies
+        first, second, train = (
+            mocks.named(f"openshift-pipeline-{s}") for s in ("make-hdf5", "inception-moments", "train")
+        )
+        assert {volumes.urn, *(j.urn for j in staging)} <= set(first.dependencies)
+        assert first.urn in second.dependencies
+        assert second.urn in train.dependencies
+        for job in [volumes, *staging, first, second, train]:
+            assert job.delete_before_replace, job.name
+        # Preparation is awaited (for longer than its deadline), training is not.
+        assert first.create_timeout == f"{24 * 3600 + 600}s"
+        assert second.create_timeout == f"{12 * 3600 + 600}s"
+        assert "annotations" not in first.inputs["metadata"]
+        assert train.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
+        assert train.create_timeout == ""
+        pod = train.inputs["spec"]["template"]["spec"]
+        assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "2"
+        assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "Tesla-V100-SXM2-32GB"}
+        assert train.inputs["spec"]["activeDeadlineSeconds"] == 24 * 3600
+        assert pod["volumes"][0]["persistentVolumeClaim"]["claimName"].endswith("-0a1b2c3d")
+
+    return resolved(env).apply(check)
+
+
+@pulumi.runtime.test
+def test_changing_training_arguments_changes_only_the_training_job(mocks):
+    original = biggan()
+    train = original.step("train")
+    seed = train.args.index("--seed")
+    changed_train = dataclasses.replace(train, args=(*train.args[: seed + 1], "1", *train.args[seed + 2 :]))
+    changed = dataclasses.replace(original, steps=(*original.steps[:-1], changed_train))
+    first = environment(example_settings(), original, name="a")
+    second = environment(example_settings(), changed, name="b")
+
+    def check(_: Any) -> None:
+        def inputs_by_role(prefix: str) -> dict[str, str]:
+            # The same object in both programs, with the program's name prefix taken out.
+            return {
+                r.name.removeprefix(prefix): repr(r.inputs).replace(f"'{prefix}", "'")
+                for r in mocks.registered
+                if r.name.startswith(prefix)
+            }
+
+        a, b = inputs_by_role("a-"), inputs_by_role("b-")
+        assert a.keys() == b.keys()
+        assert [role for role in a if a[role] != b[role]] == ["pipeline-train"]
+
+    return pulumi.Output.all(resolved(first), resolved(second)).apply(check)
+
+
+@pulumi.runtime.test
+def test_plain_kubernetes_uses_a_namespace_an_ingress_and_the_prebuilt_image(mocks):
+    settings = parse_openshift_settings(local_raw(), KEY)
+    env = environment(settings, stack="local")
+
+    def check(outputs: dict[str, Any]) -> None:
+        kinds = {r.kind for r in mocks.registered if r.kind}
+        assert "Namespace" in kinds and "Ingress" in kinds
+        assert not kinds & {"ProjectRequest", "ImageStream", "BuildConfig", "Route"}
+        for job in mocks.of_kind("Job"):
+            assert job.inputs["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.local/atlas/biggan:dev"
+        for name in ("openshift-monitor-deployment", "openshift-monitor-service", "openshift-monitor-ingress"):
+            assert mocks.named(name).inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
+        assert outputs["monitor_url"] == "http://openshift-monitor-service-0a1b2c3d.atlas-biggan.svc/"
+        assert outputs["image"] == "registry.local/atlas/biggan:dev"
+
+    return resolved(env).apply(check)
+
+
+@pulumi.runtime.test
+def test_existing_project_and_admin_owned_quota_create_neither(mocks):
+    raw = modified(example_raw(), lambda r: (r["project"].update(create=False), r["quota"].update(manage=False)))
+    env = environment(parse_openshift_settings(raw, KEY))
+
+    def check(_: Any) -> None:
+        kinds = {r.kind for r in mocks.registered if r.kind}
+        assert not kinds & {"ProjectRequest", "Namespace", "ResourceQuota", "LimitRange"}
+        assert "Job" in kinds
+
+    return resolved(env).apply(check)
+
+
+def test_bad_settings_fail_before_any_resource_is_registered(mocks):
+    settings = parse_openshift_settings(modified(example_raw(), lambda r: r["quota"].update(gpus=1)), KEY)
+    with pytest.raises(OpenShiftSettingsError, match=rf"^{KEY}\.quota\.gpus: "):
+        environment(settings)
+    assert mocks.registered == []

@@ -1,0 +1,337 @@
+"""infra/openshift/manifests.py: the objects rendered from the workload and the settings (pure)."""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from typing import Any
+
+import pytest
+
+from infra.openshift import manifests
+from infra.openshift.settings import parse_openshift_settings
+from infra.workload import Workload, hpc_command_line, render_step, render_steps
+from tests.unit.openshift_fixtures import KEY, biggan, example_raw, example_settings, local_raw, modified
+
+IDENTITY = manifests.RunIdentity(stack="openshift-gpu", run_id="run-7", workload="biggan")
+
+
+def context(openshift: bool = True) -> manifests.PodContext:
+    return manifests.PodContext(
+        identity=IDENTITY,
+        namespace="atlas-biggan",
+        image="registry/ns/biggan:tag",
+        service_account="jobs-sa",
+        claims=manifests.Claims(data="data-pvc", results="results-pvc", logs="logs-pvc"),
+        workdir="/opt/biggan",
+        openshift=openshift,
+    )
+
+
+def step_job(name: str, workload: Workload | None = None, awaited: bool = True) -> dict[str, Any]:
+    workload = workload or biggan()
+    return manifests.step_job(
+        render_step(workload, name, "openshift"), workload, example_settings(), context(), awaited
+    )
+
+
+def pod_of(job: dict[str, Any]) -> dict[str, Any]:
+    return job["spec"]["template"]["spec"]
+
+
+def test_training_job_asks_for_its_gpus_on_the_configured_product_and_tolerates_the_taint():
+    pod = pod_of(step_job("train"))
+    (container,) = pod["containers"]
+    assert container["resources"]["requests"] == {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": "2"}
+    assert container["resources"]["limits"] == container["resources"]["requests"]
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "Tesla-V100-SXM2-32GB"}
+    assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    # The device plugin chooses the devices: the Job must not override its variable.
+    assert "NVIDIA_VISIBLE_DEVICES" not in {e["name"] for e in container["env"]}
+
+
+def test_runs_as_non_root_without_a_fixed_uid():
+    pod = pod_of(step_job("train"))
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    text = repr(pod)
+    for fixed in ("runAsUser", "runAsGroup", "fsGroup"):
+        assert fixed not in text
+    assert pod["containers"][0]["securityContext"]["allowPrivilegeEscalation"] is False
+    assert pod["serviceAccountName"] == "jobs-sa"
+    assert pod["automountServiceAccountToken"] is False
+
+
+def test_shared_memory_is_memory_backed_and_sized():
+    pod = pod_of(step_job("train"))
+    (shm,) = [v for v in pod["volumes"] if v["name"] == "dshm"]
+    assert shm == {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}
+    assert {"name": "dshm", "mountPath": "/dev/shm"} in pod["containers"][0]["volumeMounts"]
+    # Without pipeline.shm_size: a quarter of the step's memory (32Gi for make-hdf5's 64Gi... capped at 16Gi).
+    settings = parse_openshift_settings(modified(example_raw(), lambda r: r["pipeline"].pop("shm_size")), KEY)
+    workload = biggan()
+    job = manifests.step_job(
+        render_step(workload, "inception-moments", "openshift"), workload, settings, context(), True
+    )
+    (shm,) = [v for v in pod_of(job)["volumes"] if v["name"] == "dshm"]
+    assert shm["emptyDir"]["sizeLimit"] == "8Gi"
+
+
+def test_deadline_backoff_and_no_ttl():
+    job = step_job("make-hdf5")
+    assert job["spec"]["activeDeadlineSeconds"] == 24 * 3600
+    assert job["spec"]["backoffLimit"] == 0
+    assert "ttlSecondsAfterFinished" not in job["spec"]
+    assert pod_of(job)["restartPolicy"] == "Never"
+
+
+def test_the_command_is_the_hpc_sides_wrapped_by_the_sampler():
+    workload = biggan()
+    for step in render_steps(workload, "openshift"):
+        (container,) = pod_of(step_job(step.name))["containers"]
+        args = container["args"]
+        separator = args.index("--")
+        assert args[:separator] == [
+            "python3",
+            "-m",
+            "infra.telemetry.sampler",
+            "--out",
+            f"telemetry/{step.name}.jsonl",
+            "--interval",
+            "5",
+            "--step",
+            step.name,
+        ]
+        # Identical to what the Satori job script runs (the satori overrides only add env).
+        assert args[separator + 1 :] == shlex.split(hpc_command_line(render_step(workload, step.name, "satori")))
+        assert "command" not in container  # the image's entrypoint runs first
+        assert container["workingDir"] == "/opt/biggan"
+
+
+def test_labels_tie_job_and_pods_to_stack_run_and_step():
+    job = step_job("inception-moments")
+    expected = {
+        "app.kubernetes.io/managed-by": "atlas",
+        "atlas.dev/stack": "openshift-gpu",
+        "atlas.dev/run": "run-7",
+        "atlas.dev/step": "inception-moments",
+        "atlas.dev/workload": "biggan",
+    }
+    for labels in (job["metadata"]["labels"], job["spec"]["template"]["metadata"]["labels"]):
+        assert expected.items() <= labels.items()
+
+
+def test_only_the_training_job_skips_the_await():
+    settings = example_settings()
+    steps = render_steps(biggan(), "openshift")
+    assert [manifests.is_awaited(i, steps, settings) for i in range(len(steps))] == [True, True, False]
+    assert step_job("train", awaited=False)["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
+    assert "annotations" not in step_job("make-hdf5")["metadata"]
+
+
+def test_volume_layout_mirrors_the_working_directory():
+    mounts = {(m.role, m.sub_path) for m in manifests.step_mounts(biggan())}
+    assert mounts == {
+        ("data", "data"),  # ImageNet train (staged) and the HDF5 file and moments beside it
+        ("data", ".cache"),  # the staged Inception weights
+        ("results", "weights"),
+        ("results", "telemetry"),
+        ("logs", "logs"),
+    }
+    (container,) = pod_of(step_job("train"))["containers"]
+    assert {"name": "data", "mountPath": "/opt/biggan/data", "subPath": "data"} in container["volumeMounts"]
+    claims = {
+        v["persistentVolumeClaim"]["claimName"]
+        for v in pod_of(step_job("train"))["volumes"]
+        if "persistentVolumeClaim" in v
+    }
+    assert claims == {"data-pvc", "results-pvc", "logs-pvc"}
+
+
+def test_changing_training_arguments_changes_only_the_training_job():
+    original = biggan()
+    steps = list(original.steps)
+    train = original.step("train")
+    seed = train.args.index("--seed")
+    steps[-1] = dataclasses.replace(train, args=(*train.args[: seed + 1], "1", *train.args[seed + 2 :]))
+    changed = dataclasses.replace(original, steps=tuple(steps))
+    assert step_job("make-hdf5", changed) == step_job("make-hdf5", original)
+    assert step_job("inception-moments", changed) == step_job("inception-moments", original)
+    assert step_job("train", changed)["spec"]["template"] != step_job("train", original)["spec"]["template"]
+
+
+def test_image_tag_follows_what_goes_into_the_image():
+    settings = example_settings()
+    assert settings.image.build is not None
+    tag = manifests.image_tag(biggan(), settings.image.build)
+    assert tag == manifests.image_tag(biggan(), settings.image.build)
+    other = parse_openshift_settings(modified(example_raw(), lambda r: r["image"]["build"].update(git_ref="v2")), KEY)
+    assert other.image.build is not None
+    assert manifests.image_tag(biggan(), other.image.build) != tag
+    assert manifests.internal_pull_spec("ns", "biggan-x", tag) == (
+        f"image-registry.openshift-image-registry.svc:5000/ns/biggan-x:{tag}"
+    )
+
+
+def test_build_config_builds_this_repository_with_the_workloads_containerfile():
+    settings = example_settings()
+    assert settings.image.build is not None
+    workload = biggan()
+    bc = manifests.build_config(workload, settings.image.build, {"a": "b"}, "ns", "biggan-x:t")
+    spec = bc["spec"]
+    assert spec["source"] == {"type": "Git", "git": {"uri": "https://github.com/example/atlas.git", "ref": "main"}}
+    assert spec["strategy"]["type"] == "Docker"
+    assert spec["strategy"]["dockerStrategy"]["dockerfilePath"] == "workloads/biggan/Containerfile"
+    args = {a["name"]: a["value"] for a in spec["strategy"]["dockerStrategy"]["buildArgs"]}
+    assert args["COMMIT"] == "8a6984cfabd1792cd186598372ae6fa6b499ea37"
+    assert args["BASE_IMAGE"] == "quay.io/example/pytorch-ppc64le:2.5.1-cuda12.4"
+    assert spec["output"] == {"to": {"kind": "ImageStreamTag", "name": "biggan-x:t"}}
+    assert spec["triggers"] == [{"type": "ConfigChange"}]
+    # A context directory below the root: the Containerfile path becomes relative to it.
+    sub = dataclasses.replace(workload, build=dataclasses.replace(workload.build, context="workloads"))
+    sub_spec = manifests.build_config(sub, settings.image.build, {}, "ns", "x:t")["spec"]
+    assert sub_spec["source"]["contextDir"] == "workloads"
+    assert sub_spec["strategy"]["dockerStrategy"]["dockerfilePath"] == "biggan/Containerfile"
+
+
+def test_image_stream_waits_for_its_tag_only_when_asked():
+    stream = manifests.image_stream({}, "ns", "biggan-x", "abc", True, 900)
+    assert stream["metadata"]["annotations"]["pulumi.com/waitFor"] == (
+        'jsonpath={.status.tags[?(@.tag=="abc")].items[0].image}'
+    )
+    assert stream["metadata"]["annotations"]["pulumi.com/timeoutSeconds"] == "900"
+    assert "annotations" not in manifests.image_stream({}, "ns", "biggan-x", "abc", False, 900)["metadata"]
+
+
+def test_staging_from_a_claim_an_url_and_s3():
+    workload = biggan()
+    settings = example_settings()
+    pvc, https = settings.data.sources
+    job = manifests.staging_job(pvc, workload, settings, context(), "scripts-cm")
+    (container,) = pod_of(job)["containers"]
+    assert container["command"] == [
+        "python3",
+        "/atlas/scripts/stage_data.py",
+        "--source",
+        "/atlas/source/ILSVRC2012/train",
+        "--dest",
+        "/atlas/data/data/ImageNet/train",
+    ]
+    source_volume = next(v for v in pod_of(job)["volumes"] if v["name"] == "source")
+    assert source_volume["persistentVolumeClaim"] == {"claimName": "imagenet-ilsvrc2012", "readOnly": True}
+    assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"} in container["env"]
+    assert "nodeSelector" not in pod_of(job) and "tolerations" not in pod_of(job)
+
+    job = manifests.staging_job(https, workload, settings, context(), "scripts-cm")
+    (container,) = pod_of(job)["containers"]
+    assert container["command"][3:] == [https.url, "--dest", "/atlas/data/.cache/torch/hub/checkpoints"]
+
+    s3_raw = modified(
+        example_raw(),
+        lambda r: r["data"].update(
+            sources={"imagenet-train": "s3://datasets/imagenet/train/"},
+            s3={"endpoint": "https://s3.example.org", "credentials_secret": "s3-creds"},
+        ),
+    )
+    s3_settings = parse_openshift_settings(s3_raw, KEY)
+    (s3,) = s3_settings.data.sources
+    job = manifests.staging_job(s3, workload, s3_settings, context(), "")
+    (container,) = pod_of(job)["containers"]
+    assert container["image"] == "docker.io/amazon/aws-cli:2.15.0"
+    assert container["command"] == [
+        "aws",
+        "s3",
+        "sync",
+        "s3://datasets/imagenet/train/",
+        "/atlas/data/data/ImageNet/train/",
+        "--only-show-errors",
+        "--endpoint-url",
+        "https://s3.example.org",
+    ]
+    assert container["envFrom"] == [{"secretRef": {"name": "s3-creds"}}]
+    assert "runAsUser" not in repr(pod_of(job))  # OpenShift assigns it
+    plain = manifests.staging_job(s3, workload, s3_settings, context(openshift=False), "")
+    assert pod_of(plain)["securityContext"]["runAsUser"] == 1001
+
+
+def test_prepare_volumes_creates_every_subpath_the_steps_mount():
+    job = manifests.prepare_volumes_job(biggan(), context())
+    (container,) = pod_of(job)["containers"]
+    script = container["command"][2]
+    for path in (
+        "/atlas/data/data",
+        "/atlas/data/.cache",
+        "/atlas/results/weights",
+        "/atlas/results/telemetry",
+        "/atlas/logs/logs",
+    ):
+        assert path in script
+    assert "chmod g+rwx" in script
+
+
+def test_quota_and_limit_range_are_sized_from_the_workload():
+    settings = example_settings()
+    steps = render_steps(biggan(), "openshift")
+    from infra.openshift.settings import required_quota
+
+    hard = manifests.quota_hard(settings, required_quota(steps, settings))
+    assert hard == {
+        "requests.nvidia.com/gpu": "4",  # configured
+        "requests.cpu": "16100m",  # sized from the workload
+        "requests.memory": "131200Mi",
+        "requests.storage": "510Gi",
+        "persistentvolumeclaims": "4",
+    }
+    limits = manifests.limit_range_spec(steps, settings)["limits"]
+    assert limits[0]["max"] == {"cpu": "16", "memory": "128Gi"}
+    assert limits[1] == {"type": "PersistentVolumeClaim", "max": {"storage": "400Gi"}}
+
+
+def test_pvcs_take_size_class_and_access_mode_from_settings():
+    settings = parse_openshift_settings(local_raw(), KEY)
+    assert manifests.pvc_spec(settings.storage.data) == {
+        "accessModes": ["ReadWriteMany"],
+        "resources": {"requests": {"storage": "300Gi"}},
+        "volumeMode": "Filesystem",
+        "storageClassName": "atlas-local",
+    }
+
+
+def test_monitor_reads_the_volumes_read_only():
+    settings = example_settings()
+    deployment = manifests.monitor_deployment(biggan(), settings, context(), "app-cm")
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert all(m.get("readOnly") for m in container["volumeMounts"])
+    assert all(v["persistentVolumeClaim"].get("readOnly") for v in pod["volumes"] if "persistentVolumeClaim" in v)
+    assert container["command"][container["command"].index("--telemetry-dir") + 1] == "/atlas/results/telemetry"
+    assert container["command"][container["command"].index("--logs-dir") + 1] == "/atlas/logs/logs"
+    assert (
+        deployment["spec"]["selector"]["matchLabels"].items()
+        <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    )
+    assert "annotations" not in deployment["metadata"]  # awaited on a real cluster
+
+
+@pytest.mark.parametrize("make", [manifests.monitor_service, manifests.monitor_deployment])
+def test_monitor_skips_awaits_kwok_cannot_satisfy(make):
+    settings = parse_openshift_settings(local_raw(), KEY)
+    rendered = (
+        make(settings, context(False))
+        if make is manifests.monitor_service
+        else make(biggan(), settings, context(False), "cm")
+    )
+    assert rendered["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
+    ingress = manifests.monitor_ingress(settings, context(False), "svc")
+    assert ingress["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
+
+
+def test_route_is_edge_terminated_to_the_service():
+    route = manifests.monitor_route(example_settings(), context(), "monitor-svc")
+    assert route["spec"]["to"] == {"kind": "Service", "name": "monitor-svc", "weight": 100}
+    assert route["spec"]["tls"]["termination"] == "edge"
+
+
+def test_label_values_are_checked():
+    assert manifests.check_label_value("run-2026-12-02", "run_id") == "run-2026-12-02"
+    with pytest.raises(ValueError, match="run_id: 'run 1' cannot be a label value"):
+        manifests.check_label_value("run 1", "run_id")

@@ -1,0 +1,224 @@
+"""Every object the openshift-gpu configuration creates validates against OpenShift's official
+OpenAPI document (../shared/reference/openshift-openapi.json): OpenShift's own kinds and the
+Kubernetes kinds the document carries (core/v1). A field name OpenShift does not know is a bug
+no local cluster shows.
+
+The document has no batch/v1, apps/v1 or networking.k8s.io/v1 definitions. For Job and
+Deployment the pod template is checked against the document's core/v1 PodTemplateSpec, and
+the whole object against Kubernetes' own OpenAPI document when one is on this machine
+(ATLAS_KUBERNETES_OPENAPI, or k8s.io/kubernetes' api/openapi-spec/swagger.json in the Go
+module cache, which scripts/bootstrap fills).
+
+The objects are the inputs the engine receives under Pulumi mocks, so what is checked is
+what the provider sends. Checking uses infra.localenv.crds (schema conversion and
+`schema_violations`), the same code that builds the local cluster's OpenShift CRDs.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+
+from infra.localenv import crds
+from infra.openshift.environment import OpenShiftEnvironment, OpenShiftEnvironmentArgs
+from infra.openshift.settings import parse_openshift_settings
+from tests.unit.openshift_fixtures import (
+    KEY,
+    RecordingMonitor,
+    biggan,
+    example_settings,
+    install_mocks,
+    local_raw,
+    target_for,
+)
+from tests.unit.openshift_fixtures import Registered as RegisteredObject
+
+REPO = Path(__file__).resolve().parents[2]
+OPENSHIFT_OPENAPI = Path(
+    os.environ.get("ATLAS_OPENSHIFT_OPENAPI") or REPO.parent / "shared" / "reference" / "openshift-openapi.json"
+)
+pytestmark = pytest.mark.skipif(
+    not OPENSHIFT_OPENAPI.exists(), reason=f"OpenShift OpenAPI document not at {OPENSHIFT_OPENAPI}"
+)
+
+# apiVersion group -> the definition-name prefix in the OpenAPI documents.
+GROUP_PREFIXES = {
+    "": "io.k8s.api.core",
+    "batch": "io.k8s.api.batch",
+    "apps": "io.k8s.api.apps",
+    "networking.k8s.io": "io.k8s.api.networking",
+}
+POD_TEMPLATE = "io.k8s.api.core.v1.PodTemplateSpec"
+
+
+def kubernetes_openapi() -> Path | None:
+    explicit = os.environ.get("ATLAS_KUBERNETES_OPENAPI")
+    if explicit:
+        return Path(explicit)
+    cache = Path(os.environ.get("GOMODCACHE") or Path.home() / "go" / "pkg" / "mod")
+    found = sorted(glob.glob(str(cache / "k8s.io" / "kubernetes@v1.*" / "api" / "openapi-spec" / "swagger.json")))
+    return Path(found[-1]) if found else None
+
+
+def definition_name(api_version: str, kind: str) -> str:
+    group, _, version = api_version.rpartition("/")
+    if group.endswith(".openshift.io"):
+        return f"com.github.openshift.api.{group.split('.')[0]}.{version}.{kind}"
+    return f"{GROUP_PREFIXES[group]}.{version}.{kind}"
+
+
+class SchemaBook:
+    """Converted schemas by definition name, from OpenShift's document and optionally Kubernetes'."""
+
+    def __init__(self, openshift: Path, kubernetes: Path | None) -> None:
+        self.openshift = crds.load_definitions(openshift)
+        self.kubernetes = crds.load_definitions(kubernetes) if kubernetes else {}
+        self._cache: dict[tuple[str, str], crds.Schema] = {}
+
+    def schema(self, name: str, source: str) -> crds.Schema | None:
+        definitions = self.openshift if source == "openshift" else self.kubernetes
+        if name not in definitions:
+            return None
+        key = (source, name)
+        if key not in self._cache:
+            self._cache[key] = crds.structural_schema(definitions[name], definitions, name, (name,))
+        return self._cache[key]
+
+
+@pytest.fixture(scope="module")
+def book() -> SchemaBook:
+    return SchemaBook(OPENSHIFT_OPENAPI, kubernetes_openapi())
+
+
+def objects_of(monitor: RecordingMonitor) -> list[RegisteredObject]:
+    return [r for r in monitor.registered if r.typ.startswith("kubernetes:") and r.kind]
+
+
+def violations(book: SchemaBook, obj: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """(problems, what it was checked against): the whole object against OpenShift's document
+    where it has the kind, else its pod template there and the whole object against Kubernetes'."""
+    name = definition_name(obj["apiVersion"], obj["kind"])
+    whole = book.schema(name, "openshift")
+    if whole is not None:
+        return crds.schema_violations(whole, obj), [f"openshift:{name}"]
+    problems: list[str] = []
+    checked: list[str] = []
+    template = obj.get("spec", {}).get("template")
+    if template is not None:
+        pod_schema = book.schema(POD_TEMPLATE, "openshift")
+        assert pod_schema is not None
+        problems += [f"spec.template.{p}" for p in crds.schema_violations(pod_schema, template, "")]
+        checked.append(f"openshift:{POD_TEMPLATE}")
+    kubernetes_schema = book.schema(name, "kubernetes")
+    if kubernetes_schema is not None:
+        problems += crds.schema_violations(kubernetes_schema, obj)
+        checked.append(f"kubernetes:{name}")
+    return problems, checked
+
+
+def run_program(settings_raw: dict[str, Any] | None, stack: str) -> tuple[RecordingMonitor, OpenShiftEnvironment]:
+    monitor = install_mocks()
+    settings = example_settings() if settings_raw is None else parse_openshift_settings(settings_raw, KEY)
+    env = OpenShiftEnvironment(
+        "openshift",
+        OpenShiftEnvironmentArgs(
+            target=target_for(settings), stack=stack, workload="biggan", definition=biggan(), settings=settings
+        ),
+    )
+    return monitor, env
+
+
+@pulumi.runtime.test
+def test_every_openshift_gpu_object_validates_against_the_official_schema(book: SchemaBook):
+    monitor, env = run_program(None, "openshift-gpu")
+
+    def check(_: Any) -> None:
+        objects = objects_of(monitor)
+        kinds = {o.kind for o in objects}
+        # OpenShift's own kinds and Kubernetes' are both there.
+        assert {"ProjectRequest", "ImageStream", "BuildConfig", "Route"} <= kinds
+        assert {
+            "ResourceQuota",
+            "LimitRange",
+            "ServiceAccount",
+            "PersistentVolumeClaim",
+            "ConfigMap",
+            "Service",
+        } <= kinds
+        report = {}
+        for obj in objects:
+            problems, checked = violations(book, obj.inputs)
+            assert checked, f"{obj.name}: {obj.kind} was checked against nothing"
+            if problems:
+                report[obj.name] = problems
+        assert report == {}
+
+    return pulumi.Output.all(**env.outputs).apply(check)
+
+
+@pulumi.runtime.test
+def test_the_local_configurations_objects_validate_too(book: SchemaBook):
+    monitor, env = run_program(local_raw(), "local")
+
+    def check(_: Any) -> None:
+        report = {}
+        for obj in objects_of(monitor):
+            if obj.kind == "Ingress" and not book.kubernetes:
+                continue  # networking.k8s.io is in neither document here
+            problems, checked = violations(book, obj.inputs)
+            assert checked, obj.name
+            if problems:
+                report[obj.name] = problems
+        assert report == {}
+
+    return pulumi.Output.all(**env.outputs).apply(check)
+
+
+def test_the_check_catches_a_misspelt_field_in_each_kind_of_object(book: SchemaBook):
+    # The negative control: without it, a checker that accepts anything would pass the tests above.
+    route = {
+        "apiVersion": "route.openshift.io/v1",
+        "kind": "Route",
+        "metadata": {},
+        "spec": {"to": {"kind": "Service", "name": "m", "weight": 100}, "tls": {"terminaton": "edge"}},
+    }
+    assert 'spec.tls.terminaton: unknown field "terminaton"' in violations(book, route)[0]
+    build = {
+        "apiVersion": "build.openshift.io/v1",
+        "kind": "BuildConfig",
+        "metadata": {},
+        "spec": {"strategy": {"type": "Docker", "dockerStrategy": {"dockerFilePath": "x"}}},
+    }
+    assert any("dockerFilePath" in p for p in violations(book, build)[0])
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {},
+        "spec": {"accessMode": ["ReadWriteMany"]},
+    }
+    assert violations(book, claim)[0] == ['spec.accessMode: unknown field "accessMode"']
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {},
+        "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "i", "resource": {}}]}}},
+    }
+    assert 'spec.template.spec.containers[0].resource: unknown field "resource"' in violations(book, job)[0]
+    request = {"apiVersion": "project.openshift.io/v1", "kind": "ProjectRequest", "metadata": {}, "displayname": "x"}
+    assert violations(book, request)[0] == ['displayname: unknown field "displayname"']
+
+
+def test_where_the_batch_and_apps_kinds_are_checked(book: SchemaBook):
+    """Says in the test log what a Job was checked against on this machine."""
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {}, "spec": {"template": {"spec": {"containers": []}}}}
+    _, checked = violations(book, job)
+    assert checked[0] == f"openshift:{POD_TEMPLATE}"
+    if not book.kubernetes:
+        pytest.skip("no Kubernetes OpenAPI document here: Job and Deployment specs outside the pod template unchecked")
+    assert checked[1] == "kubernetes:io.k8s.api.batch.v1.Job"
