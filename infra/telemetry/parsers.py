@@ -230,7 +230,7 @@ def parse_metalog(text: str) -> dict[str, str]:
 
 SAR_HEADER = re.compile(
     r"^Linux (?P<kernel>\S+) \((?P<host>[^)]+)\)\s+(?P<date>\d{2}/\d{2}/\d{2,4}|\d{4}-\d{2}-\d{2})\s+"
-    r"_(?P<arch>[^_]+)_\s+\((?P<cpus>\d+) CPU\)"
+    r"_(?P<arch>\S+)_\s+\((?P<cpus>\d+) CPU\)"
 )
 SAR_TIME = re.compile(r"^(?P<time>\d{2}:\d{2}:\d{2})(?:\s+(?P<ampm>AM|PM))?\s+")
 

@@ -1,0 +1,163 @@
+"""The sampler on live process trees: what it sees, what it forwards, what survives a kill."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from infra.telemetry.gpu import open_gpu_reader
+from infra.telemetry.parsers import parse_sampler_jsonl
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLER = [sys.executable, "-m", "infra.telemetry.sampler"]
+ALLOCATE_BYTES = 150 * 1024 * 1024
+
+# A grandchild that holds 150 MiB (touched, so resident) and burns CPU for 1.5 s.
+GRANDCHILD = (
+    "import time\n"
+    f"block = bytearray({ALLOCATE_BYTES})\n"
+    "for i in range(0, len(block), 4096): block[i] = 1\n"
+    "end = time.time() + 1.5\n"
+    "while time.time() < end: pass\n"
+)
+
+
+def start_sampler(out: Path, command: list[str], interval: float = 0.2, *extra: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen(
+        [*SAMPLER, "--out", str(out), "--interval", str(interval), "--step", "test", *extra, "--", *command],
+        cwd=REPO,
+        env=env,
+    )
+
+
+def wait_for(predicate, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not reached")
+
+
+def records(path: Path) -> list[dict]:  # type: ignore[type-arg]
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_tree_cpu_and_rss_are_seen_and_the_exit_code_propagates(tmp_path: Path) -> None:
+    out = tmp_path / "t.jsonl"
+    # bash (child) -> python (grandchild); bash exits 3 after it.
+    script = f"{shlex.quote(sys.executable)} -c {shlex.quote(GRANDCHILD)}; exit 3"
+    sampler = start_sampler(out, ["bash", "-c", script])
+    assert sampler.wait(timeout=20) == 3
+    run = parse_sampler_jsonl(out.read_text())
+    assert run.exit_code == 3
+    assert run.argv[0] == "bash"
+    assert len(run.samples) >= 3
+    assert max(s.tree_rss_bytes or 0 for s in run.samples) >= ALLOCATE_BYTES
+    # A busy loop is about one core; allow for a loaded machine.
+    assert max(s.tree_cpu_percent or 0 for s in run.samples) >= 40
+    assert all(s.host_memory_total_bytes and s.host_memory_total_bytes > 0 for s in run.samples)
+    raw = records(out)
+    assert max(r["cpu"]["tree_processes"] for r in raw if r["type"] == "sample") >= 2
+    assert raw[-1]["type"] == "end" and raw[-1]["duration_s"] > 1
+
+
+def test_sigterm_is_forwarded_and_the_childs_exit_code_returned(tmp_path: Path) -> None:
+    out = tmp_path / "t.jsonl"
+    marker = tmp_path / "ready"
+    child = (
+        "import pathlib, signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *a: sys.exit(7))\n"
+        f"pathlib.Path({str(marker)!r}).touch()\n"
+        "time.sleep(30)\n"
+    )
+    sampler = start_sampler(out, [sys.executable, "-c", child])
+    wait_for(marker.exists)
+    sampler.send_signal(signal.SIGTERM)
+    assert sampler.wait(timeout=10) == 7
+    kinds = [r["type"] for r in records(out)]
+    assert kinds[0] == "start" and kinds[-1] == "end"
+    signal_record = next(r for r in records(out) if r["type"] == "signal")
+    assert signal_record["signal"] == "SIGTERM"
+    assert signal_record["forwarded_to"] == records(out)[0]["pid"]
+    assert records(out)[-1]["exit_code"] == 7
+
+
+def test_a_child_killed_by_a_signal_exits_128_plus_n(tmp_path: Path) -> None:
+    out = tmp_path / "t.jsonl"
+    sampler = start_sampler(out, ["bash", "-c", "kill -KILL $$"])
+    assert sampler.wait(timeout=10) == 128 + 9
+    end = records(out)[-1]
+    assert (end["exit_code"], end["signal"]) == (137, "SIGKILL")
+
+
+def test_records_survive_a_kill_9_of_the_sampler_and_the_job_is_not_killed(tmp_path: Path) -> None:
+    out = tmp_path / "t.jsonl"
+    sampler = start_sampler(out, ["sleep", "30"], 0.1)
+    wait_for(lambda: out.exists() and out.read_text().count('"type":"sample"') >= 3)
+    child_pid = records(out)[0]["pid"]
+    sampler.kill()
+    sampler.wait(timeout=5)
+    try:
+        run = parse_sampler_jsonl(out.read_text())
+        assert run.skipped_lines == 0  # every line written is whole
+        assert len(run.samples) >= 3
+        assert run.exit_code is None
+        os.kill(child_pid, 0)  # the job still runs: the sampler never kills it
+    finally:
+        os.kill(child_pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has an NVIDIA driver")
+def test_unreadable_gpu_is_written_as_not_measured_with_the_reason(tmp_path: Path) -> None:
+    out = tmp_path / "t.jsonl"
+    sampler = start_sampler(out, ["sleep", "0.5"], 0.1, "--gpu", "nvml")
+    assert sampler.wait(timeout=10) == 0
+    samples = [r for r in records(out) if r["type"] == "sample"]
+    assert samples
+    for sample in samples:
+        assert sample["gpu"]["measured"] is False
+        assert "libnvidia-ml.so.1 not found" in sample["gpu"]["reason"] or "nvidia-ml-py" in sample["gpu"]["reason"]
+        assert "devices" not in sample["gpu"]  # no zeros standing in for a missing reading
+    assert "nvidia-smi is not on PATH" in open_gpu_reader("auto").read()["reason"]
+    assert open_gpu_reader("off").read() == {"measured": False, "reason": "GPU sampling turned off (--gpu off)"}
+
+
+def test_the_nvidia_smi_fallback_reads_memory_used_and_total(tmp_path: Path) -> None:
+    fake = tmp_path / "bin" / "nvidia-smi"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho '0, 97, 8361, 143771'\n")
+    fake.chmod(0o755)
+    out = tmp_path / "t.jsonl"
+    env_path = f"{fake.parent}:{os.environ['PATH']}"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PATH": env_path}
+    result = subprocess.run(
+        [*SAMPLER, "--out", str(out), "--interval", "0.1", "--gpu", "nvidia-smi", "--", "sleep", "0.35"],
+        cwd=REPO,
+        env=env,
+        timeout=10,
+    )
+    assert result.returncode == 0
+    sample = next(r for r in records(out) if r["type"] == "sample")
+    assert sample["gpu"]["source"] == "nvidia-smi"
+    device = sample["gpu"]["devices"][0]
+    assert device["utilization_percent"] == 97
+    assert device["memory_used_bytes"] == 8361 << 20
+    assert device["memory_total_bytes"] == 143771 << 20
+
+
+def test_a_command_that_cannot_start_is_recorded(tmp_path: Path) -> None:
+    out = tmp_path / "t.jsonl"
+    sampler = start_sampler(out, ["/nonexistent/command"])
+    assert sampler.wait(timeout=10) == 127
+    assert records(out)[-1] == {**records(out)[-1], "type": "end", "exit_code": 127}
