@@ -15,7 +15,9 @@ from workloads.probe.features import frechet_distance, inception_like_score
 from workloads.probe.gan_numpy import Mlp
 
 ITERATIONS = 40
-STDOUT_LINE = re.compile(r"^itr: (\d+), G_loss : [+-]\d+\.\d{3}, D_loss_real : [+-]\d+\.\d{3}, D_loss_fake : [+-]\d+\.\d{3}$")
+STDOUT_LINE = re.compile(
+    r"^itr: (\d+), G_loss : [+-]\d+\.\d{3}, D_loss_real : [+-]\d+\.\d{3}, D_loss_fake : [+-]\d+\.\d{3}$"
+)
 
 
 @pytest.fixture(scope="module")

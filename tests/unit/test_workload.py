@@ -197,7 +197,9 @@ def test_overrides_apply_to_one_environment_and_are_listed_as_differences() -> N
     assert openshift.resources.gpus_per_node == 1
     assert openshift.resources.memory_bytes == 8 << 30
     assert openshift.override_reason == "one GPU per pod on the first port"
-    differences = {(d.step, d.kind, d.key): (d.value_a, d.value_b) for d in step_differences(workload, "openshift", "satori")}
+    differences = {
+        (d.step, d.kind, d.key): (d.value_a, d.value_b) for d in step_differences(workload, "openshift", "satori")
+    }
     assert differences == {
         ("train", "arg", "--batch_size"): ("1", "64"),
         ("train", "arg", "--gpu"): ("0", None),
@@ -215,7 +217,16 @@ def test_overrides_apply_to_one_environment_and_are_listed_as_differences() -> N
 def test_with_sampler_wraps_the_argv() -> None:
     rendered = render_step(parse_workload(minimal()), "train", "local")
     wrapped = with_sampler(rendered.argv, "telemetry/train.jsonl", 5.0)
-    assert wrapped[:8] == ("python3", "-m", "infra.telemetry.sampler", "--out", "telemetry/train.jsonl", "--interval", "5", "--")
+    assert wrapped[:8] == (
+        "python3",
+        "-m",
+        "infra.telemetry.sampler",
+        "--out",
+        "telemetry/train.jsonl",
+        "--interval",
+        "5",
+        "--",
+    )
     assert wrapped[8:] == rendered.argv
 
 
