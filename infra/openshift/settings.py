@@ -684,7 +684,8 @@ def required_quota(steps: Sequence[RenderedStep], settings: OpenShiftSettings) -
         cpu_millis=max(before_cpu, step_cpu) + monitor_cpu,
         memory_bytes=max(before_memory, step_memory) + monitor_memory,
         storage_bytes=int(settings.storage.total_bytes),
-        pvcs=3,
+        # A pvc:// source is a claim in the same project: it counts against the same quota.
+        pvcs=3 + len({s.claim for s in settings.data.sources if s.claim is not None}),
     )
 
 
@@ -740,7 +741,7 @@ def check_workload_fits(
     if quota.pvcs is not None and quota.pvcs < needed.pvcs:
         raise _fail(
             f"{prefix}.quota.pvcs",
-            f"{quota.pvcs} is fewer than the {needed.pvcs} claims Atlas creates",
+            f"{quota.pvcs} is fewer than the {needed.pvcs} claims the run uses (its own and pvc:// sources)",
             f"set it to at least {needed.pvcs}",
         )
     return needed

@@ -153,7 +153,7 @@ def test_quota_pvcs_and_service_account(mocks):
     def check(_: Any) -> None:
         quota = mocks.named("openshift-quota").inputs["spec"]["hard"]
         assert quota["requests.nvidia.com/gpu"] == "4"
-        assert quota["requests.storage"] == "510Gi"
+        assert quota["requests.storage"] == "800Gi"
         assert quota["persistentvolumeclaims"] == "4"
         data = mocks.named("openshift-data").inputs["spec"]
         assert data["accessModes"] == ["ReadWriteMany"]

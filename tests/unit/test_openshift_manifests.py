@@ -278,7 +278,7 @@ def test_quota_and_limit_range_are_sized_from_the_workload():
         "requests.nvidia.com/gpu": "4",  # configured
         "requests.cpu": "16100m",  # sized from the workload
         "requests.memory": "131200Mi",
-        "requests.storage": "510Gi",
+        "requests.storage": "800Gi",  # configured: the staged-from claim counts too
         "persistentvolumeclaims": "4",
     }
     limits = manifests.limit_range_spec(steps, settings)["limits"]

@@ -43,6 +43,7 @@ def test_the_example_parses_with_its_placeholders_filled():
     assert settings.data.sources[0].claim == "imagenet-ilsvrc2012"
     assert settings.data.sources[0].path == "ILSVRC2012/train"
     assert settings.quota.gpus == 4 and settings.quota.cpu is None
+    assert settings.quota.storage is not None and settings.quota.storage.text == "800Gi"
     assert settings.pipeline.shm_size is not None and settings.pipeline.shm_size.text == "16Gi"
 
 
@@ -185,7 +186,7 @@ def test_required_quota_is_the_busiest_moment():
     assert needed.cpu == "16100m"
     assert needed.memory == f"{128 * 1024 + 128}Mi"
     assert needed.storage == "510Gi"
-    assert needed.pvcs == 3
+    assert needed.pvcs == 4  # Atlas's three claims and the pvc:// source's
 
 
 def test_gpus_over_the_quota_name_the_key_the_step_and_the_fix():
@@ -227,3 +228,9 @@ def test_the_example_fits_biggan():
         example_settings(), render_steps(biggan(), "openshift"), [d.name for d in biggan().data]
     )
     assert needed.gpus == 2
+
+
+def test_the_staged_from_claim_counts_against_the_claim_quota():
+    settings = parse(modified(example_raw(), lambda r: r["quota"].update(pvcs=3)))
+    with pytest.raises(OpenShiftSettingsError, match=rf"^{KEY}\.quota\.pvcs: 3 is fewer than the 4 claims"):
+        check_workload_fits(settings, render_steps(biggan(), "openshift"), [d.name for d in biggan().data])
