@@ -154,6 +154,8 @@ def limit_range_spec(steps: Sequence[RenderedStep], settings: OpenShiftSettings)
     if settings.image.build is not None:
         max_cpu = max(max_cpu, int(-(-settings.image.build.cpu.value // 1)))
         max_memory = max(max_memory, int(settings.image.build.memory.value))
+    # Never below the defaults given to containers that set no limits (the API refuses that).
+    max_memory = max(max_memory, 1 << 30)
     largest_claim = max(
         (settings.storage.data.size, settings.storage.results.size, settings.storage.logs.size),
         key=lambda q: q.value,

@@ -335,3 +335,14 @@ def test_label_values_are_checked():
     assert manifests.check_label_value("run-2026-12-02", "run_id") == "run-2026-12-02"
     with pytest.raises(ValueError, match="run_id: 'run 1' cannot be a label value"):
         manifests.check_label_value("run 1", "run_id")
+
+
+def test_limit_range_max_never_falls_below_its_defaults():
+    settings = parse_openshift_settings(local_raw(), KEY)
+    workload = biggan()
+    tiny = [
+        dataclasses.replace(s, resources=dataclasses.replace(s.resources, memory="256Mi", memory_bytes=256 << 20))
+        for s in render_steps(workload, "openshift")
+    ]
+    limits = manifests.limit_range_spec(tiny, settings)["limits"][0]
+    assert limits["max"]["memory"] == "1Gi" and limits["default"]["memory"] == "1Gi"
