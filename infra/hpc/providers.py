@@ -73,7 +73,9 @@ class HpcProviderError(Exception):
 
 def is_unknown(value: Any) -> bool:
     """During preview an input computed from another resource's output is not known yet."""
-    if value == rpc.UNKNOWN:
+    # The engine sends a top-level unknown as rpc.UNKNOWN and one nested in a list or map as an
+    # `Unknown` object (seen with the real CLI: `after_job_ids: [<unknown>]`).
+    if isinstance(value, pulumi.output.Unknown) or (isinstance(value, str) and value == rpc.UNKNOWN):
         return True
     if isinstance(value, Mapping):
         return any(is_unknown(v) for v in value.values())
@@ -653,6 +655,9 @@ class BatchJob(pulumi.dynamic.Resource, module="hpc", name="BatchJob"):
             "run_dir": run_dir,
             "script_path": script_path,
             "script": script,
+            # Pulumi's preview shortens a multi-line string to its first lines but prints a list
+            # in full: this one is there so `pulumi preview` shows every line that will run.
+            "script_lines": script.splitlines(),
             "script_sha256": ssh.sha256_hex(script.encode()),
             "log_pattern": log_pattern,
             "requested_queue": requested_queue,

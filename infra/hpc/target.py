@@ -212,8 +212,18 @@ def _local_path(value: str, project_dir: Path | None) -> Path:
     return path
 
 
-def parse_hpc_target(raw: Mapping[str, Any] | Any, key_prefix: str, project_dir: Path | None = None) -> HpcTarget:
-    """Validate one HPC target section (`atlas:satori`); local paths resolve against `project_dir`."""
+def parse_hpc_target(
+    raw: Mapping[str, Any] | Any,
+    key_prefix: str,
+    project_dir: Path | None = None,
+    private_key_from_secret: bool = False,
+) -> HpcTarget:
+    """Validate one HPC target section (`atlas:satori`); local paths resolve against `project_dir`.
+
+    With `private_key_from_secret`, the key arrives separately as a Pulumi secret
+    (`config.require_secret`, passed to `HpcEnvironmentArgs.private_key`), so the section
+    itself needs neither private_key nor private_key_file.
+    """
     key = key_prefix
     if not isinstance(raw, Mapping):
         raise _fail(key, f"expected an object, found {type(raw).__name__}", "write it as `key: value` lines")
@@ -268,7 +278,9 @@ def parse_hpc_target(raw: Mapping[str, Any] | Any, key_prefix: str, project_dir:
 
     private_key = raw.get("private_key")
     private_key_file = _one_line_text(raw, "private_key_file", f"{key}.private_key_file", 4096)
-    if (private_key is None) == (private_key_file is None):
+    if (private_key is not None and private_key_file is not None) or (
+        private_key is None and private_key_file is None and not private_key_from_secret
+    ):
         raise _fail(
             f"{key}.private_key",
             "give exactly one of private_key (secret config) or private_key_file (a path)",

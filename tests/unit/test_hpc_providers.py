@@ -56,6 +56,7 @@ def test_check_accepts_good_inputs_and_unknowns() -> None:
     assert failures(job_inputs()) == {}
     assert failures(job_inputs(after_job_ids=UNKNOWN)) == {}
     assert failures(job_inputs(after_job_ids=["12", UNKNOWN])) == {}
+    assert failures(job_inputs(after_job_ids=[pulumi.output.Unknown()])) == {}  # as the engine nests it
     assert failures(job_inputs(ssh=UNKNOWN, ssh_secret=UNKNOWN, script=UNKNOWN)) == {}
 
 
