@@ -320,9 +320,16 @@ def _job(props: Mapping[str, Any]) -> _Job:
 
 
 def _retired_job_ids(job: _Job) -> set[str]:
+    """Ids of this job name that Atlas deleted. Lines are `<id> <name>`: ids alone are not enough,
+    since a scheduler's id counter can restart (a reinstalled Slurm, MaxJobId wrapping)."""
     path = _join(job.run_dir, RETIRED_JOBS_FILE)
     result = job.run(f"cat -- {shlex.quote(path)} 2>/dev/null || true")
-    return {line.strip() for line in result.stdout.splitlines() if JOB_ID.match(line.strip())}
+    retired = set()
+    for line in result.stdout.splitlines():
+        fields = line.split()
+        if len(fields) == 2 and JOB_ID.match(fields[0]) and fields[1] == job.name:
+            retired.add(fields[0])
+    return retired
 
 
 def _earlier_submission(job: _Job) -> JobState | None:
@@ -555,7 +562,7 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
         outcome = job.scheduler.parse_cancel(id_, result)
         retired = _join(job.run_dir, RETIRED_JOBS_FILE)
         retire = f"mkdir -p -- {shlex.quote(str(PurePosixPath(retired).parent))}"
-        retire += f" && echo {shlex.quote(id_)} >> {shlex.quote(retired)}"
+        retire += f" && echo {shlex.quote(f'{id_} {job.name}')} >> {shlex.quote(retired)}"
         ssh.run_remote(job.conn, retire, safe_to_retry=True)
         board_for(job.conn.endpoint.pool_key, float(props.get("poll_interval_s") or 60.0)).forget([id_])
         if outcome is CancelOutcome.CANCELLED:

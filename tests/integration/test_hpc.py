@@ -67,6 +67,12 @@ def conn(target: dict[str, Any]) -> ssh.PooledConnection:
     return ssh.connection(providers.endpoint_from(target))
 
 
+@pytest.fixture(scope="module", autouse=True)
+def clean_remote_runs(target: dict[str, Any]) -> None:
+    """The login user's home outlives each test Satori: start from an empty run directory."""
+    ssh.run_remote(ssh.connection(providers.endpoint_from(target)), "rm -rf -- atlas-it")
+
+
 _counter = iter(range(10_000))
 
 
