@@ -16,17 +16,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from infra.errors import AtlasConfigError
+from infra.hpc.target import HpcTarget, parse_hpc_target
+from infra.openshift.settings import SETTINGS_KEYS, TARGET_KEYS, OpenShiftSettings, parse_openshift_settings
+
+__all__ = ["AtlasConfigError", "KubernetesTarget", "StackConfig", "load_stack_config", "parse_stack_config"]
 PROJECT = "atlas"
 # RFC 1123 label: what Kubernetes accepts for a namespace name.
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 WORKLOADS = ("probe", "biggan")
+RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
 FLAVOURS = ("kubernetes", "openshift")
 # Keys whose values are structured (YAML objects) rather than strings.
-OBJECT_KEYS = frozenset({"openshift"})
-
-
-class AtlasConfigError(ValueError):
-    """A configuration value that cannot be used; the message names the key and the fix."""
+OBJECT_KEYS = frozenset({"openshift", "hpc"})
+# Keys of an `atlas:hpc.<name>` section that config.py reads itself; the rest is the target.
+HPC_OWN_KEYS = frozenset({"enabled", "wait_for"})
 
 
 def _key(section: str, field: str | None = None) -> str:
@@ -90,18 +94,33 @@ class KubernetesTarget:
 
 
 @dataclass(frozen=True)
+class HpcEnvironmentConfig:
+    """One batch-scheduler environment (`atlas:hpc.<name>`), e.g. Satori under LSF."""
+
+    name: str
+    target: HpcTarget
+    # Steps whose jobs `pulumi up` waits for, so their failure fails the update; None:
+    # every step but the last (the preparation steps), as on the OpenShift side.
+    wait_for: tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
 class StackConfig:
     stack: str
     workload: str
     openshift: KubernetesTarget | None
+    openshift_settings: OpenShiftSettings | None = None
+    hpc: tuple[HpcEnvironmentConfig, ...] = ()
+    # Every job name and label derives from it: bump it to run the workload afresh.
+    run_id: str = "1"
 
 
-def parse_openshift(raw: Any, project_dir: Path) -> KubernetesTarget | None:
+def parse_openshift(raw: Any, project_dir: Path) -> tuple[KubernetesTarget, OpenShiftSettings] | None:
     key = _key("openshift")
     if raw is None:
         return None
     section = _expect_mapping(raw, key)
-    _reject_unknown(section, {"enabled", "flavour", "namespace", "kubeconfig", "context"}, key)
+    _reject_unknown(section, set(TARGET_KEYS | SETTINGS_KEYS), key)
     if not _bool(section, "enabled", key, True):
         return None
     flavour = _string(section, "flavour", key, "openshift")
@@ -116,21 +135,55 @@ def parse_openshift(raw: Any, project_dir: Path) -> KubernetesTarget | None:
     context = section.get("context")
     if context is not None:
         context = _string(section, "context", key)
-    return KubernetesTarget(flavour=flavour, namespace=namespace, kubeconfig_path=path, context=context)
+    target = KubernetesTarget(flavour=flavour, namespace=namespace, kubeconfig_path=path, context=context)
+    return target, parse_openshift_settings(section, key, flavour)
+
+
+def parse_hpc(raw: Any, project_dir: Path) -> tuple[HpcEnvironmentConfig, ...]:
+    key = _key("hpc")
+    if raw is None:
+        return ()
+    section = _expect_mapping(raw, key)
+    environments = []
+    for name, env_raw in sorted(section.items()):
+        env_key = f"{key}.{name}"
+        validate_dns_label(str(name), f"{key} (environment name {name!r})")
+        env = dict(_expect_mapping(env_raw, env_key))
+        if not _bool(env, "enabled", env_key, True):
+            continue
+        wait_for = env.get("wait_for")
+        if wait_for is not None and (
+            not isinstance(wait_for, list) or not all(isinstance(w, str) and DNS_LABEL.match(w) for w in wait_for)
+        ):
+            raise AtlasConfigError(f"{env_key}.wait_for: expected a list of step names, found {wait_for!r}")
+        target = parse_hpc_target({k: v for k, v in env.items() if k not in HPC_OWN_KEYS}, env_key, project_dir)
+        # Read the host keys now: a missing known_hosts file must stop preview before any resource.
+        target.load_known_hosts()
+        environments.append(HpcEnvironmentConfig(str(name), target, tuple(wait_for) if wait_for is not None else None))
+    return tuple(environments)
 
 
 def parse_stack_config(stack: str, values: Mapping[str, Any], project_dir: Path) -> StackConfig:
     """Validate the stack's `atlas:*` values (keys without the `atlas:` prefix)."""
-    _reject_unknown(values, {"workload", "openshift"}, f"{PROJECT}:*")
+    _reject_unknown(values, {"workload", "openshift", "hpc", "runId"}, f"{PROJECT}:*")
     workload = values.get("workload", "probe")
     if workload not in WORKLOADS:
         raise AtlasConfigError(f"{_key('workload')}: expected one of {', '.join(WORKLOADS)}, found {workload!r}")
-    openshift = parse_openshift(values.get("openshift"), project_dir)
-    if openshift is None:
+    run_id = str(values.get("runId", "1"))
+    if not RUN_ID.match(run_id):
         raise AtlasConfigError(
-            f"{_key('openshift')}: no environment is enabled; set {_key('openshift')} (see stacks/Pulumi.local.yaml)"
+            f"{_key('runId')}: {run_id!r} is not a run id: use 1 to 32 lower-case letters, digits and '-'"
         )
-    return StackConfig(stack=stack, workload=workload, openshift=openshift)
+    openshift = parse_openshift(values.get("openshift"), project_dir)
+    hpc = parse_hpc(values.get("hpc"), project_dir)
+    if openshift is None and not hpc:
+        raise AtlasConfigError(
+            f"{_key('openshift')} / {_key('hpc')}: no environment is enabled; "
+            "set at least one (see stacks/Pulumi.local.yaml)"
+        )
+    target, settings = openshift if openshift is not None else (None, None)
+    return StackConfig(stack=stack, workload=workload, openshift=target, openshift_settings=settings,
+                       hpc=hpc, run_id=run_id)
 
 
 def load_stack_config() -> StackConfig:
@@ -145,4 +198,6 @@ def load_stack_config() -> StackConfig:
         project, _, name = full_key.partition(":")
         if project == PROJECT:
             values[name] = config.get_object(name) if name in OBJECT_KEYS else config.get(name)
-    return parse_stack_config(pulumi.get_stack(), values, Path.cwd())
+    # Relative paths in config are relative to the project (Pulumi.yaml's folder), not to
+    # the program's folder (stacks/), which is the working directory here.
+    return parse_stack_config(pulumi.get_stack(), values, Path(pulumi.get_root_directory()))

@@ -1,34 +1,62 @@
-"""Atlas's one Pulumi program: load config, validate, build each enabled environment,
-export the outputs contract (see docs/architecture.md)."""
+"""Atlas's one Pulumi program: load config -> validate -> build each enabled environment ->
+export the outputs contract (docs/architecture.md).
+
+Everything that can be wrong with the configuration or the workload is found before the
+first resource is registered, so `pulumi preview` fails cleanly, naming the key.
+"""
 
 import pulumi
 
 from infra.config import AtlasConfigError, load_stack_config
+from infra.hpc.components import HpcEnvironment, HpcEnvironmentArgs, workload_source_files
 from infra.openshift.environment import OpenShiftEnvironment, OpenShiftEnvironmentArgs
+from infra.toolchain.pins import REPO_ROOT
+from infra.workload import WorkloadError, load_workload
 
 OUTPUTS_VERSION = 1
 
 try:
     config = load_stack_config()
-except AtlasConfigError as bad:
+    workload = load_workload(REPO_ROOT / "workloads" / config.workload / "workload.yaml")
+except (AtlasConfigError, WorkloadError) as bad:
     # RunError: the message alone, no traceback; nothing has been registered yet.
     raise pulumi.RunError(f"invalid stack configuration: {bad}") from None
-environments: dict[str, object] = {}
+
+environments: dict[str, pulumi.Input[object]] = {}
 
 if config.openshift is not None:
     openshift = OpenShiftEnvironment(
         "openshift",
-        OpenShiftEnvironmentArgs(target=config.openshift, stack=config.stack, workload=config.workload),
+        OpenShiftEnvironmentArgs(
+            target=config.openshift,
+            stack=config.stack,
+            workload=config.workload,
+            definition=workload,
+            settings=config.openshift_settings,
+            run_id=config.run_id,
+        ),
     )
-    environments["openshift"] = {
-        "kind": "kubernetes",
-        "flavour": config.openshift.flavour,
-        "api": openshift.api_url,
-        "namespace": openshift.namespace,
-    }
+    environments["openshift"] = openshift.outputs
+
+source_files = workload_source_files(workload, REPO_ROOT)
+preparation_steps = tuple(step.name for step in workload.steps[:-1])
+for hpc_config in config.hpc:
+    hpc = HpcEnvironment(
+        hpc_config.name,
+        HpcEnvironmentArgs(
+            target=hpc_config.target,
+            workload=workload,
+            environment=hpc_config.name,
+            stack=config.stack,
+            run_id=config.run_id,
+            wait_for_steps=hpc_config.wait_for if hpc_config.wait_for is not None else preparation_steps,
+            extra_files=source_files,
+        ),
+    )
+    environments[hpc_config.name] = hpc.outputs
 
 pulumi.export(
     "atlas",
-    {"version": OUTPUTS_VERSION, "stack": config.stack, "workload": config.workload, "run_id": config.stack},
+    {"version": OUTPUTS_VERSION, "stack": config.stack, "workload": config.workload, "run_id": config.run_id},
 )
 pulumi.export("environments", environments)

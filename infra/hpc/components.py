@@ -23,7 +23,7 @@ import pulumi
 from infra.hpc.providers import BatchJob, StagedFiles, job_name_for, ssh_inputs
 from infra.hpc.scheduler import JobSpec, render_job_script, scheduler_for
 from infra.hpc.target import HpcConfigError, HpcTarget, validate_remote_path
-from infra.workload import RenderedStep, Workload, render_step
+from infra.workload import InTreeSource, RenderedStep, Workload, render_step
 
 TYPE_TOKEN = "atlas:hpc:HpcEnvironment"  # noqa: S105 (a type token, not a password)
 JOBS_DIR = ".atlas/jobs"
@@ -45,6 +45,24 @@ class StagedFile:
 
     source: Path
     path: str
+
+
+def workload_source_files(workload: Workload, repo_root: Path) -> tuple[StagedFile, ...]:
+    """The Python files of an in-tree workload (the probe), staged beside the telemetry
+    sampler so `python3 -m workloads.<name>` runs on the login node's own Python.
+
+    A workload from a Git repository (BigGAN) is not staged: the cluster clones it.
+    """
+    if not isinstance(workload.source, InTreeSource):
+        return ()
+    package = repo_root / workload.source.path
+    files = sorted(package.glob("*.py"))
+    if not files:
+        raise HpcConfigError(f"workload source {package} holds no Python files to stage")
+    # Parent packages' __init__.py, so the dotted module path imports.
+    parents = [p / "__init__.py" for p in package.relative_to(repo_root).parents if str(p) != "."]
+    files += [repo_root / p for p in parents if (repo_root / p).is_file()]
+    return tuple(StagedFile(f, f"{PYTHON_DIR}/{f.relative_to(repo_root).as_posix()}") for f in files)
 
 
 @dataclass
@@ -103,7 +121,11 @@ class HpcEnvironment(pulumi.ComponentResource):
                 f"wait_for_steps: {', '.join(unknown_waits)} not in workload {workload.name!r}; "
                 f"use step names: {', '.join(s.name for s in workload.steps)}"
             )
-        run_dir = validate_remote_path(f"{target.remote_work_dir}/{args.stack}/{workload.name}", "remote_work_dir")
+        # One folder per environment: two environments on one login node (LSF and Slurm on
+        # the local Satori) must not share staged files or logs.
+        run_dir = validate_remote_path(
+            f"{target.remote_work_dir}/{args.stack}/{args.environment}/{workload.name}", "remote_work_dir"
+        )
 
         ssh_target = ssh_inputs(
             target.host,

@@ -197,6 +197,9 @@ class PooledConnection:
     def __init__(self, endpoint: SshEndpoint) -> None:
         self.endpoint = endpoint
         self._lock = threading.RLock()
+        # paramiko's SFTPClient is not safe for concurrent requests, and the engine runs
+        # several resources' operations at once in one provider process: one at a time.
+        self.sftp_lock = threading.Lock()
         self._client: paramiko.SSHClient | None = None
         self._sftp: paramiko.SFTPClient | None = None
 
@@ -450,12 +453,13 @@ def upload_bytes(conn: PooledConnection, content: bytes, remote_path: str, mode:
     partial = f"{remote_path}.atlas-partial"
     for attempt in range(1 + SAFE_RETRIES):  # an upload to a temporary name is safe to repeat
         try:
-            sftp = conn.sftp()
-            with sftp.open(partial, "wb") as handle:
-                handle.set_pipelined(True)
-                handle.write(content)
-            sftp.chmod(partial, mode)
-            sftp.posix_rename(partial, remote_path)
+            with conn.sftp_lock:
+                sftp = conn.sftp()
+                with sftp.open(partial, "wb") as handle:
+                    handle.set_pipelined(True)
+                    handle.write(content)
+                sftp.chmod(partial, mode)
+                sftp.posix_rename(partial, remote_path)
             break
         except (paramiko.SSHException, EOFError, TimeoutError, ConnectionError) as error:
             conn.drop()

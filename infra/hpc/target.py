@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
+from infra.errors import AtlasConfigError
+
 SchedulerName = Literal["lsf", "slurm"]
 SCHEDULERS: tuple[SchedulerName, ...] = ("lsf", "slurm")
 LSF_MEMORY_UNITS = ("KB", "MB", "GB")
@@ -70,7 +72,7 @@ ALLOWED_KEYS = (
 )
 
 
-class HpcConfigError(ValueError):
+class HpcConfigError(AtlasConfigError):
     """An HPC target value that cannot be used; the message names the key and the fix."""
 
 

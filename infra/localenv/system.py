@@ -26,6 +26,11 @@ SATORI_PACKAGES: tuple[str, ...] = (
     "slurmctld",
     "slurmd",
     "slurm-client",
+    # The login node's own Python runs the probe workload's steps, as a site's module
+    # environment would (Debian's builds: no pip, no network needed on the node).
+    "python3-numpy",
+    "python3-h5py",
+    "python3-sklearn",
 )
 
 

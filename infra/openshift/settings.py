@@ -32,7 +32,7 @@ from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
 
-from infra.config import AtlasConfigError
+from infra.errors import AtlasConfigError
 from infra.workload import RenderedStep
 
 # Keys of `atlas:openshift` that infra/config.py reads into KubernetesTarget.

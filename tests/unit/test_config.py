@@ -8,7 +8,9 @@ from infra.config import AtlasConfigError, parse_stack_config
 
 PROJECT_DIR = Path("/srv/atlas")
 GOOD = {"workload": "probe", "openshift": {"flavour": "kubernetes", "namespace": "atlas-local",
-                                            "kubeconfig": ".state/kubeconfig"}}
+                                            "kubeconfig": ".state/kubeconfig",
+                                            "image": {"reference": "quay.io/atlas/probe:1"}}}
+BUILD = {"build": {"git_uri": "https://github.com/example/atlas.git", "base_image": "quay.io/x/torch:1"}}
 
 
 def test_good_config_is_typed():
@@ -23,7 +25,7 @@ def test_good_config_is_typed():
 
 
 def test_flavour_defaults_to_openshift():
-    cfg = parse_stack_config("s", {"openshift": {"namespace": "biggan"}}, PROJECT_DIR)
+    cfg = parse_stack_config("s", {"openshift": {"namespace": "biggan", "image": BUILD}}, PROJECT_DIR)
     assert cfg.openshift is not None and cfg.openshift.is_openshift
     assert cfg.openshift.kubeconfig_path is None
 
@@ -37,6 +39,14 @@ def test_flavour_defaults_to_openshift():
         ({"openshift": {"namespace": "a" * 64}}, "atlas:openshift.namespace"),
         ({"openshift": {"namespace": "ok", "flavour": "okd"}}, "atlas:openshift.flavour: expected one of"),
         ({"openshift": {"namespace": "ok", "nodeSelector": "x"}}, "atlas:openshift: unknown key(s) nodeSelector"),
+        ({"openshift": {"namespace": "ok", "flavour": "kubernetes"}}, "atlas:openshift.image: no image source"),
+        ({**GOOD, "runId": "Run 1"}, "atlas:runId: 'Run 1' is not a run id"),
+        ({"hpc": {"satori": {"scheduler": "pbs"}}}, "atlas:hpc.satori.host"),
+        ({"hpc": {"satori": {"host": "h", "user": "u", "scheduler": "pbs"}}}, "atlas:hpc.satori.scheduler"),
+        ({"hpc": {"Satori_1": {}}}, "atlas:hpc (environment name 'Satori_1')"),
+        ({"hpc": {"satori": {"enabled": False}}}, "no environment is enabled"),
+        ({**GOOD, "hpc": {"satori": {"host": "h", "user": "u", "scheduler": "lsf", "wait_for": "train"}}},
+         "atlas:hpc.satori.wait_for: expected a list of step names"),
         ({"openshift": {}}, "atlas:openshift.namespace: required; set it with `pulumi config set --path"),
         ({"openshift": "yes"}, "atlas:openshift: expected an object"),
         ({"openshift": {"namespace": "ok", "enabled": "maybe"}}, "atlas:openshift.enabled: expected true or false"),

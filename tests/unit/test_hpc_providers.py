@@ -297,8 +297,8 @@ def test_hpc_environment_children_outputs_and_dependencies(mocks: Mocks) -> Any:
         assert [s["name"] for s in out["steps"]] == ["make-hdf5", "inception-moments", "train"]
         assert all(s["job_id"] and len(s["script_sha256"]) == 64 for s in out["steps"])
         assert out["gpus"] == 2
-        assert out["telemetry"]["path"] == "atlas-runs/unit/biggan/telemetry"
-        assert out["logs"]["path"] == "atlas-runs/unit/biggan/logs"
+        assert out["telemetry"]["path"] == "atlas-runs/unit/satori/biggan/telemetry"
+        assert out["logs"]["path"] == "atlas-runs/unit/satori/biggan/logs"
         assert "UNIT-TEST-KEY-MATERIAL" not in repr(out)
         train = next(r for r in mocks.resources if r.name == "satori-train")
         # train reads make-hdf5's and inception-moments' outputs: both become scheduler dependencies.
