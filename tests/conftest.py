@@ -1,7 +1,8 @@
-"""Shared fixtures: the local environment, started when a test needs it."""
+"""Shared fixtures: the local environment, started when a test needs it and stopped after."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -20,3 +21,23 @@ def kube_env() -> Iterator[Layout]:
     yield layout
     if started:
         kube.down(layout, print)
+
+
+@pytest.fixture(scope="session")
+def satori_env() -> Iterator[Layout]:
+    """The local Satori (sshd, Slurm, LSF command set) of the same layout."""
+    if os.geteuid() != 0:
+        pytest.fail("the local Satori runs sshd and Slurm as root: run the tests as root (as CI does)")
+    from infra.localenv import satori
+
+    layout = default_layout()
+    # The login user must reach the state folder (slurm.conf, the munge socket).
+    for folder in (layout.state_dir, layout.state_dir.parent):
+        folder.mkdir(parents=True, exist_ok=True)
+        folder.chmod(folder.stat().st_mode | 0o005)
+    started = not satori.status(layout)["ssh"].get("running", False)
+    if started:
+        satori.up(layout)
+    yield layout
+    if started:
+        satori.down(layout)

@@ -145,7 +145,7 @@ class HpcEnvironment(pulumi.ComponentResource):
         scripts: dict[str, tuple[str, str, str]] = {}  # step -> (job name, script path, script)
         for step in workload.steps:
             rendered = render_step(workload, step.name, args.environment)
-            job_name = job_name_for(args.project, args.stack, args.environment, step.name, args.run_id)
+            job_name = job_name_for(args.project, args.stack, args.environment, step.name, args.run_id, run_dir)
             script = render_job_script(scheduler, _job_spec(args, rendered, run_dir, job_name))
             scripts[step.name] = (job_name, f"{JOBS_DIR}/{step.name}{scheduler.script_suffix}", script)
 

@@ -685,7 +685,12 @@ class BatchJob(pulumi.dynamic.Resource, module="hpc", name="BatchJob"):
         super().__init__(BatchJobProvider(), name, props, _secret_opts(opts))
 
 
-def job_name_for(project: str, stack: str, environment: str, step: str, run_id: str) -> str:
-    """A scheduler job name unique to one resource of one stack: the key of idempotent submission."""
-    digest = hashlib.sha256("\0".join((project, stack, environment, step, run_id)).encode()).hexdigest()[:10]
+def job_name_for(project: str, stack: str, environment: str, step: str, run_id: str, run_dir: str) -> str:
+    """A scheduler job name unique to one resource of one stack: the key of idempotent submission.
+
+    The run folder is part of it: two deployments that stage into different folders (two
+    checkouts, or a test beside a user's stack) never adopt each other's jobs.
+    """
+    parts = (project, stack, environment, step, run_id, run_dir)
+    digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:10]
     return f"atlas-{step[:40].rstrip('-')}-{digest}"

@@ -32,7 +32,12 @@ class PulumiProject:
         (root / "stacks").mkdir(parents=True)
         shutil.copy(REPO_ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
         for item in (REPO_ROOT / "stacks").iterdir():
-            if item.is_file():
+            if item.name.startswith("Pulumi.") and item.suffix == ".yaml":
+                # The copy gets its own passphrase: drop the salt of the working copy's stack.
+                doc = yaml.safe_load(item.read_text()) or {}
+                doc.pop("encryptionsalt", None)
+                (root / "stacks" / item.name).write_text(yaml.safe_dump(doc, sort_keys=False))
+            elif item.is_file():
                 shutil.copy(item, root / "stacks" / item.name)
         bindir = toolchain_dir(load_pins()) / "bin"
         venv = REPO_ROOT / ".venv"

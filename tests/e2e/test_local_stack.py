@@ -1,5 +1,5 @@
-"""The real `pulumi` CLI against the local cluster: preview, up, no-change preview,
-refresh, destroy; the namespace checked through the Kubernetes API after each."""
+"""The real `pulumi` CLI against the local cluster, the OpenShift side alone: preview, up,
+no-change preview, refresh, destroy; checked through the Kubernetes API after each."""
 
 from __future__ import annotations
 
@@ -42,6 +42,8 @@ def project(tmp_path, kube_env):
     config = proj.stack_config(STACK)
     config["atlas:openshift"] = {**config["atlas:openshift"], "namespace": ns,
                                  "kubeconfig": str(kube_env.kubeconfig)}
+    # The OpenShift side alone (test_local_all_sides.py runs every side together).
+    config["atlas:hpc"] = {name: {**env, "enabled": False} for name, env in config["atlas:hpc"].items()}
     proj.set_stack_config(STACK, config)
     proj.run("stack", "init", STACK)
     yield proj, ns
@@ -69,7 +71,9 @@ def test_preview_up_refresh_destroy(project, kube_env):
     assert outputs["atlas"]["stack"] == STACK
     env = outputs["environments"]["openshift"]
     assert env["namespace"] == ns
-    assert env["api"] == kube_env.api_url
+    assert env["api_url"] == kube_env.api_url
+    assert env["kind"] == "kubernetes"
+    assert {s["name"] for s in env["steps"]} == {"make-hdf5", "inception-moments", "train"}
     assert env["flavour"] == "kubernetes"
 
     # A second run has nothing to do: --expect-no-changes fails on any diff.

@@ -150,13 +150,18 @@ def test_staged_files_check_and_diff() -> None:
 
 
 def test_job_names_are_unique_per_resource_and_stable() -> None:
-    a = job_name_for("atlas", "local", "satori", "train", "1")
-    assert a == job_name_for("atlas", "local", "satori", "train", "1")
+    a = job_name_for("atlas", "local", "satori", "train", "1", "atlas-runs/local/satori/probe")
+    assert a == job_name_for("atlas", "local", "satori", "train", "1", "atlas-runs/local/satori/probe")
     others = {
-        job_name_for("atlas", s, e, "train", r)
-        for s, e, r in [("dev", "satori", "1"), ("local", "slurm", "1"), ("local", "satori", "2")]
+        job_name_for("atlas", s, e, "train", r, d)
+        for s, e, r, d in [
+            ("dev", "satori", "1", "atlas-runs/local/satori/probe"),
+            ("local", "slurm", "1", "atlas-runs/local/satori/probe"),
+            ("local", "satori", "2", "atlas-runs/local/satori/probe"),
+            ("local", "satori", "1", "elsewhere/local/satori/probe"),
+        ]
     }
-    assert a not in others and len(others) == 3
+    assert a not in others and len(others) == 4
     assert a.startswith("atlas-train-") and len(a) <= 63
 
 

@@ -1,0 +1,136 @@
+"""The `local` stack end to end with the real CLI: the OpenShift side on the local cluster
+and Satori over SSH with LSF and with Slurm, in one `pulumi up` and one `pulumi destroy`.
+
+Checked through the Kubernetes API and through the schedulers themselves (bjobs, squeue
+over SSH), not through Pulumi's own view.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import time
+import urllib.error
+import uuid
+
+import pytest
+
+from infra.localenv import kube, satori
+from infra.localenv.layout import Layout
+from tests.e2e.pulumi_cli import PulumiProject
+
+pytestmark = pytest.mark.e2e
+STACK = "local"
+HPC_ENVIRONMENTS = ("satori", "satori-slurm")
+
+
+def ssh(layout: Layout, command: str) -> str:
+    info = satori.status(layout)["ssh"]
+    proc = subprocess.run(
+        ["ssh", "-i", info["key_file"], "-o", f"UserKnownHostsFile={info['known_hosts_file']}",
+         "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-p", str(info["port"]),
+         f"{info['user']}@{info['host']}", f"bash -lc {shlex.quote(command)}"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert proc.returncode == 0, f"{command}: {proc.stdout}{proc.stderr}"
+    return proc.stdout
+
+
+def api(layout: Layout, path: str) -> dict | None:
+    try:
+        return kube.api_get(layout, path)
+    except urllib.error.HTTPError as err:
+        if err.code == 404:
+            return None
+        raise
+
+
+@pytest.fixture
+def stack(tmp_path, kube_env, satori_env):
+    proj = PulumiProject.create(tmp_path)
+    run = uuid.uuid4().hex[:6]
+    ns = f"atlas-e2e-{run}"
+    info = satori.status(satori_env)["ssh"]
+    config = proj.stack_config(STACK)
+    config["atlas:openshift"] = {**config["atlas:openshift"], "namespace": ns,
+                                 "kubeconfig": str(kube_env.kubeconfig)}
+    for name in HPC_ENVIRONMENTS:
+        config["atlas:hpc"][name] = {
+            **config["atlas:hpc"][name], "port": info["port"], "known_hosts_file": info["known_hosts_file"],
+            "private_key_file": info["key_file"], "remote_work_dir": f"atlas-e2e-{run}",
+        }
+    proj.set_stack_config(STACK, config)
+    proj.run("stack", "init", STACK)
+    yield proj, ns, f"atlas-e2e-{run}"
+    proj.run("destroy", "--yes", "-s", STACK, check=False)
+    proj.run("stack", "rm", "--yes", "-s", STACK, check=False)
+    ssh(satori_env, f"rm -rf ~/atlas-e2e-{run}")
+
+
+def test_one_up_one_destroy_for_every_side(stack, kube_env, satori_env):
+    proj, ns, remote = stack
+
+    preview = proj.run("preview", "--diff", "-s", STACK).stdout
+    # Preview shows what will run: the job scripts themselves, for both schedulers.
+    assert "#BSUB -J atlas-make-hdf5-" in preview
+    assert "#SBATCH --job-name=atlas-train-" in preview
+    assert "kubernetes:batch/v1:Job" in preview
+    assert api(kube_env, f"/api/v1/namespaces/{ns}") is None
+
+    proj.run("up", "--yes", "--skip-preview", "-s", STACK)
+    outputs = proj.outputs(STACK)
+    envs = outputs["environments"]
+    assert set(envs) == {"openshift", *HPC_ENVIRONMENTS}
+    assert outputs["atlas"] == {"version": 1, "stack": STACK, "workload": "probe", "run_id": "1"}
+
+    # OpenShift side: the namespace, and every step's Job on the cluster.
+    assert envs["openshift"]["namespace"] == ns
+    jobs = api(kube_env, f"/apis/batch/v1/namespaces/{ns}/jobs")["items"]
+    job_names = {j["metadata"]["name"] for j in jobs}
+    for step in envs["openshift"]["steps"]:
+        assert step["job"] in job_names
+    for job in jobs:
+        if job["metadata"]["labels"].get("atlas.dev/step") in ("make-hdf5", "inception-moments"):
+            assert any(c["type"] == "Complete" for c in job["status"].get("conditions", []))
+
+    # HPC sides: the schedulers know every job Atlas reports, and the preparation steps ran.
+    lsf_ids = [s["job_id"] for s in envs["satori"]["steps"]]
+    bjobs = json.loads(ssh(satori_env, "bjobs -a -o 'jobid stat exit_code job_name' -json " + " ".join(lsf_ids)))
+    states = {r["JOBID"]: r["STAT"] for r in bjobs["RECORDS"]}
+    assert states[lsf_ids[0]] == "DONE" and states[lsf_ids[1]] == "DONE"
+    slurm_ids = [s["job_id"] for s in envs["satori-slurm"]["steps"]]
+    squeue = ssh(satori_env, "squeue -h -t all -o '%i|%T' -j " + ",".join(slurm_ids))
+    slurm_states = dict(line.split("|") for line in squeue.split())
+    assert slurm_states[slurm_ids[0]] == "COMPLETED" and slurm_states[slurm_ids[1]] == "COMPLETED"
+    # The probe really ran on the login node: its HDF5 exists in the LSF environment's run folder.
+    listing = ssh(satori_env, f"find ~/{remote} -maxdepth 6; cat ~/{remote}/local/satori/probe/logs/make-hdf5.* || true")
+    assert "data/digits/digits-8.hdf5" in listing, listing
+
+    # A second up changes nothing and submits nothing.
+    proj.run("preview", "--expect-no-changes", "-s", STACK)
+    proj.run("up", "--yes", "--skip-preview", "-s", STACK)
+    assert proj.outputs(STACK)["environments"]["satori"]["steps"] == envs["satori"]["steps"]
+    count_after = len(ssh(satori_env, "squeue -h -t all -o %i").split())
+
+    # Outside changes: the training Job deleted on the cluster, seen by refresh and recreated by up.
+    train_job = next(s["job"] for s in envs["openshift"]["steps"] if s["name"] == "train")
+    kube.kubectl(kube_env, "delete", "job", "-n", ns, train_job, "--wait=true")
+    refresh = proj.run("refresh", "--yes", "-s", STACK).stdout
+    assert "deleted" in refresh
+    proj.run("up", "--yes", "--skip-preview", "-s", STACK)
+    # Recreated (auto-named, so under a new name), and only the training Job.
+    steps_now = {s["name"]: s["job"] for s in proj.outputs(STACK)["environments"]["openshift"]["steps"]}
+    assert api(kube_env, f"/apis/batch/v1/namespaces/{ns}/jobs/{steps_now['train']}") is not None
+    assert steps_now == {**{s["name"]: s["job"] for s in envs["openshift"]["steps"]}, "train": steps_now["train"]}
+    proj.run("preview", "--expect-no-changes", "-s", STACK)
+    assert len(ssh(satori_env, "squeue -h -t all -o %i").split()) == count_after, "nothing resubmitted"
+
+    proj.run("destroy", "--yes", "-s", STACK)
+    deadline = time.monotonic() + 60
+    while api(kube_env, f"/api/v1/namespaces/{ns}") is not None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert api(kube_env, f"/api/v1/namespaces/{ns}") is None
+    # What was staged is gone; no job of this run is still pending or running.
+    assert ssh(satori_env, f"ls ~/{remote}/local/satori/probe/.atlas/jobs 2>/dev/null | wc -l").strip() == "0"
+    assert ssh(satori_env, "squeue -h -t pending,running -o %i").strip() == ""
