@@ -37,28 +37,6 @@ from infra.localenv.layout import Layout, Ports, default_layout
 RUN_DIR = "atlas-bench/sweep"
 
 
-def ssh_argv(info: dict[str, Any], remote: str) -> list[str]:
-    return [
-        "ssh",
-        "-i",
-        str(info["key_file"]),
-        "-p",
-        str(info["port"]),
-        "-o",
-        f"UserKnownHostsFile={info['known_hosts_file']}",
-        "-o",
-        "StrictHostKeyChecking=yes",
-        "-o",
-        "BatchMode=yes",
-        "-o",
-        "IdentitiesOnly=yes",
-        "-o",
-        "ConnectTimeout=10",
-        f"{info['user']}@{info['host']}",
-        ssh.login_shell_command(remote),
-    ]
-
-
 def endpoint(info: dict[str, Any]) -> ssh.SshEndpoint:
     known_hosts = Path(info["known_hosts_file"])
     return ssh.SshEndpoint(
@@ -99,7 +77,8 @@ def sweep_ssh(info: dict[str, Any], scheduler_name: str, jobs: int) -> tuple[flo
     ids = []
     start = time.perf_counter()
     for _ in range(jobs):
-        result = subprocess.run(ssh_argv(info, command), capture_output=True, text=True, timeout=60, check=False)
+        argv = satori.ssh_client_argv(info, command)
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
         ids.append(sched.parse_submission(ssh.RemoteResult(command, result.returncode, result.stdout, result.stderr)))
     return time.perf_counter() - start, ids, jobs
 

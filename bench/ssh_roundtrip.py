@@ -10,7 +10,6 @@ Uses the running local environment (`scripts/localenv up`), or starts one with -
 from __future__ import annotations
 
 import argparse
-import shlex
 import statistics
 import subprocess
 import sys
@@ -23,34 +22,12 @@ from infra.localenv import satori
 from infra.localenv.layout import default_layout
 
 
-def ssh_argv(info: dict[str, object], remote: str) -> list[str]:
-    return [
-        "ssh",
-        "-i",
-        str(info["key_file"]),
-        "-p",
-        str(info["port"]),
-        "-o",
-        f"UserKnownHostsFile={info['known_hosts_file']}",
-        "-o",
-        "StrictHostKeyChecking=yes",
-        "-o",
-        "BatchMode=yes",
-        "-o",
-        "IdentitiesOnly=yes",
-        "-o",
-        "ConnectTimeout=10",
-        f"{info['user']}@{info['host']}",
-        f"bash -lc {shlex.quote(remote)}",
-    ]
-
-
 def time_round_trips(info: dict[str, object], remote: str, expect: str, runs: int) -> list[float]:
     times = []
     for _ in range(runs):
         start = time.perf_counter()
         result = subprocess.run(
-            ssh_argv(info, remote), capture_output=True, text=True, timeout=60, check=False
+            satori.ssh_client_argv(info, remote), capture_output=True, text=True, timeout=60, check=False
         )
         times.append(time.perf_counter() - start)
         if result.returncode != 0 or expect not in result.stdout:

@@ -151,6 +151,12 @@ def parse_hpc(raw: Any, project_dir: Path) -> tuple[HpcEnvironmentConfig, ...]:
         env = dict(_expect_mapping(env_raw, env_key))
         if not _bool(env, "enabled", env_key, True):
             continue
+        for field, value in env.items():
+            if isinstance(value, str) and value.startswith("REPLACE_WITH"):
+                raise AtlasConfigError(
+                    f"{env_key}.{field}: still the example's placeholder {value}; set it with "
+                    f"`pulumi config set --path {env_key}.{field} <value>`"
+                )
         wait_for = env.get("wait_for")
         if wait_for is not None and (
             not isinstance(wait_for, list) or not all(isinstance(w, str) and DNS_LABEL.match(w) for w in wait_for)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import shlex
 import shutil
 import socket
 import stat
@@ -678,3 +679,15 @@ def status(layout: Layout) -> dict[str, Any]:
             "installed": all((lsf_bin_dir() / c).exists() for c in LSF_COMMANDS),
         },
     }
+
+
+def ssh_client_argv(ssh_info: dict[str, Any], remote_command: str) -> list[str]:
+    """The OpenSSH client command line for the login node of `status()["ssh"]`: key login,
+    host key checked against the generated known_hosts, a login shell (so the LSF profile
+    and SLURM_CONF apply), never a prompt."""
+    return [
+        "ssh", "-i", str(ssh_info["key_file"]), "-p", str(ssh_info["port"]),
+        "-o", f"UserKnownHostsFile={ssh_info['known_hosts_file']}", "-o", "StrictHostKeyChecking=yes",
+        "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "ConnectTimeout=10",
+        f"{ssh_info['user']}@{ssh_info['host']}", f"bash -lc {shlex.quote(remote_command)}",
+    ]

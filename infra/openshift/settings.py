@@ -381,7 +381,7 @@ def _quota(raw: Any, key: str) -> QuotaSettings:
 
 
 # The default sizes fit the local cluster's PV pool (infra/localenv/kwok.py: RWX volumes of
-# 500Gi); a real cluster sets its own (openshift-gpu.example.yaml).
+# 500Gi); a real cluster sets its own (stacks/Pulumi.openshift-gpu.yaml).
 DEFAULT_SIZES = {"data": "200Gi", "results": "50Gi", "logs": "5Gi"}
 
 
@@ -574,7 +574,7 @@ PLACEHOLDER = "REPLACE_WITH"
 
 
 def _reject_placeholders(value: Any, key: str) -> None:
-    """An example file's `REPLACE_WITH_...` values (openshift-gpu.example.yaml) left in place."""
+    """An example file's `REPLACE_WITH_...` values (stacks/Pulumi.openshift-gpu.yaml) left in place."""
     if isinstance(value, str) and PLACEHOLDER in value:
         raise _fail(
             key, f"still the example's placeholder {value!r}", "set it for your cluster (the comment above it says how)"

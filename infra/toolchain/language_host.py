@@ -20,13 +20,14 @@ toolchain's bin folder on PATH provides them, and the engine loads each on first
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 from concurrent import futures
-from threading import Event
+from threading import Event, Thread
 from typing import Any
 
 import grpc
@@ -144,11 +145,19 @@ def main(argv: list[str]) -> int:
     server.start()
     sys.stdout.write(f"{port}\n")
     sys.stdout.flush()
-    try:
-        Event().wait()
-    except KeyboardInterrupt:
-        server.stop(0)
+    stop = Event()
+    Thread(target=_exit_with_parent, args=(os.getppid(), stop), daemon=True).start()
+    with contextlib.suppress(KeyboardInterrupt):
+        stop.wait()
+    server.stop(0)
     return 0
+
+
+def _exit_with_parent(parent: int, stop: Event, interval_s: float = 1.0) -> None:
+    """Stop serving when the engine is gone (killed with SIGKILL, it cannot stop us)."""
+    while not stop.wait(interval_s):
+        if os.getppid() != parent:
+            stop.set()
 
 
 if __name__ == "__main__":

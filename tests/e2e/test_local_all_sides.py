@@ -8,7 +8,6 @@ over SSH), not through Pulumi's own view.
 from __future__ import annotations
 
 import json
-import shlex
 import subprocess
 import time
 import urllib.error
@@ -26,13 +25,8 @@ HPC_ENVIRONMENTS = ("satori", "satori-slurm")
 
 
 def ssh(layout: Layout, command: str) -> str:
-    info = satori.status(layout)["ssh"]
-    proc = subprocess.run(
-        ["ssh", "-i", info["key_file"], "-o", f"UserKnownHostsFile={info['known_hosts_file']}",
-         "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-p", str(info["port"]),
-         f"{info['user']}@{info['host']}", f"bash -lc {shlex.quote(command)}"],
-        capture_output=True, text=True, timeout=60, check=False,
-    )
+    argv = satori.ssh_client_argv(satori.status(layout)["ssh"], command)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, f"{command}: {proc.stdout}{proc.stderr}"
     return proc.stdout
 
@@ -93,6 +87,15 @@ def test_one_up_one_destroy_for_every_side(stack, kube_env, satori_env):
     for job in jobs:
         if job["metadata"]["labels"].get("atlas.dev/step") in ("make-hdf5", "inception-moments"):
             assert any(c["type"] == "Complete" for c in job["status"].get("conditions", []))
+
+    # The training Job's pods run on the simulated V100 nodes, and only there.
+    pods = api(kube_env, f"/api/v1/namespaces/{ns}/pods?labelSelector=atlas.dev/step=train")["items"]
+    assert pods
+    for pod in pods:
+        node = api(kube_env, f"/api/v1/nodes/{pod['spec']['nodeName']}")
+        assert node["metadata"]["labels"]["nvidia.com/gpu.product"] == "Tesla-V100-SXM2-32GB"
+        limits = pod["spec"]["containers"][0]["resources"]["limits"]
+        assert limits["nvidia.com/gpu"] == "1"
 
     # HPC sides: the schedulers know every job Atlas reports, and the preparation steps ran.
     lsf_ids = [s["job_id"] for s in envs["satori"]["steps"]]

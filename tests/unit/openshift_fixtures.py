@@ -18,7 +18,7 @@ from infra.openshift.settings import OpenShiftSettings, parse_openshift_settings
 from infra.workload import Workload, load_workload
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLE = REPO / "infra" / "openshift" / "openshift-gpu.example.yaml"
+EXAMPLE = REPO / "stacks" / "Pulumi.openshift-gpu.yaml"
 BIGGAN = REPO / "workloads" / "biggan" / "workload.yaml"
 KEY = "atlas:openshift"
 

@@ -44,6 +44,8 @@ def test_flavour_defaults_to_openshift():
         ({"hpc": {"satori": {"scheduler": "pbs"}}}, "atlas:hpc.satori.host"),
         ({"hpc": {"satori": {"host": "h", "user": "u", "scheduler": "pbs"}}}, "atlas:hpc.satori.scheduler"),
         ({"hpc": {"Satori_1": {}}}, "atlas:hpc (environment name 'Satori_1')"),
+        ({"hpc": {"satori": {"user": "REPLACE_WITH_SATORI_USER"}}},
+         "atlas:hpc.satori.user: still the example's placeholder REPLACE_WITH_SATORI_USER"),
         ({"hpc": {"satori": {"enabled": False}}}, "no environment is enabled"),
         ({**GOOD, "hpc": {"satori": {"host": "h", "user": "u", "scheduler": "lsf", "wait_for": "train"}}},
          "atlas:hpc.satori.wait_for: expected a list of step names"),

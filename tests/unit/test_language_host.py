@@ -48,3 +48,13 @@ def test_run_reports_exit_codes(monkeypatch):
         monkeypatch.setattr(language_host.subprocess, "call", lambda *a, code=code, **k: code)
         response = host.Run(_request(), None)
         assert (response.error, response.bail) == expected
+
+
+def test_the_launcher_stops_when_its_engine_is_gone(monkeypatch):
+    import threading
+
+    parents = iter([100, 100, 1])
+    monkeypatch.setattr(language_host.os, "getppid", lambda: next(parents, 1))
+    stop = threading.Event()
+    language_host._exit_with_parent(100, stop, interval_s=0.01)
+    assert stop.is_set()
