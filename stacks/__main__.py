@@ -5,19 +5,23 @@ Everything that can be wrong with the configuration or the workload is found bef
 first resource is registered, so `pulumi preview` fails cleanly, naming the key.
 """
 
+from pathlib import Path
+
 import pulumi
 
 from infra.config import AtlasConfigError, load_stack_config
 from infra.hpc.components import HpcEnvironment, HpcEnvironmentArgs, workload_source_files
 from infra.openshift.environment import OpenShiftEnvironment, OpenShiftEnvironmentArgs
-from infra.toolchain.pins import REPO_ROOT
 from infra.workload import WorkloadError, load_workload
 
 OUTPUTS_VERSION = 1
 
+# Workloads live beside Pulumi.yaml: the project's own folder, wherever it is checked out.
+PROJECT_ROOT = Path(pulumi.get_root_directory())
+
 try:
     config = load_stack_config()
-    workload = load_workload(REPO_ROOT / "workloads" / config.workload / "workload.yaml")
+    workload = load_workload(PROJECT_ROOT / "workloads" / config.workload / "workload.yaml")
 except (AtlasConfigError, WorkloadError) as bad:
     # RunError: the message alone, no traceback; nothing has been registered yet.
     raise pulumi.RunError(f"invalid stack configuration: {bad}") from None
@@ -38,7 +42,7 @@ if config.openshift is not None:
     )
     environments["openshift"] = openshift.outputs
 
-source_files = workload_source_files(workload, REPO_ROOT)
+source_files = workload_source_files(workload, PROJECT_ROOT)
 preparation_steps = tuple(step.name for step in workload.steps[:-1])
 for hpc_config in config.hpc:
     hpc = HpcEnvironment(

@@ -39,6 +39,9 @@ class PulumiProject:
                 (root / "stacks" / item.name).write_text(yaml.safe_dump(doc, sort_keys=False))
             elif item.is_file():
                 shutil.copy(item, root / "stacks" / item.name)
+        # The workload definitions travel with the project, so a test may edit its copy.
+        shutil.copytree(REPO_ROOT / "workloads", root / "workloads",
+                        ignore=shutil.ignore_patterns("__pycache__"))
         bindir = toolchain_dir(load_pins()) / "bin"
         venv = REPO_ROOT / ".venv"
         env = {

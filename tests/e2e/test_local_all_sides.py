@@ -129,6 +129,22 @@ def test_one_up_one_destroy_for_every_side(stack, kube_env, satori_env):
     proj.run("preview", "--expect-no-changes", "-s", STACK)
     assert len(ssh(satori_env, "squeue -h -t all -o %i").split()) == count_after, "nothing resubmitted"
 
+    # New training arguments: only the training step is replaced, on every side.
+    definition = proj.root / "workloads" / "probe" / "workload.yaml"
+    text = definition.read_text()
+    assert "--total_iters, 2000" in text
+    definition.write_text(text.replace("--total_iters, 2000", "--total_iters, 1500"))
+    before = proj.outputs(STACK)["environments"]
+    proj.run("up", "--yes", "--skip-preview", "-s", STACK)
+    after = proj.outputs(STACK)["environments"]
+    for side, key in (("openshift", "job"), ("satori", "job_id"), ("satori-slurm", "job_id")):
+        old_steps = {s["name"]: s[key] for s in before[side]["steps"]}
+        new_steps = {s["name"]: s[key] for s in after[side]["steps"]}
+        assert new_steps["train"] != old_steps["train"], side
+        assert {k: v for k, v in new_steps.items() if k != "train"} == {
+            k: v for k, v in old_steps.items() if k != "train"
+        }, side
+
     proj.run("destroy", "--yes", "-s", STACK)
     deadline = time.monotonic() + 60
     while api(kube_env, f"/api/v1/namespaces/{ns}") is not None and time.monotonic() < deadline:
