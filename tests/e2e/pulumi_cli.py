@@ -19,6 +19,28 @@ class PulumiFailed(AssertionError):
     pass
 
 
+def isolated_env(tmp: Path, passphrase: str = "e2e-test-passphrase") -> dict[str, str]:
+    """The pinned CLI first on PATH, a Pulumi home and file backend under tmp, no plugin
+    downloads: a test never touches the user's own Pulumi login or state."""
+    bindir = toolchain_dir(load_pins()) / "bin"
+    if not (bindir / "pulumi").exists():
+        raise PulumiFailed(f"no pulumi CLI in {bindir}: run scripts/bootstrap")
+    venv = REPO_ROOT / ".venv"
+    env = {
+        **os.environ,
+        "PATH": f"{bindir}:{venv / 'bin'}:{os.environ.get('PATH', '')}",
+        "PULUMI_PYTHON_CMD": str(venv / "bin" / "python"),
+        "PULUMI_HOME": str(tmp / "pulumi-home"),
+        "PULUMI_BACKEND_URL": f"file://{tmp / 'backend'}",
+        "PULUMI_CONFIG_PASSPHRASE": passphrase,
+        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+    }
+    env.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
+    (tmp / "backend").mkdir(exist_ok=True)
+    return env
+
+
 @dataclass
 class PulumiProject:
     """A copy of Pulumi.yaml and stacks/ in a temp folder; the repo's stack files stay untouched."""
@@ -42,21 +64,7 @@ class PulumiProject:
         # The workload definitions travel with the project, so a test may edit its copy.
         shutil.copytree(REPO_ROOT / "workloads", root / "workloads",
                         ignore=shutil.ignore_patterns("__pycache__"))
-        bindir = toolchain_dir(load_pins()) / "bin"
-        venv = REPO_ROOT / ".venv"
-        env = {
-            **os.environ,
-            "PATH": f"{bindir}:{venv / 'bin'}:{os.environ.get('PATH', '')}",
-            "PULUMI_PYTHON_CMD": str(venv / "bin" / "python"),
-            "PULUMI_HOME": str(tmp / "pulumi-home"),
-            "PULUMI_BACKEND_URL": f"file://{tmp / 'backend'}",
-            "PULUMI_CONFIG_PASSPHRASE": "e2e-test-passphrase",
-            "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
-            "PULUMI_SKIP_UPDATE_CHECK": "true",
-        }
-        env.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
-        (tmp / "backend").mkdir()
-        return cls(root, env)
+        return cls(root, isolated_env(tmp))
 
     def stack_config(self, stack: str) -> dict[str, Any]:
         path = self.root / "stacks" / f"Pulumi.{stack}.yaml"

@@ -23,7 +23,8 @@ import yaml
 
 from infra.localenv import satori
 from infra.localenv.layout import Layout, Ports
-from infra.toolchain.pins import REPO_ROOT, load_pins, toolchain_dir
+from infra.toolchain.pins import REPO_ROOT
+from tests.e2e.pulumi_cli import isolated_env
 
 pytestmark = [
     pytest.mark.integration,
@@ -31,19 +32,6 @@ pytestmark = [
 ]
 
 PORT_BASE = int(os.environ.get("ATLAS_TEST_HPC_SECRETS_PORT_BASE", "17300"))
-
-
-def pulumi_bin_dir() -> Path | None:
-    """The bootstrapped CLI of the pinned version (a fresh bootstrap may still be building it)."""
-    pinned = load_pins().pulumi
-    candidates = [toolchain_dir(load_pins()) / "bin", *sorted(Path.home().glob(".cache/atlas/toolchain/*/bin"))]
-    for bindir in candidates:
-        binary = bindir / "pulumi"
-        if binary.exists() and (bindir / "pulumi-language-python").exists():
-            version = subprocess.run([binary, "version"], capture_output=True, text=True, check=False).stdout
-            if version.strip().lstrip("v") == pinned:
-                return bindir
-    return None
 
 
 WORKLOAD = {
@@ -125,9 +113,6 @@ def layout() -> Iterator[Layout]:
 
 
 def test_private_key_never_in_plain_text(layout: Layout, tmp_path: Path) -> None:
-    bindir = pulumi_bin_dir()
-    if bindir is None:
-        pytest.skip("no bootstrapped pulumi CLI of the pinned version (scripts/bootstrap)")
     info = satori.status(layout)["ssh"]
     key_text = Path(info["key_file"]).read_text()
     # The base64 body lines of the key: any of them in plain text is a leak.
@@ -140,19 +125,7 @@ def test_private_key_never_in_plain_text(layout: Layout, tmp_path: Path) -> None
         f"name: atlas-hpc-secrets\nruntime:\n  name: python\n  options:\n    virtualenv: {REPO_ROOT / '.venv'}\n"
     )
     (project / "__main__.py").write_text(PROGRAM)
-    venv = REPO_ROOT / ".venv"
-    env = {
-        **os.environ,
-        "PATH": f"{bindir}:{venv / 'bin'}:{os.environ.get('PATH', '')}",
-        "PULUMI_PYTHON_CMD": str(venv / "bin" / "python"),
-        "PULUMI_HOME": str(tmp_path / "pulumi-home"),
-        "PULUMI_BACKEND_URL": f"file://{tmp_path / 'backend'}",
-        "PULUMI_CONFIG_PASSPHRASE": "hpc-secrets-test-passphrase",
-        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
-        "PULUMI_SKIP_UPDATE_CHECK": "true",
-    }
-    env.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
-    (tmp_path / "backend").mkdir()
+    env = isolated_env(tmp_path, "hpc-secrets-test-passphrase")
     transcript: list[str] = []
 
     def pulumi(*args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
