@@ -41,6 +41,7 @@ BJOBS_FIELDS = (
     "exit_reason",
 )
 TEXT_FIELDS = ("jobid", "stat", "queue", "exit_code", "job_name")
+_NOT_FOUND = re.compile(r"is not found|No (unfinished )?job found")
 TEXT_DELIMITER = "^"
 # bkill's end states: a job killed by its owner or an admin was cancelled, not failed.
 KILLED_REASONS = ("TERM_OWNER", "TERM_ADMIN", "TERM_FORCE_OWNER", "TERM_FORCE_ADMIN", "TERM_REQUEUE")
@@ -210,8 +211,12 @@ class LsfScheduler(Scheduler):
             }
             state = self._state(record)
             states[state.job_id] = state
-        if not states and result.exit_code not in (0, 255):
-            raise UnsupportedOutput(result.stderr.strip())
+        if not states and result.exit_code != 0:
+            # 255 with only "Job <N> is not found" lines: none of the ids is known. 255 with anything
+            # else ("Cannot connect to LSF. Please wait ..."): bjobs could not answer at all.
+            complaints = [line for line in result.stderr.splitlines() if line.strip()]
+            if result.exit_code != 255 or not complaints or not all(_NOT_FOUND.search(c) for c in complaints):
+                raise UnsupportedOutput(result.stderr.strip())
         return states
 
     def parse_bhist_long(self, result: RemoteResult) -> dict[str, JobState]:

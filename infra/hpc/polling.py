@@ -98,17 +98,23 @@ class StatusBoard:
                 self._answers.pop(job_id, None)
 
 
-_BOARDS: dict[tuple[str, int, str], StatusBoard] = {}
+_BOARDS: dict[tuple[tuple[str, int, str], str], StatusBoard] = {}
 _BOARDS_LOCK = threading.Lock()
 
 
-def board_for(host_key: tuple[str, int, str], min_interval_s: float) -> StatusBoard:
-    """The process's board for a host; the strictest interval asked for wins."""
+def board_for(host_key: tuple[str, int, str], min_interval_s: float, scheduler: str = "") -> StatusBoard:
+    """The process's board for a host's scheduler; the strictest interval asked for wins.
+
+    One board per scheduler: a login node may serve LSF and Slurm (the local Satori does, with
+    one job id space), and a board answers every job it was asked about with one scheduler's
+    query, so jobs of another scheduler on a shared board got that scheduler's states.
+    """
+    key = (host_key, scheduler)
     with _BOARDS_LOCK:
-        board = _BOARDS.get(host_key)
+        board = _BOARDS.get(key)
         if board is None:
             board = StatusBoard(min_interval_s)
-            _BOARDS[host_key] = board
+            _BOARDS[key] = board
         board.min_interval_s = max(board.min_interval_s, min_interval_s)
         return board
 

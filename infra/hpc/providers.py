@@ -304,7 +304,7 @@ class _Job:
 
     def board_states(self, job_ids: Sequence[str], fresh_after: float | None = None) -> dict[str, JobState | None]:
         interval = float(self.props.get("poll_interval_s") or 60.0)
-        board = board_for(self.conn.endpoint.pool_key, interval)
+        board = board_for(self.conn.endpoint.pool_key, interval, self.scheduler.name)
         return board.states(self.scheduler, self.run, job_ids, fresh_after=fresh_after)
 
     def log_file(self, job_id: str) -> str:
@@ -520,7 +520,7 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
             _check_dependencies(job, after)
             submitted_at = utc_now()
             job_id = _submit(job, after)
-        board = board_for(job.conn.endpoint.pool_key, float(props.get("poll_interval_s") or 60.0))
+        board = board_for(job.conn.endpoint.pool_key, float(props.get("poll_interval_s") or 60.0), job.scheduler.name)
         board.invalidate([job_id])
         state = _wait_until_finished(job, job_id) if props.get("wait") else None
         return pulumi.dynamic.CreateResult(job_id, _outs(job, job_id, state, submitted_at))
@@ -564,7 +564,9 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
         retire = f"mkdir -p -- {shlex.quote(str(PurePosixPath(retired).parent))}"
         retire += f" && echo {shlex.quote(f'{id_} {job.name}')} >> {shlex.quote(retired)}"
         ssh.run_remote(job.conn, retire, safe_to_retry=True)
-        board_for(job.conn.endpoint.pool_key, float(props.get("poll_interval_s") or 60.0)).forget([id_])
+        board_for(job.conn.endpoint.pool_key, float(props.get("poll_interval_s") or 60.0), job.scheduler.name).forget(
+            [id_]
+        )
         if outcome is CancelOutcome.CANCELLED:
             pulumi.log.info(f"cancelled job {id_} ({job.name})")
 

@@ -239,18 +239,27 @@ def query_states(scheduler: Scheduler, runner: Runner, job_ids: Sequence[str]) -
     wanted = sorted(set(job_ids), key=int)
     if not wanted:
         return outcome
-    for queries in (scheduler.status_queries, scheduler.accounting_queries):
+    for live, queries in ((True, scheduler.status_queries), (False, scheduler.accounting_queries)):
         missing = [j for j in wanted if j not in outcome.states]
         if not missing:
             break
+        failures: list[str] = []
         for query in queries(missing):
             outcome.commands.append(query.command)
             try:
                 found = query.parse(runner(query.command))
-            except UnsupportedOutput:
+            except UnsupportedOutput as error:
+                failures.append(f"`{query.command}`: {error}")
                 continue
             outcome.states.update({k: v for k, v in found.items() if k in missing})
             break
+        else:
+            if live:
+                # No live query answered: the scheduler is down or unreachable, which is not the
+                # same as "it does not know these jobs" (that would read as jobs that vanished).
+                raise SchedulerError(
+                    f"{scheduler.name} did not answer a status query (is its controller up?): " + "; ".join(failures)
+                )
     return outcome
 
 

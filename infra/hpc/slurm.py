@@ -189,6 +189,11 @@ class SlurmScheduler(Scheduler):
             document = json.loads(result.stdout)
         except json.JSONDecodeError:
             raise UnsupportedOutput("squeue --json printed no JSON (Slurm older than 21.08?)") from None
+        errors = [e.get("error") or e.get("description") for e in document.get("errors") or [] if isinstance(e, dict)]
+        if errors and not document.get("jobs"):
+            # 22.05 exits 0 with no jobs and an "errors" list when slurmctld cannot be reached:
+            # not "no such jobs". The text form then fails with slurm's own message.
+            raise UnsupportedOutput(f"squeue --json: {'; '.join(str(e) for e in errors)}")
         states: dict[str, JobState] = {}
         for job in document.get("jobs", []):
             raw_state = job.get("job_state", "")

@@ -87,7 +87,12 @@ def _slurm_records() -> list[dict[str, Any]]:
     result = _slurm(["squeue", "--json", "-t", "all"])
     if result.returncode != 0:
         raise LsfError(f"Cannot connect to LSF. Please wait ... (squeue: {result.stderr.strip()})")
-    return list(json.loads(result.stdout).get("jobs", []))
+    document = json.loads(result.stdout)
+    if document.get("errors") and not document.get("jobs"):
+        # Slurm 22.05's squeue --json exits 0 with an "errors" list when slurmctld is down.
+        detail = "; ".join(str(e.get("error") or e.get("description")) for e in document["errors"])
+        raise LsfError(f"Cannot connect to LSF. Please wait ... (squeue: {detail})")
+    return list(document.get("jobs", []))
 
 
 def _lsf_jobs(all_users: bool = False) -> list[tuple[LsfJob, dict[str, Any]]]:
