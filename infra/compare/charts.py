@@ -1,0 +1,226 @@
+"""Charts for the five dimensions, from the computed Report only (matplotlib `Figure`, no pyplot).
+
+Every chart labels simulated figures "(simulated)" and projections "(projection)"; a chart
+with nothing measured says so on its face instead of drawing empty axes.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; never a display
+
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from infra.compare.metrics import EnvironmentMetrics, Report, Value  # noqa: E402
+
+DPI = 110
+
+
+@dataclass(frozen=True)
+class Chart:
+    name: str  # file stem
+    title: str
+    png: bytes
+
+
+def _label(env: EnvironmentMetrics) -> str:
+    return f"{env.name} (simulated)" if env.simulated else env.name
+
+
+def _nothing(ax: Axes, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, fontsize=9, transform=ax.transAxes)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _png(figure: Figure) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def _bars(ax: Axes, labels: Sequence[str], values: Sequence[Value], unit: str, title: str) -> None:
+    shown = [(label, v) for label, v in zip(labels, values, strict=True) if v.value is not None]
+    ax.set_title(title, fontsize=10)
+    if not shown:
+        reasons = sorted({v.note for v in values if v.note})
+        _nothing(ax, "not measured\n" + "\n".join(r[:90] for r in reasons[:3]))
+        return
+    names = [label + (" (simulated)" if v.simulated and "(simulated)" not in label else "") for label, v in shown]
+    bars = ax.barh(names, [float(v.value or 0.0) for _, v in shown], color="#4C72B0")
+    ax.bar_label(bars, fmt="%.3g", fontsize=8, padding=2)
+    ax.set_xlabel(unit)
+    ax.invert_yaxis()
+
+
+def lifecycle_chart(report: Report) -> Chart:
+    """Elasticity: each step's wait (requested to started) and run (started to finished) per environment."""
+    envs = [e for e in report.environments if e.steps]
+    figure = Figure(figsize=(9, 1.2 + 0.45 * max(1, sum(len(e.steps) for e in envs))))
+    ax = figure.add_subplot()
+    if not envs:
+        _nothing(ax, "not measured: no environment recorded step times")
+        return Chart("elasticity-lifecycle", "Step lifecycle", _png(figure))
+    origin = min(s.requested_at.value for e in envs for s in e.steps if s.requested_at.value is not None)
+    rows, labels = 0, []
+    for env in envs:
+        for step in env.steps:
+            requested, started, finished = step.requested_at.value, step.started_at.value, step.finished_at.value
+            if requested is not None and started is not None:
+                ax.barh(
+                    rows,
+                    started - requested,
+                    left=requested - origin,
+                    color="#DD8452",
+                    label="waiting (requested to started)" if rows == 0 else None,
+                )
+            if started is not None and finished is not None:
+                ax.barh(
+                    rows,
+                    max(finished - started, 0.2),
+                    left=started - origin,
+                    color="#4C72B0",
+                    label="running (started to finished)" if rows == 0 else None,
+                )
+            labels.append(f"{_label(env)}: {step.step}")
+            rows += 1
+    ax.set_yticks(range(rows), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds since the first request")
+    ax.set_title("Elasticity: each step from request to finish (scheduler and API records)", fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    return Chart("elasticity-lifecycle", "Step lifecycle: waiting and running", _png(figure))
+
+
+def elasticity_chart(report: Report) -> Chart:
+    figure = Figure(figsize=(9, 3.2))
+    labels = [_label(e) for e in report.environments]
+    ax1, ax2 = figure.subplots(1, 2)
+    _bars(
+        ax1, labels, [e.elasticity.request_to_gpus_running for e in report.environments], "s", "Request to GPUs running"
+    )
+    _bars(
+        ax2,
+        labels,
+        [e.elasticity.time_to_add_gpus for e in report.environments],
+        "s",
+        "Time to add GPUs (GPU step eligible to running)",
+    )
+    figure.tight_layout()
+    return Chart("elasticity", "Elasticity", _png(figure))
+
+
+def performance_chart(report: Report) -> Chart:
+    names = ("CPU (host)", "memory used (host)", "GPU utilization")
+    figure = Figure(figsize=(9, 8))
+    axes = figure.subplots(4, 1)
+    for ax, name in zip(axes[:3], names, strict=True):
+        drawn = False
+        unit = ""
+        for env in report.environments:
+            series = next((s for s in env.performance.series if s.name == name), None)
+            if series is None or not series.y:
+                continue
+            ax.plot(series.x, series.y, label=_label(env), linewidth=1, marker="." if len(series.y) < 50 else None)
+            unit, drawn = series.unit, True
+        ax.set_title(f"{name} over the training step (the sampler's telemetry)", fontsize=10)
+        if drawn:
+            ax.set_ylabel(unit, fontsize=8)
+            ax.set_xlabel("s since the step started", fontsize=8)
+            ax.legend(fontsize=8)
+        else:
+            reasons = sorted({_reason_for(env, name) for env in report.environments})
+            _nothing(ax, "not measured\n" + "\n".join(r[:100] for r in reasons[:4]))
+    _bars(
+        axes[3],
+        [_label(e) for e in report.environments],
+        [e.performance.images_per_s for e in report.environments],
+        "images/s",
+        "Throughput (training log: iterations between evaluations x batch size)",
+    )
+    figure.tight_layout()
+    return Chart("performance", "Performance", _png(figure))
+
+
+def _reason_for(env: EnvironmentMetrics, name: str) -> str:
+    value = env.performance.gpu_utilization_mean if name.startswith("GPU") else env.performance.cpu_host_mean
+    return f"{env.name}: {value.note}" if value.value is None else f"{env.name}: no samples"
+
+
+def economics_chart(report: Report) -> Chart:
+    figure = Figure(figsize=(9, 3.6))
+    ax = figure.add_subplot()
+    labels, values = [], []
+    for env in report.environments:
+        labels.append(f"{_label(env)}: on-prem model ({env.economics.profile})")
+        values.append(env.economics.cost_per_run)
+        for rate, per_run, _ in env.economics.chargeback:
+            labels.append(f"{_label(env)}: {rate}" + (" (rate assumed)" if per_run.kind == "assumption" else ""))
+            values.append(per_run)
+    _bars(ax, labels, values, "USD per run", "Economics: cost of this run (GPU-hours x rate)")
+    for tick in ax.get_yticklabels():
+        tick.set_fontsize(7)
+    return Chart("economics", "Economics", _png(figure))
+
+
+def data_access_chart(report: Report) -> Chart:
+    figure = Figure(figsize=(9, 3.2))
+    ax1, ax2 = figure.subplots(1, 2)
+    labels = [_label(e) for e in report.environments]
+    _bars(ax1, labels, [e.data_access.staging_time for e in report.environments], "s", "Staging time")
+    _bars(ax2, labels, [e.data_access.bytes_staged for e in report.environments], "bytes", "Bytes staged")
+    figure.tight_layout()
+    return Chart("data-access", "Data access", _png(figure))
+
+
+def scalability_chart(report: Report) -> Chart:
+    figure = Figure(figsize=(9, 3.8))
+    ax = figure.add_subplot()
+    drawn = False
+    for env in report.environments:
+        points = [(n, v.value) for n, v in env.scalability.projection if v.value is not None]
+        if points:
+            line = ax.plot(
+                [p[0] for p in points],
+                [p[1] for p in points],
+                linestyle="--",
+                linewidth=1,
+                label=f"{_label(env)} (projection: linear)",
+            )
+            measured = [(n, v.value) for n, v in env.scalability.measured if v.value is not None]
+            ax.plot(
+                [m[0] for m in measured],
+                [m[1] for m in measured],
+                "o",
+                color=line[0].get_color(),
+                label=f"{_label(env)} (measured)",
+            )
+            drawn = True
+    ax.set_title("Scalability: measured throughput and a linear projection (an upper bound)", fontsize=10)
+    if drawn:
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("GPUs")
+        ax.set_ylabel("images/s")
+        ax.legend(fontsize=8)
+    else:
+        reasons = sorted({f"{e.name}: {e.performance.images_per_s.note}" for e in report.environments})
+        _nothing(ax, "not measured\n" + "\n".join(r[:100] for r in reasons[:4]))
+    return Chart("scalability", "Scalability", _png(figure))
+
+
+def all_charts(report: Report) -> tuple[Chart, ...]:
+    return (
+        lifecycle_chart(report),
+        elasticity_chart(report),
+        performance_chart(report),
+        economics_chart(report),
+        data_access_chart(report),
+        scalability_chart(report),
+    )

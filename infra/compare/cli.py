@@ -1,0 +1,262 @@
+"""scripts/compare: collect from every environment a stack's outputs name, compute, write the report.
+
+    scripts/compare -s local                     # runs `pulumi stack output --json -s local`
+    scripts/compare --outputs outputs.json       # or `-` for stdin
+    scripts/compare -s local --import seed-logs/ # the seed's sar and nvidia-smi logs beside the new run
+    scripts/compare --import seed-logs/          # only an imported run
+
+Credentials for the HPC sides come from the stack's file (stacks/Pulumi.<stack>.yaml:
+atlas:hpc.<env>.private_key_file / known_hosts_file) or from --ssh-key / --known-hosts; the
+Kubernetes API from atlas:openshift.kubeconfig or --kubeconfig. Nothing secret is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import subprocess
+import sys
+import urllib.error
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from infra.compare.costs import RATES_FILE, CostConfigError, load_cost_profiles, load_rate_table
+from infra.compare.hpc_collector import SftpFiles, collect_hpc
+from infra.compare.kube_collector import KubeApi, collect_kubernetes
+from infra.compare.metrics import Report, build_report
+from infra.compare.records import EnvironmentRecords, Missing
+from infra.compare.render import print_summary
+from infra.compare.report import WrittenReport, write_report
+from infra.compare.seed_import import import_seed_logs
+from infra.hpc import ssh
+
+
+@dataclass
+class Access:
+    """How to reach each environment: paths to keys and kubeconfigs, never their contents."""
+
+    project_dir: Path = field(default_factory=Path.cwd)
+    kubeconfig: Path | None = None
+    ssh_keys: dict[str, Path] = field(default_factory=dict)
+    known_hosts: dict[str, Path] = field(default_factory=dict)
+
+
+def access_from_stack_file(path: Path, project_dir: Path) -> Access:
+    config = (yaml.safe_load(path.read_text()) or {}).get("config", {})
+    access = Access(project_dir=project_dir)
+
+    def local(value: Any) -> Path | None:
+        if not isinstance(value, str) or not value:
+            return None
+        candidate = Path(value).expanduser()
+        return candidate if candidate.is_absolute() else project_dir / candidate
+
+    access.kubeconfig = local((config.get("atlas:openshift") or {}).get("kubeconfig"))
+    for name, section in (config.get("atlas:hpc") or {}).items():
+        if isinstance(section, dict):
+            if (key := local(section.get("private_key_file"))) is not None:
+                access.ssh_keys[name] = key
+            if (hosts := local(section.get("known_hosts_file"))) is not None:
+                access.known_hosts[name] = hosts
+    return access
+
+
+def _hpc(name: str, outputs: Mapping[str, Any], access: Access, raw_dir: Path) -> EnvironmentRecords:
+    key, hosts = access.ssh_keys.get(name), access.known_hosts.get(name)
+    if key is None or hosts is None:
+        raise LookupError(
+            f"no SSH key or known_hosts for {name!r}: pass --ssh-key {name}=PATH "
+            f"--known-hosts {name}=PATH, or a stack file that names them"
+        )
+    endpoint = ssh.SshEndpoint(
+        host=str(outputs["host"]),
+        port=int(outputs["port"]),
+        user=str(outputs["user"]),
+        known_hosts=hosts.read_text(),
+        known_hosts_source=f"file {hosts}",
+        private_key_file=str(key),
+    )
+    connection = ssh.connection(endpoint)
+
+    def runner(command: str) -> ssh.RemoteResult:
+        return ssh.run_remote(connection, command, check=False, safe_to_retry=True, timeout=60)
+
+    return collect_hpc(name, outputs, runner, SftpFiles(connection.sftp()), raw_dir)
+
+
+def _unreachable(name: str, outputs: Mapping[str, Any], error: Exception) -> EnvironmentRecords:
+    reason = f"not collected: {type(error).__name__}: {error}"
+    return EnvironmentRecords(
+        name=name,
+        kind=str(outputs.get("kind", "")),
+        platform=str(outputs.get("scheduler") or outputs.get("flavour")),
+        gpus=outputs.get("gpus"),
+        gpu_product=outputs.get("gpu_product"),
+        steps=Missing(reason),
+        telemetry={},
+        training=Missing(reason),
+        staging=Missing(reason),
+        notes=(reason,),
+        cost_profile="satori" if outputs.get("kind") == "hpc" else "moc",
+    )
+
+
+def collect_environments(
+    outputs: Mapping[str, Any],
+    access: Access,
+    raw_dir: Path,
+    kube_get: Callable[[str], Any] | None = None,
+) -> list[EnvironmentRecords]:
+    """Each environment of the stack outputs, from its own records; one that cannot be reached says why."""
+    result = []
+    for name, env in sorted((outputs.get("environments") or {}).items()):
+        try:
+            if env.get("kind") == "kubernetes":
+                get = kube_get
+                if get is None:
+                    if access.kubeconfig is None:
+                        raise LookupError("no kubeconfig: pass --kubeconfig or a stack file naming one")
+                    get = KubeApi(access.kubeconfig).get
+                result.append(collect_kubernetes(name, env, get))
+            elif env.get("kind") == "hpc":
+                result.append(_hpc(name, env, access, raw_dir / name))
+            else:
+                result.append(_unreachable(name, env, ValueError(f"unknown kind {env.get('kind')!r}")))
+        except (OSError, LookupError, ValueError, urllib.error.URLError, ssh.SshError) as error:
+            result.append(_unreachable(name, env, error))
+    return result
+
+
+def compare(
+    outputs: Mapping[str, Any] | None,
+    out: Path,
+    access: Access | None = None,
+    imports: Sequence[tuple[Path, str]] = (),
+    cost_files: Sequence[Path] = (),
+    cost_flags: Sequence[str] = (),
+    rates: Path = RATES_FILE,
+    import_gpus: int | None = None,
+) -> tuple[Report, WrittenReport]:
+    """Collect, compute and write: the one call scripts/demo needs (`compare(outputs, Path(dir))`)."""
+    profiles = load_cost_profiles(cost_files, cost_flags)
+    rate_table = load_rate_table(rates)
+    environments = collect_environments(outputs, access or Access(), out / "raw") if outputs else []
+    for folder, name in imports:
+        environments.append(import_seed_logs(folder, name, gpus=import_gpus))
+    run = {k: str(v) for k, v in ((outputs or {}).get("atlas") or {}).items() if k in ("stack", "workload", "run_id")}
+    report = build_report(environments, profiles, rate_table, run)
+    return report, write_report(report, out)
+
+
+def _read_outputs(args: argparse.Namespace) -> dict[str, Any] | None:
+    if args.outputs == "-":
+        return dict(json.load(sys.stdin))
+    if args.outputs:
+        return dict(json.loads(Path(args.outputs).read_text()))
+    if args.stack:
+        proc = subprocess.run(
+            ["pulumi", "stack", "output", "--json", "-s", args.stack],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
+        if proc.returncode != 0:
+            raise SystemExit(f"compare: `pulumi stack output --json -s {args.stack}` failed: {proc.stderr.strip()}")
+        return dict(json.loads(proc.stdout or "{}"))
+    return None
+
+
+def _pairs(values: Sequence[str], flag: str) -> dict[str, Path]:
+    result = {}
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep:
+            raise SystemExit(f"compare: {flag} {value!r}: expected ENVIRONMENT=PATH")
+        result[name] = Path(path).expanduser()
+    return result
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="scripts/compare", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("-s", "--stack", help="read `pulumi stack output --json -s STACK` (and stacks/Pulumi.STACK.yaml)")
+    p.add_argument("--outputs", help="a file with `pulumi stack output --json`, or - for stdin")
+    p.add_argument("--out", type=Path, help="report folder (default reports/<stack>-<UTC timestamp>/)")
+    p.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="DIR[=NAME]",
+        help="the seed's logs (sar -u, sar -r, nvidia-smi CSV) as a past run; repeatable",
+    )
+    p.add_argument("--import-gpus", type=int, help="GPUs per nvidia-smi sample in imported logs (default 1)")
+    p.add_argument(
+        "--stack-file",
+        type=Path,
+        help="where SSH keys and the kubeconfig are named (default stacks/Pulumi.<stack>.yaml)",
+    )
+    p.add_argument("--kubeconfig", type=Path)
+    p.add_argument("--ssh-key", action="append", default=[], metavar="ENV=PATH")
+    p.add_argument("--known-hosts", action="append", default=[], metavar="ENV=PATH")
+    p.add_argument(
+        "--cost-file",
+        action="append",
+        default=[],
+        type=Path,
+        help="YAML/JSON {profile: {parameter: value}} overriding the cost model; repeatable",
+    )
+    p.add_argument(
+        "--cost",
+        action="append",
+        default=[],
+        metavar="PROFILE.PARAMETER=VALUE",
+        help="one cost-model override, e.g. satori.utilization=0.7; repeatable",
+    )
+    p.add_argument("--rates", type=Path, default=RATES_FILE, help="the dated rate table (default: %(default)s)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if not (args.stack or args.outputs or args.imports):
+        parser().error("give -s STACK, --outputs FILE|-, or --import DIR")
+    outputs = _read_outputs(args)
+    project = Path.cwd()
+    stack_file = args.stack_file or (project / "stacks" / f"Pulumi.{args.stack}.yaml" if args.stack else None)
+    access = access_from_stack_file(stack_file, project) if stack_file and stack_file.is_file() else Access(project)
+    if args.kubeconfig:
+        access.kubeconfig = args.kubeconfig
+    access.ssh_keys.update(_pairs(args.ssh_key, "--ssh-key"))
+    access.known_hosts.update(_pairs(args.known_hosts, "--known-hosts"))
+    imports = []
+    for item in args.imports:
+        folder, _, name = item.partition("=")
+        imports.append((Path(folder), name or f"seed-{Path(folder).name}"))
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    label = args.stack or ((outputs or {}).get("atlas") or {}).get("stack") or "import"
+    out = args.out or project / "reports" / f"{label}-{stamp}"
+    try:
+        report, written = compare(
+            outputs, out, access, imports, args.cost_file, args.cost, args.rates, args.import_gpus
+        )
+    except (CostConfigError, FileNotFoundError) as error:
+        print(f"compare: {error}", file=sys.stderr)
+        return 2
+    finally:
+        ssh.close_all()
+    print_summary(
+        report, f"{written.html} (and report.md, report.json, {len(written.charts)} PNG charts in {written.folder})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""What the collectors bring back: raw records, one dataclass per kind, no derived numbers.
+
+Times are Unix seconds (float). A value a source did not give is None; a whole block a
+source could not give is a `Missing` with the reason, never a zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Missing:
+    """A record that could not be collected, and why (shown in the report as "not measured")."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One workload step's lifecycle as the environment's own scheduler recorded it.
+
+    `requested_at`: Job created (Kubernetes) / job submitted (LSF, Slurm).
+    `scheduled_at`: the pod's PodScheduled condition / the job dispatched to a host.
+    `started_at`: the container started / the job started.
+    `finished_at`: the container finished / the job finished.
+    """
+
+    step: str
+    job: str  # Job name or scheduler job id
+    state: str  # the native state: Complete, Failed, DONE, EXIT, COMPLETED, ...
+    requested_at: float | None
+    scheduled_at: float | None
+    started_at: float | None
+    finished_at: float | None
+    exit_code: int | None
+    pending_reason: str
+    gpus_requested: int | None
+    gpus_allocated: int | None
+    node: str
+    simulated: bool  # ran on a KWOK node: no container ran, times are the simulator's
+    argv: tuple[str, ...] | None  # the step's own command line where the record carries it
+    source: str  # which API or command these times came from
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    time: float | None
+    kind: str  # Normal / Warning
+    reason: str
+    object: str
+    message: str
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    name: str
+    simulated: bool
+    gpu_product: str | None
+    gpus_allocatable: int | None
+    labels: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class StagingRecord:
+    """Moving input data to where the steps read it."""
+
+    name: str
+    started_at: float | None
+    finished_at: float | None
+    bytes_moved: int | None
+    simulated: bool
+    source: str
+
+
+@dataclass(frozen=True)
+class TelemetryColumns:
+    """The sampler's samples for one step, column by column (NaN where not measured).
+
+    Columnar on purpose: a million samples load as a dozen NumPy arrays, not a million objects.
+    """
+
+    step: str | None
+    source: str
+    argv: tuple[str, ...]
+    start_t: float | None
+    end_t: float | None
+    exit_code: int | None
+    interval_s: float | None
+    t: FloatArray
+    tree_cpu_percent: FloatArray  # % of one core
+    host_cpu_percent: FloatArray  # % of all cores
+    tree_rss_bytes: FloatArray
+    host_memory_used_bytes: FloatArray
+    host_memory_total_bytes: FloatArray
+    gpu_count: FloatArray
+    gpu_utilization_percent: FloatArray  # mean over the step's devices
+    gpu_memory_used_bytes: FloatArray  # sum over devices
+    gpu_memory_total_bytes: FloatArray
+    tree_read_bytes: FloatArray  # cumulative, the step's processes
+    host_read_bytes: FloatArray  # cumulative, the whole host
+    not_measured: tuple[tuple[str, str], ...]  # (block, first reason seen)
+    skipped_lines: int
+
+    @property
+    def rows(self) -> int:
+        return int(self.t.size)
+
+
+@dataclass(frozen=True)
+class TrainingLog:
+    """BigGAN-format training logs: evaluations (`<exp>_log.jsonl`) and per-iteration losses."""
+
+    source: str
+    experiment: str
+    eval_itr: tuple[int, ...]
+    eval_stamp: tuple[float, ...]
+    eval_is_mean: tuple[float | None, ...]
+    eval_fid: tuple[float | None, ...]
+    loss_itr: tuple[int, ...]  # G_loss.log
+    g_loss: tuple[float, ...]
+    batch_size: int | None  # from metalog.txt's config, else the step's argv
+    iterations: int | None  # the last iteration logged
+
+
+@dataclass(frozen=True)
+class EnvironmentRecords:
+    """Everything collected for one environment."""
+
+    name: str
+    kind: str  # kubernetes | hpc | import
+    platform: str  # "Kubernetes (KWOK-simulated nodes)", "LSF over SSH", "Slurm over SSH", "seed logs"
+    gpus: int | None
+    gpu_product: str | None
+    steps: tuple[StepRecord, ...] | Missing
+    telemetry: dict[str, TelemetryColumns | Missing]  # by step
+    training: TrainingLog | Missing
+    staging: tuple[StagingRecord, ...] | Missing
+    events: tuple[EventRecord, ...] = ()
+    nodes: tuple[NodeRecord, ...] = ()
+    notes: tuple[str, ...] = ()
+    cost_profile: str = ""  # which on-premises profile of the cost model applies
+    run: dict[str, str] = field(default_factory=dict)  # stack, run id, workload

@@ -1,0 +1,372 @@
+"""Render a computed Report: Markdown, a self-contained HTML page, JSON, and the terminal summary.
+
+Nothing is computed here: `report_tables` only chooses which `Value`s each table shows, and the
+formatters turn a Value into text (unit, a numbered source, simulated / assumption /
+projection marks, or "not measured" with the reason).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as dt
+import html
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from infra.compare.charts import Chart
+from infra.compare.metrics import Report, Value
+
+Cell = Value | str
+
+
+@dataclass(frozen=True)
+class TableRow:
+    label: str
+    cells: tuple[Cell, ...]
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    rows: tuple[TableRow, ...]
+    charts: tuple[str, ...]  # chart names shown under the table
+
+
+class Sources:
+    """Numbers each distinct source once, in order of first use: cells cite `[n]`."""
+
+    def __init__(self) -> None:
+        self.numbers: dict[str, int] = {}
+
+    def cite(self, source: str) -> str:
+        if not source:
+            return ""
+        number = self.numbers.setdefault(source, len(self.numbers) + 1)
+        return f"[{number}]"
+
+
+def _bytes(value: float) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(value) >= size:
+            return f"{value / size:.3g} {unit}"
+    return f"{value:.0f} B"
+
+
+def format_value(value: Value, sources: Sources, with_note: bool = True) -> str:
+    if value.value is None:
+        if not value.note:
+            return "not measured"
+        return value.note if value.note.startswith(("not ", "no ")) else f"not measured ({value.note})"
+    number = value.value
+    if value.unit == "Unix s":
+        text = dt.datetime.fromtimestamp(number, tz=dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    elif value.unit in ("bytes",):
+        text = _bytes(number)
+    elif value.unit == "bytes/s":
+        text = _bytes(number) + "/s"
+    elif value.unit in ("USD", "USD/GPU-h"):
+        text = f"${number:,.4g}" + ("" if value.unit == "USD" else "/GPU-h")
+    else:
+        text = f"{number:,.4g} {value.unit}"
+    marks = []
+    if value.simulated:
+        marks.append("simulated")
+    if value.kind == "assumption":
+        marks.append("rate assumed")
+    if value.kind == "projection":
+        marks.append("projection")
+    if marks:
+        text += f" ({', '.join(marks)})"
+    citation = sources.cite(value.source)
+    return f"{text} {citation}".strip()
+
+
+def format_cell(cell: Cell, sources: Sources) -> str:
+    return cell if isinstance(cell, str) else format_value(cell, sources)
+
+
+def report_tables(report: Report) -> tuple[Section, ...]:
+    envs = report.environments
+    step_names = [s for e in envs for s in (x.step for x in e.steps)]
+    steps = list(dict.fromkeys(step_names))
+
+    def per_step(what: str, attribute: str) -> list[TableRow]:
+        rows = []
+        for step in steps:
+            cells: list[Cell] = []
+            for env in envs:
+                found = next((s for s in env.steps if s.step == step), None)
+                cells.append(getattr(found, attribute) if found else (env.steps_reason or "no such step"))
+            rows.append(TableRow(f"{what}: {step}", tuple(cells)))
+        return rows
+
+    pending = TableRow(
+        "pending reasons (scheduler / API)",
+        tuple("; ".join(e.elasticity.pending_reasons) or "none recorded" for e in envs),
+    )
+    elasticity = (
+        TableRow("request to GPUs running", tuple(e.elasticity.request_to_gpus_running for e in envs)),
+        TableRow("time to add GPUs (GPU step eligible to running)", tuple(e.elasticity.time_to_add_gpus for e in envs)),
+        TableRow("queue wait of the GPU step", tuple(e.elasticity.gpu_step_queue_wait for e in envs)),
+        TableRow("queue wait, all steps", tuple(e.elasticity.total_queue_wait for e in envs)),
+        *per_step("requested", "requested_at"),
+        *per_step("started", "started_at"),
+        *per_step("finished", "finished_at"),
+        *per_step("queue wait", "queue_wait"),
+        *per_step("GPUs asked for", "gpus_requested"),
+        *per_step("GPUs given", "gpus_allocated"),
+        pending,
+    )
+    performance = (
+        TableRow("wall time (first request to last finish)", tuple(e.performance.wall_time for e in envs)),
+        *per_step("duration", "duration"),
+        TableRow("iterations", tuple(e.performance.iterations for e in envs)),
+        TableRow("iterations per second", tuple(e.performance.iterations_per_s for e in envs)),
+        TableRow("images per second", tuple(e.performance.images_per_s for e in envs)),
+        TableRow("CPU, the step's processes (mean)", tuple(e.performance.cpu_tree_mean for e in envs)),
+        TableRow("CPU, host (mean)", tuple(e.performance.cpu_host_mean for e in envs)),
+        TableRow("memory RSS, the step's processes (peak)", tuple(e.performance.memory_rss_peak for e in envs)),
+        TableRow("memory used, host (peak)", tuple(e.performance.memory_host_peak for e in envs)),
+        TableRow("GPU utilization (mean)", tuple(e.performance.gpu_utilization_mean for e in envs)),
+        TableRow("GPU memory used (peak)", tuple(e.performance.gpu_memory_peak for e in envs)),
+        TableRow("telemetry samples", tuple(e.performance.samples for e in envs)),
+    )
+    rate_names = list(dict.fromkeys(name for e in envs for name, _, _ in e.economics.chargeback))
+    economics = (
+        TableRow("cost profile", tuple(e.economics.profile or "none" for e in envs)),
+        TableRow("on-premises cost per GPU-hour", tuple(e.economics.usd_per_gpu_hour for e in envs)),
+        TableRow("GPU-hours used", tuple(e.economics.gpu_hours for e in envs)),
+        TableRow("cost per run (on-premises model)", tuple(e.economics.cost_per_run for e in envs)),
+        TableRow(
+            "cost per 1,000 iterations (on-premises model)", tuple(e.economics.cost_per_1000_iterations for e in envs)
+        ),
+        *(
+            TableRow(
+                f"cost per run at {rate}",
+                tuple(next((c for n, c, _ in e.economics.chargeback if n == rate), "no rate") for e in envs),
+            )
+            for rate in rate_names
+        ),
+        *(
+            TableRow(
+                f"cost per 1,000 iterations at {rate}",
+                tuple(next((c for n, _, c in e.economics.chargeback if n == rate), "no rate") for e in envs),
+            )
+            for rate in rate_names
+        ),
+    )
+    data = (
+        TableRow("staging time", tuple(e.data_access.staging_time for e in envs)),
+        TableRow("bytes staged", tuple(e.data_access.bytes_staged for e in envs)),
+        TableRow("bytes read by the training step", tuple(e.data_access.bytes_read for e in envs)),
+        TableRow("read throughput of the training step", tuple(e.data_access.read_throughput for e in envs)),
+    )
+    gpu_counts = list(dict.fromkeys(n for e in envs for n, _ in e.scalability.projection))
+    scalability = (
+        TableRow(
+            "measured (GPUs: images/s)",
+            tuple(
+                "; ".join(f"{n}: " + format_value(v, Sources()) for n, v in e.scalability.measured) or "not measured"
+                for e in envs
+            ),
+        ),
+        *(
+            TableRow(
+                f"projected at {n} GPUs",
+                tuple(next((v for m, v in e.scalability.projection if m == n), "n/a") for e in envs),
+            )
+            for n in gpu_counts
+        ),
+    )
+    return (
+        Section("Elasticity", elasticity, ("elasticity-lifecycle", "elasticity")),
+        Section("Performance", performance, ("performance",)),
+        Section("Economics", economics, ("economics",)),
+        Section("Data access", data, ("data-access",)),
+        Section("Scalability", scalability, ("scalability",)),
+    )
+
+
+def _header(report: Report) -> list[str]:
+    return ["metric", *(f"{e.name} ({e.platform}{', simulated' if e.simulated else ''})" for e in report.environments)]
+
+
+def _comparability_lines(report: Report) -> list[str]:
+    comparability = report.comparability
+    lines = []
+    if comparability.comparable:
+        lines.append(
+            "Comparable: every environment whose records carry the steps' arguments ran them with the same arguments."
+        )
+    elif comparability.differences:
+        lines.append("**Not comparable**: the runs' arguments differ:")
+        for d in comparability.differences:
+            values = ", ".join(f"{env}: {value if value is not None else '(absent)'}" for env, value in d.values)
+            lines.append(f"- step `{d.step}`, argument `{d.argument}`: {values}")
+    if comparability.unknown:
+        lines.append("Arguments unknown (no record carries them) for: " + ", ".join(comparability.unknown))
+    return lines
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(report: Report, charts: Sequence[Chart], chart_files: dict[str, str]) -> str:
+    sources = Sources()
+    out = [
+        f"# {report.title}",
+        "",
+        f"Generated {report.generated_at}. Run: " + ", ".join(f"{k} `{v}`" for k, v in report.run.items()),
+        "",
+    ]
+    out += [f"> {note}" for note in report.notes] + ([""] if report.notes else [])
+    out += ["## Comparability", "", *_comparability_lines(report), ""]
+    titles = {c.name: c.title for c in charts}
+    for section in report_tables(report):
+        out += [f"## {section.title}", ""]
+        header = _header(report)
+        out.append("| " + " | ".join(_md_escape(h) for h in header) + " |")
+        out.append("|" + "---|" * len(header))
+        for row in section.rows:
+            cells = [format_cell(c, sources) for c in row.cells]
+            out.append("| " + " | ".join(_md_escape(x) for x in [row.label, *cells]) + " |")
+        out.append("")
+        for name in section.charts:
+            if name in chart_files:
+                out += [f"![{titles.get(name, name)}]({chart_files[name]})", ""]
+    out += ["## Cost model parameters", "", "| profile | parameter | value | origin |", "|---|---|---|---|"]
+    out += [f"| {p.profile} | {p.parameter} | {p.value} | {_md_escape(p.origin)} |" for p in report.cost_parameters]
+    out += [
+        "",
+        f"Rates: `{report.rate_table.path}`, dated {report.rate_table.date} ({report.rate_table.currency}).",
+        "",
+    ]
+    for env in report.environments:
+        if env.notes:
+            out += [f"Notes on {env.name}:", *[f"- {n}" for n in env.notes], ""]
+    out += ["## Sources", ""]
+    out += [f"{number}. {_md_escape(source)}" for source, number in sources.numbers.items()]
+    return "\n".join(out) + "\n"
+
+
+def render_html(report: Report, charts: Sequence[Chart]) -> str:
+    sources = Sources()
+    e = html.escape
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>{e(report.title)}</title><style>",
+        "body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}",
+        "table{border-collapse:collapse;margin:1em 0;font-size:13px}td,th{border:1px solid #ccc;padding:4px 8px;"
+        "vertical-align:top;text-align:left}th{background:#f3f3f3}td.label{font-weight:600}"
+        ".missing{color:#999}.note{background:#fff8e1;padding:.5em 1em;border-left:4px solid #f0b400}"
+        "img{max-width:100%;border:1px solid #eee;margin:.5em 0}.bad{color:#b00020;font-weight:700}",
+        "</style></head><body>",
+        f"<h1>{e(report.title)}</h1>",
+        f"<p>Generated {e(report.generated_at)}. Run: "
+        + ", ".join(f"{e(k)} <code>{e(v)}</code>" for k, v in report.run.items())
+        + "</p>",
+    ]
+    parts += [f"<p class='note'>{e(n)}</p>" for n in report.notes]
+    parts.append("<h2>Comparability</h2>")
+    for line in _comparability_lines(report):
+        css = " class='bad'" if line.startswith("**") else ""
+        parts.append(f"<p{css}>{e(line.replace('**', ''))}</p>")
+    by_name = {c.name: c for c in charts}
+    for section in report_tables(report):
+        parts.append(f"<h2>{e(section.title)}</h2><table><tr>")
+        parts += [f"<th>{e(h)}</th>" for h in _header(report)]
+        parts.append("</tr>")
+        for row in section.rows:
+            parts.append(f"<tr><td class='label'>{e(row.label)}</td>")
+            for cell in row.cells:
+                text = format_cell(cell, sources)
+                css = " class='missing'" if text.startswith("not measured") else ""
+                parts.append(f"<td{css}>{e(text)}</td>")
+            parts.append("</tr>")
+        parts.append("</table>")
+        for name in section.charts:
+            chart = by_name.get(name)
+            if chart:
+                data = base64.b64encode(chart.png).decode()
+                parts.append(
+                    f"<figure><img alt='{e(chart.title)}' src='data:image/png;base64,{data}'>"
+                    f"<figcaption>{e(chart.title)}</figcaption></figure>"
+                )
+    parts.append(
+        "<h2>Cost model parameters</h2><table><tr><th>profile</th><th>parameter</th><th>value</th><th>origin</th></tr>"
+    )
+    parts += [
+        f"<tr><td>{e(p.profile)}</td><td>{e(p.parameter)}</td><td>{e(str(p.value))}</td><td>{e(p.origin)}</td></tr>"
+        for p in report.cost_parameters
+    ]
+    parts.append(f"</table><p>Rates: <code>{e(report.rate_table.path)}</code>, dated {e(report.rate_table.date)}.</p>")
+    for env in report.environments:
+        if env.notes:
+            parts.append(
+                f"<p><b>Notes on {e(env.name)}</b></p><ul>" + "".join(f"<li>{e(n)}</li>" for n in env.notes) + "</ul>"
+            )
+    parts.append("<h2>Sources</h2><ol>" + "".join(f"<li>{e(s)}</li>" for s in sources.numbers) + "</ol>")
+    parts.append("</body></html>")
+    return "".join(parts)
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def render_json(report: Report) -> str:
+    return json.dumps({"format": "atlas-compare/1", **_plain(report)}, indent=1, allow_nan=False, default=str)
+
+
+def summary_table(report: Report) -> Table:
+    """The terminal's short table: one row per environment (a pure function of the report)."""
+    sources = Sources()
+    table = Table(title=report.title, show_lines=False)
+    for column in (
+        "environment",
+        "request → GPUs",
+        "GPU step wait",
+        "train step",
+        "images/s",
+        "cost/run (on-prem)",
+        "GPU util",
+    ):
+        table.add_column(column, overflow="fold")
+    for env in report.environments:
+
+        def short(value: Value) -> str:
+            text = format_value(value, sources)
+            return "not measured" if text.startswith("not measured") else text.rsplit(" [", 1)[0]
+
+        train = next((s.duration for s in env.steps if s.step == "train"), None)
+        table.add_row(
+            f"{env.name}{' (simulated)' if env.simulated else ''}",
+            short(env.elasticity.request_to_gpus_running),
+            short(env.elasticity.gpu_step_queue_wait),
+            short(train) if train else "not measured",
+            short(env.performance.images_per_s),
+            short(env.economics.cost_per_run),
+            short(env.performance.gpu_utilization_mean),
+        )
+    return table
+
+
+def print_summary(report: Report, where: str, console: Console | None = None) -> None:
+    console = console or Console()
+    console.print(summary_table(report))
+    for line in _comparability_lines(report):
+        console.print(line.replace("**", ""))
+    console.print(f"Report: {where}")

@@ -1,0 +1,296 @@
+"""Load the sampler's JSONL (infra/telemetry/sampler.py) into columns, fast and in bounded memory.
+
+A month of 5-second samples is half a million lines; `infra.telemetry.parsers` builds a frozen
+dataclass per sample, which is right for tests and small files and far too slow for that. Here
+lines are decoded a chunk at a time by msgspec into a typed struct that names only the fields
+the comparison reads (the rest is skipped in C), and appended to typed arrays: memory is the
+columns plus one chunk, whatever the file's size.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import multiprocessing
+import os
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from itertools import chain
+from pathlib import Path
+from typing import BinaryIO
+
+import msgspec
+import numpy as np
+
+from infra.compare.records import FloatArray, TelemetryColumns
+
+CHUNK_BYTES = 8 << 20
+PARALLEL_BYTES = 64 << 20
+NAN = math.nan
+
+
+class _Cpu(msgspec.Struct, gc=False):
+    measured: bool = False
+    tree_percent: float | None = None
+    host_percent: float | None = None
+    reason: str | None = None
+
+
+class _Memory(msgspec.Struct, gc=False):
+    measured: bool = False
+    tree_rss_bytes: float | None = None
+    host_used_bytes: float | None = None
+    host_total_bytes: float | None = None
+    reason: str | None = None
+
+
+class _Device(msgspec.Struct, gc=False):
+    utilization_percent: float | None = None
+    memory_used_bytes: float | None = None
+    memory_total_bytes: float | None = None
+
+
+class _Gpu(msgspec.Struct, gc=False):
+    measured: bool = False
+    devices: list[_Device] = []
+    reason: str | None = None
+
+
+class _Disk(msgspec.Struct, gc=False):
+    measured: bool = False
+    tree_read_bytes: float | None = None
+    host_read_bytes: float | None = None
+    reason: str | None = None
+
+
+class _Record(msgspec.Struct, gc=False):
+    type: str = ""
+    t: float = NAN
+    # Blocks default to "not measured" (a foreign record may lack one): no None checks per row.
+    cpu: _Cpu = msgspec.field(default_factory=_Cpu)
+    memory: _Memory = msgspec.field(default_factory=_Memory)
+    gpu: _Gpu = msgspec.field(default_factory=_Gpu)
+    disk: _Disk = msgspec.field(default_factory=_Disk)
+    step: str | None = None
+    argv: list[str] = []
+    interval_s: float | None = None
+    exit_code: int | None = None
+
+
+_DECODE_MANY = msgspec.json.Decoder(list[_Record])
+_DECODE_ONE = msgspec.json.Decoder(_Record)
+BLOCK_KEYS = (
+    ("cpu", "tree_cpu_percent"),
+    ("memory", "tree_rss_bytes"),
+    ("gpu", "gpu_count"),
+    ("disk", "host_read_bytes"),
+)
+COLUMNS = (
+    "t",
+    "tree_cpu_percent",
+    "host_cpu_percent",
+    "tree_rss_bytes",
+    "host_memory_used_bytes",
+    "host_memory_total_bytes",
+    "gpu_count",
+    "gpu_utilization_percent",
+    "gpu_memory_used_bytes",
+    "gpu_memory_total_bytes",
+    "tree_read_bytes",
+    "host_read_bytes",
+)
+
+
+def _chunks(stream: BinaryIO, chunk_bytes: int, limit: int) -> Iterator[bytes]:
+    """Whole lines, about `chunk_bytes` at a time, from the stream's position up to `limit` bytes."""
+    rest = b""
+    left = limit
+    while True:
+        block = stream.read(min(chunk_bytes, left)) if left > 0 else b""
+        left -= len(block)
+        if not block:
+            if rest.strip():
+                yield rest
+            return
+        block = rest + block
+        cut = block.rfind(b"\n")
+        if cut < 0:
+            rest = block
+            continue
+        rest = block[cut + 1 :]
+        yield block[: cut + 1]
+
+
+def _decode(chunk: bytes) -> tuple[list[_Record], int]:
+    """All the chunk's records; a line that is not complete JSON (a write cut short) is counted."""
+    body = chunk.strip().replace(b"\n", b",")
+    try:
+        return _DECODE_MANY.decode(b"[" + body + b"]"), 0
+    except msgspec.DecodeError:
+        pass  # a blank or broken line somewhere: go line by line for this chunk only
+    records, skipped = [], 0
+    for line in chunk.splitlines():
+        if not line.strip():
+            continue
+        try:
+            records.append(_DECODE_ONE.decode(line))
+        except msgspec.DecodeError:
+            skipped += 1
+    return records, skipped
+
+
+def _floats(values: list[float | None]) -> FloatArray:
+    # NumPy turns None into NaN for a float array: "not measured" stays distinguishable from 0.
+    return np.array(values, dtype=np.float64)
+
+
+def _chunk_columns(samples: list[_Record]) -> dict[str, FloatArray]:
+    cpus = [s.cpu for s in samples]
+    memories = [s.memory for s in samples]
+    disks = [s.disk for s in samples]
+    columns = {
+        "t": _floats([s.t for s in samples]),
+        "tree_cpu_percent": _floats([c.tree_percent for c in cpus]),
+        "host_cpu_percent": _floats([c.host_percent for c in cpus]),
+        "tree_rss_bytes": _floats([m.tree_rss_bytes for m in memories]),
+        "host_memory_used_bytes": _floats([m.host_used_bytes for m in memories]),
+        "host_memory_total_bytes": _floats([m.host_total_bytes for m in memories]),
+        "tree_read_bytes": _floats([d.tree_read_bytes for d in disks]),
+        "host_read_bytes": _floats([d.host_read_bytes for d in disks]),
+    }
+    columns.update(_gpu_columns([s.gpu for s in samples]))
+    return columns
+
+
+def _gpu_columns(gpus: list[_Gpu]) -> dict[str, FloatArray]:
+    """Per sample: device count, mean utilization, summed memory (NaN where GPUs were not measured)."""
+    measured = np.fromiter((g.measured for g in gpus), dtype=bool, count=len(gpus))
+    device_lists = [g.devices for g in gpus]
+    counts = np.fromiter(map(len, device_lists), dtype=np.int64, count=len(gpus))
+    result = {"gpu_count": np.where(measured, counts.astype(np.float64), NAN)}
+    with_devices = measured & (counts > 0)
+    for name in ("gpu_utilization_percent", "gpu_memory_used_bytes", "gpu_memory_total_bytes"):
+        result[name] = np.full(len(gpus), NAN)
+    if not with_devices.any():
+        return result
+    devices = list(chain.from_iterable(device_lists))
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))[with_devices]
+    for name, values in (
+        ("gpu_utilization_percent", _floats([d.utilization_percent for d in devices])),
+        ("gpu_memory_used_bytes", _floats([d.memory_used_bytes for d in devices])),
+        ("gpu_memory_total_bytes", _floats([d.memory_total_bytes for d in devices])),
+    ):
+        totals = np.add.reduceat(values, starts)
+        result[name][with_devices] = totals / counts[with_devices] if name == "gpu_utilization_percent" else totals
+    return result
+
+
+@dataclass
+class _Partial:
+    """What one reader of a byte range found (picklable, so ranges can be read in parallel)."""
+
+    columns: list[dict[str, FloatArray]]
+    not_measured: dict[str, str]
+    start: tuple[str | None, tuple[str, ...], float, float | None] | None
+    end: tuple[float, int | None] | None
+    skipped: int
+
+
+def _read_range(path: str | None, data: bytes | None, begin: int, stop: int, chunk_bytes: int) -> _Partial:
+    stream: BinaryIO = io.BytesIO(data) if data is not None else open(path or "", "rb")  # noqa: SIM115
+    with stream:
+        stream.seek(begin)
+        partial = _Partial([], {}, None, None, 0)
+        for chunk in _chunks(stream, chunk_bytes, stop - begin):
+            records, bad = _decode(chunk)
+            partial.skipped += bad
+            samples = [r for r in records if r.type == "sample"]
+            if len(samples) != len(records):
+                for record in records:
+                    if record.type == "start":
+                        partial.start = (record.step, tuple(record.argv), record.t, record.interval_s)
+                    elif record.type == "end":
+                        partial.end = (record.t, record.exit_code)
+            if not samples:
+                continue
+            columns = _chunk_columns(samples)
+            partial.columns.append(columns)
+            # A block's key column is NaN exactly where the block was not measured: find the
+            # first such sample with NumPy instead of looking at every record.
+            for block, key in BLOCK_KEYS:
+                if block not in partial.not_measured:
+                    missing = np.isnan(columns[key])
+                    if missing.any():
+                        reason = getattr(samples[int(missing.argmax())], block).reason
+                        partial.not_measured[block] = reason or "absent from the sample"
+    return partial
+
+
+def _line_boundaries(path: str, size: int, parts: int) -> list[int]:
+    """Offsets that split the file into `parts` ranges at line starts."""
+    offsets = [0]
+    with open(path, "rb") as f:
+        for k in range(1, parts):
+            f.seek(size * k // parts)
+            f.readline()
+            offsets.append(max(f.tell(), offsets[-1]))
+    offsets.append(size)
+    return offsets
+
+
+def load_sampler_jsonl(
+    source_data: str | Path | bytes,
+    source: str,
+    chunk_bytes: int = CHUNK_BYTES,
+    workers: int | None = None,
+) -> TelemetryColumns:
+    """The sampler's records from a file path (or its bytes) as columns; `source` names where they came from.
+
+    A file larger than PARALLEL_BYTES is read in `workers` byte ranges by as many processes
+    (default: the CPUs this process may use, at most 4); each returns arrays, not records.
+    """
+    if isinstance(source_data, bytes):
+        partials = [_read_range(None, source_data, 0, len(source_data), chunk_bytes)]
+    else:
+        path = str(source_data)
+        size = os.path.getsize(path)
+        count = workers or min(len(os.sched_getaffinity(0)), 4)
+        if size < PARALLEL_BYTES or count <= 1:
+            partials = [_read_range(path, None, 0, size, chunk_bytes)]
+        else:
+            bounds = _line_boundaries(path, size, count)
+            context = multiprocessing.get_context("fork")  # the child needs nothing but this module
+            with ProcessPoolExecutor(max_workers=count, mp_context=context) as pool:
+                partials = list(
+                    pool.map(
+                        _read_range,
+                        [path] * count,
+                        [None] * count,
+                        bounds[:-1],
+                        bounds[1:],
+                        [chunk_bytes] * count,
+                    )
+                )
+    not_measured: dict[str, str] = {}
+    for partial in partials:
+        for block, reason in partial.not_measured.items():
+            not_measured.setdefault(block, reason)
+    start = next((p.start for p in partials if p.start is not None), None)
+    end = next((p.end for p in reversed(partials) if p.end is not None), None)
+    chunks = [c for p in partials for c in p.columns]
+    arrays = {
+        name: np.concatenate([c[name] for c in chunks]) if chunks else np.empty(0, dtype=np.float64) for name in COLUMNS
+    }
+    return TelemetryColumns(
+        step=start[0] if start else None,
+        source=source,
+        argv=start[1] if start else (),
+        start_t=start[2] if start and not math.isnan(start[2]) else None,
+        end_t=end[0] if end and not math.isnan(end[0]) else None,
+        exit_code=end[1] if end else None,
+        interval_s=start[3] if start else None,
+        not_measured=tuple(sorted(not_measured.items())),
+        skipped_lines=sum(p.skipped for p in partials),
+        **arrays,
+    )
