@@ -14,10 +14,10 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only; never a display
 
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
-from infra.compare.metrics import EnvironmentMetrics, Report, Value  # noqa: E402
+from infra.compare.metrics import EnvironmentMetrics, Report, Value
 
 DPI = 110
 

@@ -347,7 +347,8 @@ def _staged_files(run_dir: str, files: RemoteFiles, host: str) -> tuple[StagingR
             finished_at=max(f.mtime for f in staged),
             bytes_moved=sum(f.size for f in staged),
             simulated=False,
-            source=f"SFTP stat of {len(staged)} files under {run_dir}/.atlas on {host} (sizes; modification times, 1 s)",
+            source=f"SFTP stat of {len(staged)} files under {run_dir}/.atlas on {host} "
+            "(sizes; modification times, 1 s)",
         ),
     )
 

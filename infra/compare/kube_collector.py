@@ -271,7 +271,8 @@ def records_from_api(
     training_reason = (
         "not measured: simulated node, no container ran, so no training log was written"
         if simulated
-        else f"not collected: the logs are on the PVC {outputs.get('logs', {}).get('pvc', '?')} (reader pod not implemented)"
+        else f"not collected: the logs are on the PVC {outputs.get('logs', {}).get('pvc', '?')} "
+        "(reader pod not implemented)"
     )
     return EnvironmentRecords(
         name=name,
@@ -304,6 +305,6 @@ def collect_kubernetes(name: str, outputs: Mapping[str, Any], get: ApiGet) -> En
     jobs = get(f"/apis/batch/v1/namespaces/{namespace}/jobs")
     pods = get(f"/api/v1/namespaces/{namespace}/pods")
     events = get(f"/api/v1/namespaces/{namespace}/events")
-    node_names = sorted({(p.get("spec") or {}).get("nodeName") for p in pods.get("items", [])} - {None, ""})
+    node_names = sorted({str(n) for p in pods.get("items", []) if (n := (p.get("spec") or {}).get("nodeName"))})
     nodes = [get(f"/api/v1/nodes/{urllib.parse.quote(n)}") for n in node_names]
     return records_from_api(name, outputs, jobs, pods, events, nodes)

@@ -14,7 +14,16 @@ from pathlib import Path
 import numpy as np
 
 from infra.compare.records import EnvironmentRecords, Missing, TelemetryColumns
-from infra.telemetry.parsers import ParseError, parse_nvidia_smi_csv, parse_sar, sar_cpu, sar_memory
+from infra.telemetry.parsers import (
+    NvidiaSmiRow,
+    ParseError,
+    SarCpu,
+    SarMemory,
+    parse_nvidia_smi_csv,
+    parse_sar,
+    sar_cpu,
+    sar_memory,
+)
 
 NAN = np.nan
 
@@ -22,7 +31,10 @@ NAN = np.nan
 def import_seed_logs(
     folder: Path, name: str, interval_s: float = 5.0, gpus: int | None = None, cost_profile: str = "satori"
 ) -> EnvironmentRecords:
-    cpu_rows, memory_rows, gpu_rows, cpus = (), (), (), None
+    cpu_rows: tuple[SarCpu, ...] = ()
+    memory_rows: tuple[SarMemory, ...] = ()
+    gpu_rows: tuple[NvidiaSmiRow, ...] = ()
+    cpus: int | None = None
     sources: list[str] = []
     for path in sorted(p for p in folder.iterdir() if p.is_file()):
         text = path.read_text(errors="replace")
