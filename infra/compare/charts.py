@@ -94,7 +94,7 @@ def lifecycle_chart(report: Report) -> Chart:
     ax.invert_yaxis()
     ax.set_xlabel("seconds since the first request")
     ax.set_title("Elasticity: each step from request to finish (scheduler and API records)", fontsize=10)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return Chart("elasticity-lifecycle", "Step lifecycle: waiting and running", _png(figure))
 
 

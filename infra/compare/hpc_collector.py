@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import posixpath
 import re
 import shlex
+import shutil
 import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -400,5 +402,9 @@ class LocalFiles(RemoteFiles):
         source = self.root / path
         if not source.is_file():
             return False
-        local.write_bytes(source.read_bytes())
+        local.unlink(missing_ok=True)
+        try:
+            os.link(source, local)  # same file system: the report keeps it without a copy
+        except OSError:
+            shutil.copyfile(source, local)  # streamed: a telemetry file may be larger than memory
         return True
