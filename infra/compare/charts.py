@@ -41,7 +41,7 @@ def _nothing(ax: Axes, text: str) -> None:
 
 def _png(figure: Figure) -> bytes:
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
+    figure.savefig(buffer, format="png", dpi=DPI)
     return buffer.getvalue()
 
 
@@ -62,7 +62,7 @@ def _bars(ax: Axes, labels: Sequence[str], values: Sequence[Value], unit: str, t
 def lifecycle_chart(report: Report) -> Chart:
     """Elasticity: each step's wait (requested to started) and run (started to finished) per environment."""
     envs = [e for e in report.environments if e.steps]
-    figure = Figure(figsize=(9, 1.2 + 0.45 * max(1, sum(len(e.steps) for e in envs))))
+    figure = Figure(figsize=(9, 1.2 + 0.45 * max(1, sum(len(e.steps) for e in envs))), layout="constrained")
     ax = figure.add_subplot()
     if not envs:
         _nothing(ax, "not measured: no environment recorded step times")
@@ -94,12 +94,12 @@ def lifecycle_chart(report: Report) -> Chart:
     ax.invert_yaxis()
     ax.set_xlabel("seconds since the first request")
     ax.set_title("Elasticity: each step from request to finish (scheduler and API records)", fontsize=10)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    figure.legend(fontsize=8, loc="outside right upper")
     return Chart("elasticity-lifecycle", "Step lifecycle: waiting and running", _png(figure))
 
 
 def elasticity_chart(report: Report) -> Chart:
-    figure = Figure(figsize=(9, 3.2))
+    figure = Figure(figsize=(9, 3.2), layout="constrained")
     labels = [_label(e) for e in report.environments]
     ax1, ax2 = figure.subplots(1, 2)
     _bars(
@@ -112,13 +112,12 @@ def elasticity_chart(report: Report) -> Chart:
         "s",
         "Time to add GPUs (GPU step eligible to running)",
     )
-    figure.tight_layout()
     return Chart("elasticity", "Elasticity", _png(figure))
 
 
 def performance_chart(report: Report) -> Chart:
     names = ("CPU (host)", "memory used (host)", "GPU utilization")
-    figure = Figure(figsize=(9, 8))
+    figure = Figure(figsize=(9, 8), layout="constrained")
     axes = figure.subplots(4, 1)
     for ax, name in zip(axes[:3], names, strict=True):
         drawn = False
@@ -144,7 +143,6 @@ def performance_chart(report: Report) -> Chart:
         "images/s",
         "Throughput (training log: iterations between evaluations x batch size)",
     )
-    figure.tight_layout()
     return Chart("performance", "Performance", _png(figure))
 
 
@@ -154,7 +152,7 @@ def _reason_for(env: EnvironmentMetrics, name: str) -> str:
 
 
 def economics_chart(report: Report) -> Chart:
-    figure = Figure(figsize=(9, 3.6))
+    figure = Figure(figsize=(9, 3.6), layout="constrained")
     ax = figure.add_subplot()
     labels, values = [], []
     for env in report.environments:
@@ -170,17 +168,16 @@ def economics_chart(report: Report) -> Chart:
 
 
 def data_access_chart(report: Report) -> Chart:
-    figure = Figure(figsize=(9, 3.2))
+    figure = Figure(figsize=(9, 3.2), layout="constrained")
     ax1, ax2 = figure.subplots(1, 2)
     labels = [_label(e) for e in report.environments]
     _bars(ax1, labels, [e.data_access.staging_time for e in report.environments], "s", "Staging time")
     _bars(ax2, labels, [e.data_access.bytes_staged for e in report.environments], "bytes", "Bytes staged")
-    figure.tight_layout()
     return Chart("data-access", "Data access", _png(figure))
 
 
 def scalability_chart(report: Report) -> Chart:
-    figure = Figure(figsize=(9, 3.8))
+    figure = Figure(figsize=(9, 3.8), layout="constrained")
     ax = figure.add_subplot()
     drawn = False
     for env in report.environments:

@@ -12,6 +12,7 @@ import dataclasses
 import datetime as dt
 import html
 import json
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -365,7 +366,8 @@ def summary_table(report: Report) -> Table:
 
 
 def print_summary(report: Report, where: str, console: Console | None = None) -> None:
-    console = console or Console()
+    # A log or a pipe gets a wide table; a terminal gets its own width.
+    console = console or Console(width=None if sys.stdout.isatty() else 140)
     console.print(summary_table(report))
     for line in _comparability_lines(report):
         console.print(line.replace("**", ""))
