@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from itertools import chain
 from operator import attrgetter
 from pathlib import Path
-from typing import BinaryIO
 
 import msgspec
 import numpy as np
@@ -28,6 +27,7 @@ from infra.compare.records import FloatArray, TelemetryColumns
 
 CHUNK_BYTES = 8 << 20
 PARALLEL_BYTES = 64 << 20
+NEWLINE, COMMA = ord("\n"), ord(",")
 NAN = math.nan
 
 
@@ -103,35 +103,49 @@ COLUMNS = (
 )
 
 
-def _chunks(stream: BinaryIO, chunk_bytes: int, limit: int) -> Iterator[bytes]:
-    """Whole lines, about `chunk_bytes` at a time, from the stream's position up to `limit` bytes."""
-    rest = b""
+def _chunks(stream: io.BufferedIOBase, chunk_bytes: int, limit: int) -> Iterator[tuple[bytearray, int]]:
+    """Whole lines, about `chunk_bytes` at a time, from the stream's position up to `limit` bytes.
+
+    Each chunk is a buffer `[` + lines, and the index of its last newline: `_decode` turns it
+    into one JSON array in place (newlines to commas, the last to `]`). Reading into the buffer
+    that gets decoded saves the five copies that slicing, stripping and joining bytes would make.
+    """
+    carry = b""
     left = limit
     while True:
-        block = stream.read(min(chunk_bytes, left)) if left > 0 else b""
-        left -= len(block)
-        if not block:
-            if rest.strip():
-                yield rest
+        want = min(chunk_bytes, left)
+        buffer = bytearray(1 + len(carry) + want)
+        buffer[0] = ord("[")
+        buffer[1 : 1 + len(carry)] = carry
+        got = stream.readinto(memoryview(buffer)[1 + len(carry) :]) if want > 0 else 0
+        left -= got
+        end = 1 + len(carry) + got
+        if got == 0:
+            if carry.strip():
+                buffer[end:end] = b"\n"  # a last line without its newline (cut short, or not yet flushed)
+                yield buffer, end
             return
-        block = rest + block
-        cut = block.rfind(b"\n")
+        cut = buffer.rfind(b"\n", 0, end)
         if cut < 0:
-            rest = block
+            carry = bytes(buffer[1:end])
             continue
-        rest = block[cut + 1 :]
-        yield block[: cut + 1]
+        carry = bytes(buffer[cut + 1 : end])
+        yield buffer, cut
 
 
-def _decode(chunk: bytes) -> tuple[list[_Record], int]:
+def _decode(buffer: bytearray, last_newline: int) -> tuple[list[_Record], int]:
     """All the chunk's records; a line that is not complete JSON (a write cut short) is counted."""
-    body = chunk.strip().replace(b"\n", b",")
+    view = np.frombuffer(buffer, dtype=np.uint8, count=last_newline)
+    newlines = np.flatnonzero(view == NEWLINE)
+    view[newlines] = COMMA
+    buffer[last_newline] = ord("]")
     try:
-        return _DECODE_MANY.decode(b"[" + body + b"]"), 0
+        return _DECODE_MANY.decode(memoryview(buffer)[: last_newline + 1]), 0
     except msgspec.DecodeError:
         pass  # a blank or broken line somewhere: go line by line for this chunk only
+    view[newlines] = NEWLINE
     records, skipped = [], 0
-    for line in chunk.splitlines():
+    for line in bytes(buffer[1:last_newline]).splitlines():
         if not line.strip():
             continue
         try:
@@ -204,12 +218,12 @@ class _Partial:
 
 
 def _read_range(path: str | None, data: bytes | None, begin: int, stop: int, chunk_bytes: int) -> _Partial:
-    stream: BinaryIO = io.BytesIO(data) if data is not None else open(path or "", "rb")  # noqa: SIM115
+    stream: io.BufferedIOBase = io.BytesIO(data) if data is not None else open(path or "", "rb")  # noqa: SIM115
     with stream:
         stream.seek(begin)
         partial = _Partial([], {}, None, None, 0)
-        for chunk in _chunks(stream, chunk_bytes, stop - begin):
-            records, bad = _decode(chunk)
+        for buffer, last_newline in _chunks(stream, chunk_bytes, stop - begin):
+            records, bad = _decode(buffer, last_newline)
             partial.skipped += bad
             samples = [r for r in records if r.type == "sample"]
             if len(samples) != len(records):

@@ -71,7 +71,7 @@ def test_sampler_gpu_columns_average_utilization_and_sum_memory_over_devices() -
         {"index": 1, "utilization_percent": 50, "memory_used_bytes": 300, "memory_total_bytes": 1000},
     ]
     unmeasured = {**line, "t": line["t"] + 1, "gpu": {"measured": False, "reason": "no driver"}}
-    text = "\n".join(json.dumps(r) for r in (line, unmeasured)) + "\n{\"type\":\"sample\",\"t\":1"  # cut short
+    text = "\n".join(json.dumps(r) for r in (line, unmeasured)) + '\n{"type":"sample","t":1'  # cut short
     columns = telemetry.load_sampler_jsonl(text.encode(), "recorded")
     assert columns.rows == 2 and columns.skipped_lines == 1
     assert columns.gpu_utilization_percent[0] == 40.0
@@ -223,8 +223,14 @@ def test_hpc_collector_brings_scheduler_times_telemetry_logs_and_staging(tmp_pat
 
 def test_training_rate_is_iterations_between_first_and_last_evaluation_over_their_stamps() -> None:
     text = (REC / "lsf_probe-digits_log.jsonl").read_text()
-    log = training_log_from_text("recorded", "probe-digits", text, (REC / "lsf_G_loss.log").read_text(),
-                                 (REC / "lsf_metalog.txt").read_text(), None)
+    log = training_log_from_text(
+        "recorded",
+        "probe-digits",
+        text,
+        (REC / "lsf_G_loss.log").read_text(),
+        (REC / "lsf_metalog.txt").read_text(),
+        None,
+    )
     first, last = json.loads(text.splitlines()[0]), json.loads(text.splitlines()[-1])
     iterations, it_per_s, images, _ = metrics._throughput(log)
     expected = (last["itr"] - first["itr"]) / (last["_stamp"] - first["_stamp"])
@@ -286,7 +292,8 @@ def test_on_premises_cost_model_matches_the_hand_computed_table() -> None:
     assert satori.usd_per_gpu_hour() == pytest.approx(annual / (64 * 4 * 8760 * 0.9))
     moc = costs.DEFAULT_PROFILES["moc"]
     assert moc.usd_per_gpu_hour() == pytest.approx(
-        (3e6 / 5 + 3 * 25 * 8760 * 1.2 * 0.0839 + 125e3 * 0.5 + 3 * 3.3e3) / (60 * 4 * 8760 * 0.6))
+        (3e6 / 5 + 3 * 25 * 8760 * 1.2 * 0.0839 + 125e3 * 0.5 + 3 * 3.3e3) / (60 * 4 * 8760 * 0.6)
+    )
 
 
 def test_run_cost_is_gpu_hours_times_rate(report: metrics.Report) -> None:
@@ -345,8 +352,14 @@ def test_projection_is_labelled_and_linear() -> None:
 
 def test_markdown_html_json_carry_units_sources_and_simulated_labels(report: metrics.Report, tmp_path: Path) -> None:
     charts = all_charts(report)
-    assert {c.name for c in charts} == {"elasticity-lifecycle", "elasticity", "performance", "economics",
-                                        "data-access", "scalability"}
+    assert {c.name for c in charts} == {
+        "elasticity-lifecycle",
+        "elasticity",
+        "performance",
+        "economics",
+        "data-access",
+        "scalability",
+    }
     assert all(c.png.startswith(b"\x89PNG") for c in charts)
     markdown = render.render_markdown(report, charts, {c.name: f"{c.name}.png" for c in charts})
     assert "| request to GPUs running | 12 s (simulated) [" in markdown
@@ -357,8 +370,13 @@ def test_markdown_html_json_carry_units_sources_and_simulated_labels(report: met
     data = json.loads(render.render_json(report))
     lsf = next(e for e in data["environments"] if e["name"] == "satori")
     assert lsf["elasticity"]["request_to_gpus_running"] == {
-        "value": 9.0, "unit": "s", "source": lsf["elasticity"]["request_to_gpus_running"]["source"],
-        "note": "", "kind": "computed", "simulated": False}
+        "value": 9.0,
+        "unit": "s",
+        "source": lsf["elasticity"]["request_to_gpus_running"]["source"],
+        "note": "",
+        "kind": "computed",
+        "simulated": False,
+    }
 
 
 def test_cli_writes_a_report_from_imported_seed_logs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -375,8 +393,18 @@ def test_cli_writes_a_report_from_imported_seed_logs(tmp_path: Path, capsys: pyt
 
 def test_access_comes_from_the_stack_file(tmp_path: Path) -> None:
     stack = tmp_path / "Pulumi.local.yaml"
-    stack.write_text("config:\n  atlas:openshift: {kubeconfig: .state/k}\n  atlas:hpc:\n"
-                     "    satori: {private_key_file: keys/id, known_hosts_file: /abs/kh}\n")
+    stack.write_text(
+        "config:\n  atlas:openshift: {kubeconfig: .state/k}\n  atlas:hpc:\n"
+        "    satori: {private_key_file: keys/id, known_hosts_file: /abs/kh}\n"
+    )
     access = cli.access_from_stack_file(stack, tmp_path)
     assert access.kubeconfig == tmp_path / ".state/k"
     assert access.ssh_keys == {"satori": tmp_path / "keys/id"} and access.known_hosts == {"satori": Path("/abs/kh")}
+
+
+def test_blank_lines_and_a_last_line_without_newline_are_read(tmp_path: Path) -> None:
+    lines = (REC / "lsf_telemetry_train.jsonl").read_text().splitlines()
+    path = tmp_path / "t.jsonl"
+    path.write_text(lines[0] + "\n\n" + lines[1] + "\n" + "\n".join(lines[2:]))  # no final newline
+    columns = telemetry.load_sampler_jsonl(path, "x", chunk_bytes=64)  # chunks smaller than a line
+    assert (columns.rows, columns.skipped_lines, columns.exit_code) == (2, 0, 0)
