@@ -229,6 +229,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not (args.stack or args.outputs or args.imports):
         parser().error("give -s STACK, --outputs FILE|-, or --import DIR")
     outputs = _read_outputs(args)
+    if outputs is not None and not outputs.get("environments") and not args.imports:
+        print(
+            "compare: the stack outputs name no environment (is the stack deployed? `pulumi up` first)", file=sys.stderr
+        )
+        return 1
     project = Path.cwd()
     stack_file = args.stack_file or (project / "stacks" / f"Pulumi.{args.stack}.yaml" if args.stack else None)
     access = access_from_stack_file(stack_file, project) if stack_file and stack_file.is_file() else Access(project)

@@ -408,3 +408,10 @@ def test_blank_lines_and_a_last_line_without_newline_are_read(tmp_path: Path) ->
     path.write_text(lines[0] + "\n\n" + lines[1] + "\n" + "\n".join(lines[2:]))  # no final newline
     columns = telemetry.load_sampler_jsonl(path, "x", chunk_bytes=64)  # chunks smaller than a line
     assert (columns.rows, columns.skipped_lines, columns.exit_code) == (2, 0, 0)
+
+
+def test_cli_refuses_outputs_that_name_no_environment(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "outputs.json"
+    empty.write_text("{}")
+    assert cli.main(["--outputs", str(empty), "--out", str(tmp_path / "r")]) == 1
+    assert "name no environment" in capsys.readouterr().err
