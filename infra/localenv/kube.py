@@ -14,6 +14,7 @@ import os
 import shutil
 import ssl
 import subprocess
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -179,6 +180,7 @@ def up(layout: Layout, settings: KubeSettings, say: Callable[[str], None]) -> No
     stopped = [n for n, d in ds.items() if not d.running()]
     if not stopped and _readyz(layout):
         _reclaim_released_volumes(layout, say)
+        _start_recycler(layout, say)
         say("kubernetes: already running")
         return
     # Only ports of components we are about to start must be free.
@@ -213,6 +215,19 @@ def up(layout: Layout, settings: KubeSettings, say: Callable[[str], None]) -> No
             wait_for(lambda port=port: port_open(port), f"{name} to listen", 30, daemon)  # type: ignore[misc]
     _wait_nodes_ready(layout, settings, say)
     _reclaim_released_volumes(layout, say)
+    _start_recycler(layout, say)
+
+
+def recycler_daemon(layout: Layout) -> Daemon:
+    return Daemon("pv-recycler", layout.pids_dir, layout.logs_dir)
+
+
+def _start_recycler(layout: Layout, say: Callable[[str], None]) -> None:
+    daemon = recycler_daemon(layout)
+    if not daemon.running():
+        say("kubernetes: starting the volume recycler")
+        daemon.start([sys.executable, "-m", "infra.localenv.recycler", str(layout.state_dir),
+                      str(layout.ports.apiserver)], cwd=REPO_ROOT)
 
 
 def _reclaim_released_volumes(layout: Layout, say: Callable[[str], None]) -> None:
@@ -265,6 +280,8 @@ def _wait_nodes_ready(layout: Layout, settings: KubeSettings, say: Callable[[str
 
 
 def down(layout: Layout, say: Callable[[str], None]) -> None:
+    if recycler_daemon(layout).stop():
+        say("kubernetes: stopped the volume recycler")
     for name in reversed(COMPONENTS):
         if daemons(layout)[name].stop():
             say(f"kubernetes: stopped {name}")
@@ -278,6 +295,7 @@ def reset(layout: Layout) -> None:
 def status(layout: Layout) -> dict[str, Any]:
     ds = daemons(layout)
     running = {n: d.running() for n, d in ds.items()}
+    running["pv-recycler"] = recycler_daemon(layout).running()
     return {
         "kubeconfig": str(layout.kubeconfig),
         "api_url": layout.api_url,

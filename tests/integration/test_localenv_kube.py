@@ -154,9 +154,11 @@ def test_lifecycle_up_twice_down_and_port_taken(tmp_path: Path):
         kube.up(layout, settings, lines.append)  # second up: nothing restarted
         assert {n: d.pid() for n, d in kube.daemons(layout).items()} == pids
         assert "kubernetes: already running" in lines
+        assert kube.recycler_daemon(layout).running()
     finally:
         kube.down(layout, lines.append)
     assert not any(d.running() for d in kube.daemons(layout).values())
+    assert not kube.recycler_daemon(layout).running()
     for port in (layout.ports.etcd_client, layout.ports.apiserver, layout.ports.scheduler,
                  layout.ports.controller_manager, layout.ports.kwok):
         assert not port_in_use(port), port
@@ -169,3 +171,22 @@ def test_lifecycle_up_twice_down_and_port_taken(tmp_path: Path):
     assert f"kube-apiserver on 127.0.0.1:{layout.ports.apiserver}" in str(err.value)
     assert "ATLAS_LOCALENV_PORT_BASE" in str(err.value)
     assert not any(d.running() for d in kube.daemons(layout).values())
+
+
+def test_released_volumes_are_recycled(kube_env, namespace):
+    apply(kube_env, {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "scratch", "namespace": namespace},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
+    })
+    claim_path = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/scratch"
+    volume = wait_until(lambda: kube.api_get(kube_env, claim_path)["spec"].get("volumeName"), "the claim to bind")
+    folder = Path(kube.api_get(kube_env, f"/api/v1/persistentvolumes/{volume}")["spec"]["hostPath"]["path"])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "left-behind.txt").write_text("results of a deleted claim")
+    kube.kubectl(kube_env, "delete", "pvc", "-n", namespace, "scratch", "--wait=true")
+    wait_until(
+        lambda: kube.api_get(kube_env, f"/api/v1/persistentvolumes/{volume}")["status"]["phase"] == "Available",
+        "the released volume to be Available again", timeout=30,
+    )
+    assert not (folder / "left-behind.txt").exists(), "a recycled volume starts empty"
