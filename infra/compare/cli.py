@@ -17,6 +17,7 @@ import datetime as dt
 import json
 import subprocess
 import sys
+import time
 import urllib.error
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -132,6 +133,32 @@ def collect_environments(
     return result
 
 
+def unfinished_steps(environments: Sequence[EnvironmentRecords]) -> list[str]:
+    """`env/step (state)` for every step whose record has no finish time yet."""
+    waiting = []
+    for env in environments:
+        if isinstance(env.steps, Missing):
+            continue
+        waiting += [f"{env.name}/{s.step} ({s.state})" for s in env.steps if s.finished_at is None]
+    return waiting
+
+
+def wait_until_finished(
+    outputs: Mapping[str, Any], access: Access, raw_dir: Path, timeout_s: float, interval_s: float = 5.0
+) -> list[str]:
+    """`pulumi up` waits for the preparation steps only: poll every environment's own records
+    (batched, at most every `interval_s`) until every step has finished or `timeout_s` passed.
+    Returns the steps still unfinished (empty when all finished)."""
+    start = time.monotonic()
+    while True:
+        waiting = unfinished_steps(collect_environments(outputs, access, raw_dir))
+        elapsed = time.monotonic() - start
+        if not waiting or elapsed >= timeout_s:
+            return waiting
+        print(f"compare {elapsed:5.0f}s waiting for {len(waiting)} step(s): {', '.join(waiting)}", flush=True)
+        time.sleep(interval_s)
+
+
 def compare(
     outputs: Mapping[str, Any] | None,
     out: Path,
@@ -203,6 +230,8 @@ def parser() -> argparse.ArgumentParser:
         type=Path,
         help="where SSH keys and the kubeconfig are named (default stacks/Pulumi.<stack>.yaml)",
     )
+    p.add_argument("--wait", type=float, default=0, metavar="SECONDS",
+                   help="first wait up to SECONDS for every step to finish (pulumi up waits for prep steps only)")
     p.add_argument("--kubeconfig", type=Path)
     p.add_argument("--ssh-key", action="append", default=[], metavar="ENV=PATH")
     p.add_argument("--known-hosts", action="append", default=[], metavar="ENV=PATH")
@@ -248,6 +277,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     label = args.stack or ((outputs or {}).get("atlas") or {}).get("stack") or "import"
     out = args.out or project / "reports" / f"{label}-{stamp}"
+    if args.wait and outputs:
+        left = wait_until_finished(outputs, access, out / "raw", args.wait)
+        if left:
+            print(f"compare: still unfinished after {args.wait:.0f}s: {', '.join(left)}; reporting as they are",
+                  file=sys.stderr)
     try:
         report, written = compare(
             outputs, out, access, imports, args.cost_file, args.cost, args.rates, args.import_gpus

@@ -567,7 +567,9 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
         board_for(job.conn.endpoint.pool_key, float(props.get("poll_interval_s") or 60.0), job.scheduler.name).forget(
             [id_]
         )
-        if outcome is CancelOutcome.CANCELLED:
+        # scancel answers the same for a finished job: say "cancelled" only for one last seen live.
+        finished = {Phase.SUCCEEDED.value, Phase.FAILED.value, Phase.CANCELLED.value}
+        if outcome is CancelOutcome.CANCELLED and props.get("state") not in finished:
             pulumi.log.info(f"cancelled job {id_} ({job.name})")
 
 

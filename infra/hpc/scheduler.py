@@ -195,6 +195,9 @@ def render_job_script(scheduler: Scheduler, spec: JobSpec) -> str:
             # The sampler is staged beside the run (stdlib only); nothing else of Atlas is needed there.
             lines.append(f'export PYTHONPATH="$PWD"/{shlex.quote(spec.python_path)}"${{PYTHONPATH:+:$PYTHONPATH}}"')
         lines.append(f"mkdir -p -- {shlex.quote(_parent(spec.telemetry_out))}")
+        # The sampler appends: a rerun in the same run folder starts a fresh file, the old one kept aside.
+        out = shlex.quote(spec.telemetry_out)
+        lines.append(f'if [ -e {out} ]; then mv -f -- {out} {out}."$(date +%s)"; fi')
         argv = (
             "python3",
             "-m",
