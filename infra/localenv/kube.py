@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from infra.localenv import crds, kwok
+from infra.localenv import crds, kwok, recycler
 from infra.localenv.layout import LOOPBACK, Layout
 from infra.localenv.pki import Pki, ensure_pki, kubeconfig_yaml
 from infra.localenv.procs import Daemon, LocalEnvError, port_open, require_free_ports, wait_for
@@ -179,7 +179,6 @@ def up(layout: Layout, settings: KubeSettings, say: Callable[[str], None]) -> No
         ds["kwok"].stop()
     stopped = [n for n, d in ds.items() if not d.running()]
     if not stopped and _readyz(layout):
-        _reclaim_released_volumes(layout, say)
         _start_recycler(layout, say)
         say("kubernetes: already running")
         return
@@ -214,7 +213,6 @@ def up(layout: Layout, settings: KubeSettings, say: Callable[[str], None]) -> No
             port = _component_port(name, layout)
             wait_for(lambda port=port: port_open(port), f"{name} to listen", 30, daemon)  # type: ignore[misc]
     _wait_nodes_ready(layout, settings, say)
-    _reclaim_released_volumes(layout, say)
     _start_recycler(layout, say)
 
 
@@ -223,31 +221,15 @@ def recycler_daemon(layout: Layout) -> Daemon:
 
 
 def _start_recycler(layout: Layout, say: Callable[[str], None]) -> None:
+    # One round now, so volumes released while the cluster was down are free when `up` returns.
+    recycled = recycler.recycle_once(layout)
+    if recycled:
+        say(f"kubernetes: {len(recycled)} released volume(s) made available again")
     daemon = recycler_daemon(layout)
     if not daemon.running():
         say("kubernetes: starting the volume recycler")
         daemon.start([sys.executable, "-m", "infra.localenv.recycler", str(layout.state_dir),
                       str(layout.ports.apiserver)], cwd=REPO_ROOT)
-
-
-def _reclaim_released_volumes(layout: Layout, say: Callable[[str], None]) -> None:
-    """Make Released hostPath volumes Available again (their claims are gone).
-
-    The pool's volumes use `Retain` (no recycler runs here), so without this a pool
-    would drain as namespaces come and go.
-    """
-    volumes = api_get(layout, "/api/v1/persistentvolumes")["items"]
-    released = [
-        v["metadata"]["name"]
-        for v in volumes
-        if v.get("status", {}).get("phase") == "Released"
-        and "atlas.dev/pv-pool" in v["metadata"].get("labels", {})
-    ]
-    for name in released:
-        kubectl(layout, "patch", "persistentvolume", name, "--type=json",
-                "-p", '[{"op": "remove", "path": "/spec/claimRef"}]')
-    if released:
-        say(f"kubernetes: {len(released)} released volume(s) made available again")
 
 
 def _apply_cluster_objects(layout: Layout, settings: KubeSettings, say: Callable[[str], None]) -> None:
