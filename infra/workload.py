@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from infra.validation import Fields
+
 SCHEMA_VERSION = 1
 # RFC 1123 label: a step name becomes part of a Kubernetes Job name and a scheduler job name.
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -42,8 +44,10 @@ class WorkloadError(ValueError):
     """A workload definition that cannot be used; the message names the key path and the fix."""
 
 
-def _fail(key: str, problem: str, fix: str) -> WorkloadError:
-    return WorkloadError(f"{key}: {problem}; {fix}")
+_fields = Fields(WorkloadError)
+_fail = _fields.fail
+_mapping = _fields.mapping
+_reject_unknown = _fields.reject_unknown
 
 
 # ---------------------------------------------------------------------------------------------
@@ -203,26 +207,6 @@ class Workload:
 
 # ---------------------------------------------------------------------------------------------
 # Validation helpers: each takes the key path it reports
-
-
-def _mapping(value: Any, key: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise _fail(
-            key,
-            f"expected a mapping, found {type(value).__name__} {value!r}",
-            "write it as `key: value` lines",
-        )
-    return value
-
-
-def _reject_unknown(section: Mapping[str, Any], allowed: Sequence[str], key: str) -> None:
-    unknown = sorted(str(k) for k in section if k not in allowed)
-    if unknown:
-        raise _fail(
-            key,
-            f"unknown key(s) {', '.join(unknown)}",
-            f"remove them or use one of: {', '.join(allowed)}",
-        )
 
 
 def _required(section: Mapping[str, Any], field: str, key: str) -> Any:

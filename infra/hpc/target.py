@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from infra.errors import AtlasConfigError
+from infra.validation import Fields
 
 SchedulerName = Literal["lsf", "slurm"]
 SCHEDULERS: tuple[SchedulerName, ...] = ("lsf", "slurm")
@@ -119,8 +120,8 @@ class HpcTarget:
         return text
 
 
-def _fail(key: str, problem: str, fix: str) -> HpcConfigError:
-    return HpcConfigError(f"{key}: {problem}; {fix}")
+_fields = Fields(HpcConfigError)
+_fail = _fields.fail
 
 
 def _one_line_text(section: Mapping[str, Any], name: str, key: str, max_len: int) -> str | None:
@@ -227,13 +228,8 @@ def parse_hpc_target(
     itself needs neither private_key nor private_key_file.
     """
     key = key_prefix
-    if not isinstance(raw, Mapping):
-        raise _fail(key, f"expected an object, found {type(raw).__name__}", "write it as `key: value` lines")
-    unknown = sorted(str(k) for k in raw if k not in ALLOWED_KEYS)
-    if unknown:
-        raise _fail(
-            key, f"unknown key(s) {', '.join(unknown)}", f"remove them or use one of: {', '.join(ALLOWED_KEYS)}"
-        )
+    raw = _fields.mapping(raw, key)
+    _fields.reject_unknown(raw, ALLOWED_KEYS, key)
 
     host = _one_line_text(raw, "host", f"{key}.host", 253)
     if host is None:

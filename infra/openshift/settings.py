@@ -33,6 +33,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from infra.errors import AtlasConfigError
+from infra.validation import Fields
 from infra.workload import RenderedStep
 
 # Keys of `atlas:openshift` that infra/config.py reads into KubernetesTarget.
@@ -99,8 +100,17 @@ class OpenShiftSettingsError(AtlasConfigError):
     """An OpenShift setting that cannot be used; the message names the key and the fix."""
 
 
-def _fail(key: str, problem: str, fix: str) -> OpenShiftSettingsError:
-    return OpenShiftSettingsError(f"{key}: {problem}; {fix}")
+_fields = Fields(OpenShiftSettingsError)
+_fail = _fields.fail
+_reject_unknown = _fields.reject_unknown
+_bool = _fields.boolean
+_optional_text = _fields.optional_text
+_int = _fields.integer
+
+
+def _mapping(value: Any, key: str) -> Mapping[str, Any]:
+    """Every section of atlas:openshift is optional: absent reads as empty (defaults apply)."""
+    return _fields.mapping(value, key, allow_missing=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -249,56 +259,6 @@ class OpenShiftSettings:
 
 # ---------------------------------------------------------------------------------------------
 # Field readers: each takes the full key it reports
-
-
-def _mapping(value: Any, key: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise _fail(
-            key, f"expected an object, found {type(value).__name__} {value!r}", "write it as `key: value` lines"
-        )
-    return value
-
-
-def _reject_unknown(section: Mapping[str, Any], allowed: Sequence[str] | frozenset[str], key: str) -> None:
-    unknown = sorted(str(k) for k in section if k not in allowed)
-    if unknown:
-        raise _fail(
-            key, f"unknown key(s) {', '.join(unknown)}", f"remove them or use one of: {', '.join(sorted(allowed))}"
-        )
-
-
-def _bool(section: Mapping[str, Any], field: str, key: str, default: bool) -> bool:
-    value = section.get(field, default)
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    if not isinstance(value, bool):
-        raise _fail(f"{key}.{field}", f"expected true or false, found {value!r}", f"write `{field}: true` or `false`")
-    return value
-
-
-def _optional_text(section: Mapping[str, Any], field: str, key: str) -> str | None:
-    value = section.get(field)
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value.strip() or "\n" in value:
-        raise _fail(f"{key}.{field}", f"expected a one-line string, found {value!r}", "write it as a quoted string")
-    return value
-
-
-def _int(section: Mapping[str, Any], field: str, key: str, default: int | None, minimum: int) -> int | None:
-    value = section.get(field, default)
-    if value is None:
-        return None
-    if isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value.strip()):
-        value = int(value)  # `pulumi config set` stores scalars as strings
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _fail(f"{key}.{field}", f"expected a whole number, found {value!r}", f"write a number >= {minimum}")
-    if value < minimum:
-        problem = f"{value} is negative" if value < 0 else f"{value} is too small"
-        raise _fail(f"{key}.{field}", problem, f"use a number >= {minimum}")
-    return value
 
 
 def parse_quantity(value: Any, key: str, what: str = "size") -> Quantity:
