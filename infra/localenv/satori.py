@@ -52,6 +52,9 @@ DEF_MEM_PER_CPU_MB = 256
 # default CLEAN_PERIOD is one hour.
 MIN_JOB_AGE_S = 3600
 PARTITIONS = ("normal", "debug")
+# A preemptible partition for backfill work (not in PARTITIONS: hidden, not a queue to run in).
+BACKFILL_PARTITION = "backfill"
+REAL_TIER = 10
 
 LSF_TOP = Path("/opt/atlas-lsf")
 LSF_VERSION = "10.1"
@@ -357,6 +360,9 @@ def render_slurm_conf(paths: SatoriPaths, layout: Layout, node: str) -> str:
             "SlurmdParameters=config_overrides",
             "ReturnToService=2",
             "SchedulerType=sched/builtin",
+            # Jobs of a partition with a higher PriorityTier preempt those of a lower one.
+            "PreemptType=preempt/partition_prio",
+            "PreemptMode=REQUEUE",
             "SelectType=select/cons_tres",
             "SelectTypeParameters=CR_Core_Memory",
             f"DefMemPerCPU={DEF_MEM_PER_CPU_MB}",
@@ -380,8 +386,15 @@ def render_slurm_conf(paths: SatoriPaths, layout: Layout, node: str) -> str:
                 f"CoresPerSocket={cpus} ThreadsPerCore=1 RealMemory={NODE_MEMORY_MB} "
                 f"Gres=gpu:{GPU_TYPE}:{GPU_COUNT} State=UNKNOWN"
             ),
-            f"PartitionName=normal Nodes={node} Default=YES MaxTime=INFINITE State=UP",
-            f"PartitionName=debug Nodes={node} Default=NO MaxTime=INFINITE State=UP",
+            f"PartitionName=normal Nodes={node} Default=YES MaxTime=INFINITE State=UP PriorityTier={REAL_TIER}",
+            f"PartitionName=debug Nodes={node} Default=NO MaxTime=INFINITE State=UP PriorityTier={REAL_TIER}",
+            # Backfill that yields (scripts/nodes --backfill): a job of a real partition preempts
+            # it, and Slurm requeues it (PreemptMode=REQUEUE), so it starts again once GPUs free up.
+            # Hidden: `sinfo` and the LSF command set's `bqueues` list only the real queues.
+            (
+                f"PartitionName={BACKFILL_PARTITION} Nodes={node} Default=NO MaxTime=INFINITE State=UP "
+                "PriorityTier=1 PreemptMode=REQUEUE Hidden=YES"
+            ),
             "",
         ]
     )
@@ -661,6 +674,7 @@ def status(layout: Layout) -> dict[str, Any]:
             "node": _node_name(),
             "partitions": list(PARTITIONS),
             "default_partition": "normal",
+            "backfill_partition": BACKFILL_PARTITION,
             "gpus": GPU_COUNT,
             "gpu_type": GPU_TYPE,
             "cpus": NODE_CPUS,

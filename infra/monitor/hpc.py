@@ -1,0 +1,406 @@
+"""An HPC side of the monitor over SSH: batched, rate-limited reads of the scheduler.
+
+One poll of an environment is two remote commands, whatever the number of jobs:
+1. the status of every step's job in one query, under TZ=UTC so times read back exactly
+   (LSF `bjobs -a -hms -o ... -json ids`, Slurm `squeue --json -t all -j ids`), parsed by the
+   comparison's own parsers (infra.compare.hpc_collector);
+2. one script printing, in marked sections, the nodes' GPUs (Slurm `sinfo -N -O ...`;
+   LSF `lsload -gpu`, `lsload -gpuload`, `bhosts -w`) and the last lines of each running
+   step's telemetry and of the training log.
+A poll happens no more often than the interval (default 30 s, what site admins ask for);
+between polls the last answer is served. `calls` counts the remote commands (tests read it).
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+import shlex
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from infra.compare.hpc_collector import LSF_FIELDS, lsf_steps, slurm_steps
+from infra.compare.records import StepRecord
+from infra.compare.telemetry import load_sampler_jsonl
+from infra.compare.timeparse import iso_utc, lsf_short
+from infra.hpc.ssh import RemoteResult
+
+Runner = Callable[[str], RemoteResult]
+SECTION = "@@atlas-section"
+EXIT = "@@atlas-exit"
+SINFO_FORMAT = "NodeList:|,StateLong:|,CPUsState:|,Gres:|,GresUsed:"
+GPU_COUNT = re.compile(r"gpu(?::[^:,()]+)?:(\d+)")
+TELEMETRY_LINES = 3
+SQUEUE_QUEUE = "TZ=UTC squeue -h -t all -o '%i|%T|%V|%S|%e|%b'"
+BJOBS_QUEUE = "TZ=UTC bjobs -u all -a -hms -noheader -o \"jobid stat submit_time start_time delimiter='^'\""
+
+
+@dataclass(frozen=True)
+class HpcNode:
+    name: str
+    state: str
+    gpus_total: int
+    gpus_allocated: int
+    gpu_util_percent: float | None
+    util_source: str
+    cpus: str = ""
+
+
+@dataclass(frozen=True)
+class StepTelemetry:
+    """The last samples of one step's sampler file (columns as the comparison loads them)."""
+
+    t: tuple[float, ...]
+    cpu_percent: tuple[float, ...]
+    rss_bytes: tuple[float, ...]
+    gpu_util_percent: tuple[float, ...]  # NaN where not measured
+    not_measured: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class QueueJob:
+    """A job in the scheduler's queue (any user's): what the wait estimate reads."""
+
+    job_id: str
+    state: str  # pending | running | finished
+    submitted_at: float | None
+    started_at: float | None
+    expected_end: float | None  # start + time limit, where the scheduler says
+    gpus: int | None  # None: the listing does not say
+
+
+@dataclass(frozen=True)
+class HpcPoll:
+    """One poll's answer for one environment."""
+
+    at: float
+    steps: tuple[StepRecord, ...]
+    nodes: tuple[HpcNode, ...]
+    telemetry: dict[str, StepTelemetry]
+    iterations_per_s: float | None
+    log_stamp: float | None
+    commands: tuple[str, ...]
+    node_error: str = ""
+    queue: tuple[QueueJob, ...] = ()
+    queue_error: str = ""
+
+
+def sections_script(sections: Sequence[tuple[str, str]]) -> str:
+    """One shell script that prints each command's output (stdout and stderr) and exit status
+    between markers, so one SSH command answers several questions."""
+    parts = [
+        f"printf '\\n{SECTION} %s\\n' {shlex.quote(name)}; {{ {command}; }} 2>&1; printf '\\n{EXIT} %s\\n' \"$?\""
+        for name, command in sections
+    ]
+    return "; ".join(parts)
+
+
+def parse_sections(text: str) -> dict[str, tuple[int, str]]:
+    found: dict[str, tuple[int, str]] = {}
+    name: str | None = None
+    lines: list[str] = []
+    for line in text.splitlines():
+        if line.startswith(SECTION + " "):
+            name, lines = line[len(SECTION) + 1 :].strip(), []
+        elif line.startswith(EXIT + " ") and name is not None:
+            code = line[len(EXIT) + 1 :].strip()
+            found[name] = (int(code) if code.isdigit() else -1, "\n".join(lines).strip("\n"))
+            name = None
+        elif name is not None:
+            lines.append(line)
+    return found
+
+
+def count_gpus(gres: str) -> int:
+    """`gpu:v100:4`, `gpu:v100:2(IDX:0-1)`, `gpu:4(S:0)`: the GPUs named, 0 for `(null)`."""
+    return sum(int(m.group(1)) for m in GPU_COUNT.finditer(re.sub(r"\([^)]*\)", "", gres)))
+
+
+def parse_sinfo_nodes(text: str) -> list[HpcNode]:
+    """`sinfo -N -h -O NodeList:|,StateLong:|,CPUsState:|,Gres:|,GresUsed:` (a node once per partition)."""
+    nodes: dict[str, HpcNode] = {}
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split("|")]
+        if len(parts) < 5 or not parts[0]:
+            continue
+        name, state, cpus, gres, used = parts[:5]
+        nodes[name] = HpcNode(
+            name=name,
+            state=state,
+            gpus_total=count_gpus(gres),
+            gpus_allocated=count_gpus(used),
+            gpu_util_percent=None,
+            util_source="not readable from Slurm (it reports allocation, not use)",
+            cpus=cpus,
+        )
+    return list(nodes.values())
+
+
+def _percent(text: str) -> float | None:
+    text = text.strip().rstrip("%")
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def parse_lsload_gpu(gpu_text: str, gpuload_text: str) -> list[HpcNode]:
+    """`lsload -gpu` (per host: ngpus, gpu_shared_avg_ut) and `lsload -gpuload` (per GPU; the
+    host name is printed on a host's first GPU only). A GPU whose gpu_status is `busy` is
+    counted as allocated to a job."""
+    hosts: dict[str, dict[str, Any]] = {}
+    for line in gpu_text.splitlines()[1:]:
+        cols = line.split()
+        if len(cols) < 5 or not cols[2].isdigit():
+            continue
+        hosts[cols[0]] = {"state": cols[1], "gpus": int(cols[2]), "ut": _percent(cols[4]), "busy": 0}
+    current = ""
+    lines = gpuload_text.splitlines()
+    header = lines[0].split() if lines else []
+    status_col = header.index("gpu_status") if "gpu_status" in header else None
+    for line in lines[1:]:
+        cols = line.split()
+        if not cols:
+            continue
+        if not cols[0].isdigit():  # a row that starts with the host's name
+            current, cols = cols[0], cols[1:]
+        # The columns after HOST_NAME; a GPU whose status says busy is held by a job.
+        if status_col is not None and current in hosts and len(cols) >= status_col and cols[status_col - 1] == "busy":
+            hosts[current]["busy"] += 1
+    return [
+        HpcNode(
+            name=name,
+            state=info["state"],
+            gpus_total=info["gpus"],
+            gpus_allocated=info["busy"],
+            gpu_util_percent=info["ut"],
+            util_source="lsload -gpu (gpu_shared_avg_ut)",
+        )
+        for name, info in hosts.items()
+    ]
+
+
+def parse_telemetry_tail(text: str, source: str) -> StepTelemetry | None:
+    """The last lines of a sampler file, through the comparison's own loader."""
+    lines = [line for line in text.splitlines() if line.startswith("{")]
+    if not lines:
+        return None
+    columns = load_sampler_jsonl(("\n".join(lines) + "\n").encode(), source)
+    return StepTelemetry(
+        t=tuple(float(x) for x in columns.t),
+        cpu_percent=tuple(float(x) for x in columns.tree_cpu_percent),
+        rss_bytes=tuple(float(x) for x in columns.tree_rss_bytes),
+        gpu_util_percent=tuple(float(x) for x in columns.gpu_utilization_percent),
+        not_measured=columns.not_measured,
+    )
+
+
+def iterations_per_second(log_tail: str) -> tuple[float | None, float | None]:
+    """From the last two records of BigGAN's `<experiment>_log.jsonl` (`itr`, `_stamp`)."""
+    records = []
+    for line in log_tail.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and "itr" in record and "_stamp" in record:
+            records.append((float(record["itr"]), float(record["_stamp"])))
+    if not records:
+        return None, None
+    if len(records) < 2 or records[-1][1] <= records[-2][1]:
+        return None, records[-1][1]
+    (itr0, t0), (itr1, t1) = records[-2], records[-1]
+    return (itr1 - itr0) / (t1 - t0), t1
+
+
+def parse_squeue_queue(text: str) -> list[QueueJob]:
+    """`TZ=UTC squeue -h -t all -o '%i|%T|%V|%S|%e|%b'`."""
+    jobs = []
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != 6 or not parts[0].isdigit():
+            continue
+        job_id, state, submitted, started, ends, tres = parts
+        phase = (
+            "pending"
+            if state == "PENDING"
+            else "running"
+            if state in ("RUNNING", "COMPLETING", "CONFIGURING")
+            else "finished"
+        )
+        jobs.append(
+            QueueJob(
+                job_id,
+                phase,
+                _iso(submitted),
+                _iso(started) if phase != "pending" else None,
+                _iso(ends) if phase == "running" else None,
+                count_gpus(tres) if tres not in ("N/A", "(null)", "") else 0,
+            )
+        )
+    return jobs
+
+
+def parse_bjobs_queue(text: str, year: int) -> list[QueueJob]:
+    """`TZ=UTC bjobs -u all -a -hms -noheader -o "jobid stat submit_time start_time delimiter='^'"`."""
+    jobs = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split("^")]
+        if len(parts) != 4 or not parts[0].isdigit():
+            continue
+        job_id, stat, submitted, started = parts
+        phase = "pending" if stat in ("PEND", "PSUSP", "WAIT") else "running" if stat == "RUN" else "finished"
+        jobs.append(
+            QueueJob(
+                job_id,
+                phase,
+                lsf_short(submitted if submitted != "-" else None, year),
+                lsf_short(started if started != "-" else None, year),
+                None,
+                None,
+            )
+        )
+    return jobs
+
+
+def _iso(text: str) -> float | None:
+    try:
+        return iso_utc(text) if text and text[:1].isdigit() else None
+    except ValueError:
+        return None
+
+
+@dataclass
+class HpcSource:
+    """One HPC environment of the stack outputs, polled at most every `interval_s`."""
+
+    name: str
+    outputs: Mapping[str, Any]
+    runner: Runner
+    interval_s: float = 30.0
+    telemetry_lines: int = TELEMETRY_LINES
+    clock: Callable[[], float] = time.monotonic
+    wall: Callable[[], float] = time.time
+    calls: int = 0  # remote commands sent (one status query + one node query per poll)
+    polls: int = 0
+    _last: HpcPoll | None = None
+    _last_at: float | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def scheduler(self) -> str:
+        return str(self.outputs.get("scheduler", ""))
+
+    def _run(self, command: str) -> RemoteResult:
+        self.calls += 1
+        return self.runner(command)
+
+    def status_command(self) -> str:
+        ids = [str(s["job_id"]) for s in self.outputs.get("steps", [])]
+        if self.scheduler == "lsf":
+            return f"TZ=UTC bjobs -a -hms -o {shlex.quote(LSF_FIELDS)} -json {shlex.join(ids)}"
+        return f"squeue --json -t all -j {','.join(ids)}"
+
+    def node_sections(self, running: Sequence[str]) -> list[tuple[str, str]]:
+        if self.scheduler == "lsf":
+            sections = [
+                ("lsload-gpu", "lsload -gpu"),
+                ("lsload-gpuload", "lsload -gpuload"),
+                ("bhosts", "bhosts -w"),
+                ("queue", BJOBS_QUEUE),
+            ]
+        else:
+            sections = [("sinfo", f"sinfo -N -h -O {shlex.quote(SINFO_FORMAT)}"), ("queue", SQUEUE_QUEUE)]
+        telemetry_dir = str((self.outputs.get("telemetry") or {}).get("path", ""))
+        for step in running:
+            path = posixpath.join(telemetry_dir, f"{step}.jsonl")
+            sections.append((f"telemetry {step}", f"tail -n {int(self.telemetry_lines)} -- {shlex.quote(path)}"))
+        logs_dir = str((self.outputs.get("logs") or {}).get("path", ""))
+        if running and logs_dir:
+            sections.append(("log", f"tail -q -n 2 -- {shlex.quote(logs_dir)}/*_log.jsonl"))
+        return sections
+
+    def poll(self, force: bool = False) -> HpcPoll:
+        """The last answer if younger than the interval; otherwise ask the scheduler (two commands)."""
+        with self._lock:
+            now = self.clock()
+            fresh = self._last_at is not None and now - self._last_at < self.interval_s
+            if self._last is not None and fresh and not force:
+                return self._last
+            self._last = self._poll_now()
+            self._last_at = self.clock()
+            self.polls += 1
+            return self._last
+
+    def _poll_now(self) -> HpcPoll:
+        commands = []
+        steps: tuple[StepRecord, ...] = ()
+        if self.outputs.get("steps"):
+            command = self.status_command()
+            commands.append(command)
+            status = self._run(command)
+            if self.scheduler == "lsf":
+                if not status.stdout.strip().startswith("{"):
+                    raise RuntimeError(f"`{command}` exited {status.exit_code}: {status.stderr.strip()[:500]}")
+                steps = lsf_steps(self.outputs, status, None, {})
+            else:
+                if status.exit_code != 0 and "Invalid job id" not in status.stderr:
+                    raise RuntimeError(f"`{command}` exited {status.exit_code}: {status.stderr.strip()[:500]}")
+                steps = slurm_steps(self.outputs, status, None, {})
+        running = [s.step for s in steps if s.started_at is not None and s.finished_at is None]
+        script = sections_script(self.node_sections(running))
+        commands.append(script)
+        sections = parse_sections(self._run(script).stdout)
+        nodes: list[HpcNode] = []
+        node_error = ""
+        if self.scheduler == "lsf":
+            gpu_code, gpu_text = sections.get("lsload-gpu", (-1, ""))
+            load_code, load_text = sections.get("lsload-gpuload", (-1, ""))
+            if gpu_code == 0 and load_code == 0:
+                nodes = parse_lsload_gpu(gpu_text, load_text)
+            else:
+                node_error = f"lsload -gpu: {gpu_text.strip()[:300] or 'no answer'}"
+        else:
+            code, text = sections.get("sinfo", (-1, ""))
+            if code == 0:
+                nodes = parse_sinfo_nodes(text)
+            else:
+                node_error = f"sinfo: {text.strip()[:300] or 'no answer'}"
+        telemetry: dict[str, StepTelemetry] = {}
+        host = f"{self.outputs.get('user')}@{self.outputs.get('host')}"
+        for step in running:
+            code, text = sections.get(f"telemetry {step}", (-1, ""))
+            if code == 0:
+                parsed = parse_telemetry_tail(text, f"tail of {step}.jsonl on {host}")
+                if parsed is not None:
+                    telemetry[step] = parsed
+        rate, stamp = iterations_per_second(sections.get("log", (-1, ""))[1])
+        queue_code, queue_text = sections.get("queue", (-1, ""))
+        queue: list[QueueJob] = []
+        queue_error = ""
+        if self.scheduler == "lsf":
+            # bjobs says "No job found" (exit 0 or 255) on an empty queue: that is an answer.
+            if queue_code == 0 or "No job found" in queue_text or "No unfinished job found" in queue_text:
+                queue = parse_bjobs_queue(queue_text, time.gmtime(self.wall()).tm_year)
+            else:
+                queue_error = f"bjobs: {queue_text.strip()[:300] or 'no answer'}"
+        elif queue_code == 0:
+            queue = parse_squeue_queue(queue_text)
+        else:
+            queue_error = f"squeue: {queue_text.strip()[:300] or 'no answer'}"
+        return HpcPoll(
+            at=self.wall(),
+            steps=steps,
+            nodes=tuple(nodes),
+            telemetry=telemetry,
+            iterations_per_s=rate,
+            log_stamp=stamp,
+            commands=tuple(commands),
+            node_error=node_error,
+            queue=tuple(queue),
+            queue_error=queue_error,
+        )

@@ -1,0 +1,248 @@
+"""The Kubernetes side of the monitor: list once, then follow watches; never poll.
+
+`KubeClient` extends the comparison's small REST client (infra.compare.kube_collector.KubeApi)
+with a watch stream and writes (the backfill uses those). `KubeCache` keeps nodes, pods and
+the run's Jobs current: one LIST each, then one WATCH each in a thread (resourceVersion
+from the list, bookmarks on, a fresh LIST only after `410 Gone`). A snapshot reads the cache.
+
+Where the user may not list nodes or pods cluster-wide (a project on a shared OpenShift
+cluster), the cache keeps to the run's namespace and says so: per-node numbers then only
+count the run's own pods.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from infra.compare.kube_collector import GPU_RESOURCE, KWOK_NODE_ANNOTATION, KubeApi
+
+WATCH_TIMEOUT_S = 240  # server-side timeoutSeconds of one watch request; then it is renewed
+
+
+class KubeRequestError(Exception):
+    """A write or list the API refused; carries the status and the API's message."""
+
+    def __init__(self, method: str, path: str, status: int, message: str) -> None:
+        self.status = status
+        super().__init__(f"{method} {path}: HTTP {status}: {message}")
+
+
+class KubeClient(KubeApi):
+    """KubeApi plus writes and watch streams. Counts requests by kind (tests read it)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls: Counter[str] = Counter()
+
+    def get(self, path: str) -> Any:
+        self.calls["GET"] += 1
+        return self.request("GET", path)
+
+    def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
+        headers = {"Accept": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = content_type
+        if method != "GET":
+            self.calls[method] += 1
+        request = urllib.request.Request(self.server + path, data=data, headers=headers, method=method)  # noqa: S310
+        try:
+            with urllib.request.urlopen(request, context=self.context, timeout=self.timeout_s) as response:  # noqa: S310
+                raw = response.read()
+        except urllib.error.HTTPError as error:
+            detail = error.read().decode(errors="replace")
+            with contextlib.suppress(ValueError):
+                detail = str(json.loads(detail).get("message", detail))
+            raise KubeRequestError(method, path, error.code, detail) from None
+        return json.loads(raw) if raw[:1] in (b"{", b"[") else raw.decode()
+
+    def watch(self, path: str, resource_version: str, stop: threading.Event) -> Iterator[Mapping[str, Any]]:
+        """The events of one watch request (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR)."""
+        self.calls["WATCH"] += 1
+        sep = "&" if "?" in path else "?"
+        query = urllib.parse.urlencode(
+            {
+                "watch": "1",
+                "resourceVersion": resource_version,
+                "allowWatchBookmarks": "true",
+                "timeoutSeconds": str(WATCH_TIMEOUT_S),
+            }
+        )
+        headers = {"Accept": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        request = urllib.request.Request(f"{self.server}{path}{sep}{query}", headers=headers)  # noqa: S310
+        with urllib.request.urlopen(  # noqa: S310 (the kubeconfig's https server)
+            request, context=self.context, timeout=WATCH_TIMEOUT_S + 30
+        ) as response:
+            while not stop.is_set():
+                line = response.readline()
+                if not line:
+                    return
+                if line.strip():
+                    yield json.loads(line)
+
+
+class GoneError(Exception):
+    """The watch's resourceVersion is too old (410): list again."""
+
+
+@dataclass
+class _Collection:
+    path: str
+    items: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    resource_version: str = ""
+    synced_at: float | None = None
+    error: str = ""
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+class KubeCache:
+    """Nodes, pods and the run namespace's Jobs, kept current by watches."""
+
+    def __init__(self, client: KubeClient, namespace: str) -> None:
+        self.client = client
+        self.namespace = namespace
+        ns = urllib.parse.quote(namespace)
+        self._collections = {
+            "nodes": _Collection("/api/v1/nodes"),
+            "pods": _Collection("/api/v1/pods"),
+            "jobs": _Collection(f"/apis/batch/v1/namespaces/{ns}/jobs"),
+        }
+        self.notes: list[str] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    # --- listing ------------------------------------------------------------------------------
+
+    def _list(self, name: str) -> None:
+        collection = self._collections[name]
+        try:
+            document = self.client.get(collection.path)
+        except KubeRequestError as error:
+            if error.status != 403 or name == "jobs":
+                raise
+            if name == "pods":
+                # No cluster-wide pod list: the run's own namespace still tells its steps.
+                collection.path = f"/api/v1/namespaces/{urllib.parse.quote(self.namespace)}/pods"
+                self.notes.append("pods: listing all namespaces is forbidden; node numbers count this run's pods only")
+                document = self.client.get(collection.path)
+            else:
+                collection.error = f"not readable: {error}"
+                self.notes.append(f"nodes: {collection.error}")
+                return
+        with self._lock:
+            collection.items = {_key(i): i for i in document.get("items", [])}
+            collection.resource_version = str((document.get("metadata") or {}).get("resourceVersion", ""))
+            collection.synced_at = time.time()
+
+    def list_all(self) -> None:
+        for name in self._collections:
+            self._list(name)
+
+    # --- watching -----------------------------------------------------------------------------
+
+    def apply_event(self, name: str, event: Mapping[str, Any]) -> None:
+        """One watch event into the cache (pure apart from the lock; tests feed recorded events)."""
+        collection = self._collections[name]
+        kind, obj = event.get("type"), event.get("object") or {}
+        if kind == "ERROR":
+            if obj.get("code") == 410:
+                raise GoneError(str(obj.get("message", "")))
+            raise KubeRequestError("WATCH", collection.path, int(obj.get("code") or 0), str(obj.get("message", "")))
+        with self._lock:
+            version = (obj.get("metadata") or {}).get("resourceVersion")
+            if version:
+                collection.resource_version = str(version)
+            if kind in ("ADDED", "MODIFIED"):
+                collection.items[_key(obj)] = obj
+            elif kind == "DELETED":
+                collection.items.pop(_key(obj), None)
+            collection.synced_at = time.time()
+
+    def _follow(self, name: str) -> None:
+        collection = self._collections[name]
+        while not self._stop.is_set():
+            try:
+                for event in self.client.watch(collection.path, collection.resource_version, self._stop):
+                    self.apply_event(name, event)
+            except GoneError:
+                self._list(name)
+            except (OSError, urllib.error.URLError, KubeRequestError, ValueError) as error:
+                with self._lock:
+                    collection.error = f"watch interrupted ({error}); retrying"
+                self._stop.wait(2.0)
+                try:
+                    self._list(name)
+                    collection.error = ""
+                except (OSError, urllib.error.URLError, KubeRequestError, ValueError):
+                    continue
+
+    def start(self) -> None:
+        """List everything, then follow each collection in a daemon thread."""
+        self.list_all()
+        for name, collection in self._collections.items():
+            if collection.error:
+                continue
+            thread = threading.Thread(target=self._follow, args=(name,), name=f"watch-{name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def items(self, name: str) -> list[Mapping[str, Any]]:
+        with self._lock:
+            return list(self._collections[name].items.values())
+
+    def synced_at(self) -> float | None:
+        with self._lock:
+            times = [c.synced_at for c in self._collections.values() if c.synced_at is not None]
+        return min(times) if times else None
+
+    def error(self, name: str) -> str:
+        return self._collections[name].error
+
+
+def pod_gpus(pod: Mapping[str, Any]) -> int:
+    """GPUs a pod holds: its containers' nvidia.com/gpu (limits, else requests)."""
+    total = 0
+    for container in (pod.get("spec") or {}).get("containers") or ():
+        resources = container.get("resources") or {}
+        value = (resources.get("limits") or {}).get(GPU_RESOURCE) or (resources.get("requests") or {}).get(GPU_RESOURCE)
+        if value is not None:
+            total += int(value)
+    return total
+
+
+def pod_active(pod: Mapping[str, Any]) -> bool:
+    """Bound or waiting, and not finished: it holds (or wants) its resources."""
+    phase = (pod.get("status") or {}).get("phase")
+    return phase not in ("Succeeded", "Failed") and not (pod.get("metadata") or {}).get("deletionTimestamp")
+
+
+def is_simulated(node: Mapping[str, Any]) -> bool:
+    meta = node.get("metadata") or {}
+    return (meta.get("annotations") or {}).get(KWOK_NODE_ANNOTATION) == "fake" or (meta.get("labels") or {}).get(
+        "type"
+    ) == "kwok"

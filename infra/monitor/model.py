@@ -1,0 +1,104 @@
+"""The monitor's snapshot: plain frozen dataclasses, so every renderer reads the same numbers.
+
+A value a source could not give is None, and the reason sits beside it (`*_note`), never a
+zero: "GPU use: not measured (simulated node)" is not "GPU use: 0 %".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class StepView:
+    """One workload step's job as its scheduler and its telemetry show it now."""
+
+    name: str
+    job: str  # Job name (Kubernetes) or scheduler job id
+    phase: str  # pending | running | succeeded | failed | cancelled | unknown (infra.hpc.scheduler.Phase)
+    native_state: str  # Active, Complete, PEND, RUNNING, ...
+    node: str
+    requested_at: float | None
+    started_at: float | None
+    finished_at: float | None
+    elapsed_s: float | None  # since it started (to its finish, or to the snapshot)
+    queue_wait_s: float | None  # request to start; for a pending job, so far
+    reason: str  # why it is pending or what ended it
+    gpus: int | None
+    iterations_per_s: float | None = None
+    cpu_percent: float | None = None  # % of one core, the step's process tree
+    memory_bytes: float | None = None  # resident, the step's process tree
+    gpu_util_percent: float | None = None  # mean over the step's devices
+    telemetry_note: str = ""  # why the telemetry columns are empty, where they are
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """One node's GPUs: how many, how many allocated, and how busy, where that is readable."""
+
+    name: str
+    state: str
+    gpus_total: int
+    gpus_allocated: int
+    gpu_util_percent: float | None  # mean over the node's GPUs; None: not readable
+    util_source: str  # where the utilisation came from, or why there is none
+    simulated: bool = False
+    workloads: tuple[str, ...] = ()  # pods / jobs holding GPUs on it
+    idle_since: float | None = None  # allocated GPUs below the idle threshold since (Unix s)
+
+    @property
+    def gpus_free(self) -> int:
+        return max(0, self.gpus_total - self.gpus_allocated)
+
+
+@dataclass(frozen=True)
+class WaitEstimate:
+    """How long a job of the workload's shape would wait here now, and from what."""
+
+    environment: str
+    gpus: int  # GPUs per node the job asks for
+    seconds: float | None  # None: cannot be estimated (basis says why)
+    basis: str
+    free_gpus: int
+    pending_ahead: int  # pending jobs (or pods) asking for GPUs
+    recent_waits_s: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class EnvironmentView:
+    name: str
+    kind: str  # kubernetes | hpc
+    platform: str  # "Kubernetes API (watch)", "LSF over SSH", ...
+    steps: tuple[StepView, ...]
+    nodes: tuple[NodeView, ...]
+    polled_at: float | None  # when the scheduler (or the watch cache) last answered
+    source: str  # the commands / API paths the view came from
+    error: str = ""  # the environment could not be read: why
+    estimate: WaitEstimate | None = None
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    taken_at: float
+    stack: str
+    workload: str
+    run_id: str
+    interval_s: float
+    environments: tuple[EnvironmentView, ...]
+
+
+def to_dict(snapshot: Snapshot) -> dict[str, Any]:
+    data = dataclasses.asdict(snapshot)
+    # The derived number renderers show, so a script reading the JSON needs no arithmetic.
+    for env, env_data in zip(snapshot.environments, data["environments"], strict=True):
+        for node, node_data in zip(env.nodes, env_data["nodes"], strict=True):
+            node_data["gpus_free"] = node.gpus_free
+    return data
+
+
+def to_json(snapshot: Snapshot) -> str:
+    return json.dumps(to_dict(snapshot), indent=2, sort_keys=True)

@@ -1,0 +1,9 @@
+"""Under-used GPU capacity in every environment, queue-wait estimates, and backfill that yields.
+
+idle.py       judge each GPU node from the monitor's snapshot (use, not only requests)
+estimate.py   how long a job of the workload's shape would wait now
+backfill.py   fill free GPUs with low-priority work: a PriorityClass that real jobs preempt
+              (Kubernetes), a preemptible partition whose jobs are requeued (Slurm, LSF)
+component.py  the same backfill as a Pulumi component (`atlas:nodes:Backfill`)
+cli.py        scripts/nodes
+"""

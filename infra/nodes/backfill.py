@@ -1,0 +1,244 @@
+"""Backfill that yields: fill free GPUs with low-priority work that real jobs push aside.
+
+Kubernetes: a PriorityClass below every real workload's (value -10, `preemptionPolicy:
+Never`, so backfill never pushes anything aside itself), a namespace of its own (so it never
+counts against a run's ResourceQuota) and a Deployment of one-GPU pods. When a real GPU pod
+cannot be placed, the cluster's own kube-scheduler preempts backfill pods; the Deployment
+replaces each one, and the replacement waits, Pending, until GPUs are free again.
+
+Slurm: one-GPU batch jobs in the preemptible partition (`backfill` on the local Satori:
+`PreemptType=preempt/partition_prio`, the real partitions a higher PriorityTier,
+`PreemptMode=REQUEUE`). A real job that needs the GPUs preempts them; Slurm requeues them
+and starts them again when the GPUs free up. Nothing is lost beyond the preempted work since
+the last checkpoint (the work restarts from its own checkpoints where it keeps them).
+
+LSF: preemption is a queue property set by the site (`PREEMPTION=PREEMPTABLE[...]` in
+lsb.queues); pass --backfill-queue naming such a queue. The local LSF command set has none.
+
+`plan_*` functions are pure (objects and scripts); `apply_*` and `stop_*` talk to the API or
+the login node (every remote command through infra.hpc.ssh.run_remote's runner).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+import urllib.parse
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from infra.hpc.scheduler import JobSpec, render_job_script, scheduler_for
+from infra.hpc.ssh import RemoteResult
+from infra.monitor.kube import KubeClient, KubeRequestError
+
+PRIORITY_CLASS = "atlas-backfill"
+PRIORITY_VALUE = -10
+NAMESPACE = "atlas-backfill"
+MANAGED_BY = "atlas-nodes"
+BACKFILL_LABEL = "atlas.dev/backfill"
+SLURM_PARTITION = "backfill"
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_TAINT_KEY = "nvidia.com/gpu"
+JOBS_DIR = ".atlas/backfill"
+
+Runner = Callable[[str], RemoteResult]
+
+
+class BackfillError(Exception):
+    """Backfill cannot be placed here; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class BackfillWork:
+    """What backfill runs: the workload's GPU step, one GPU per copy."""
+
+    workload: str
+    argv: tuple[str, ...]
+    image: str = ""  # Kubernetes: the image the run used
+    cpus: int = 1
+    memory_mib: int = 1024
+    gpu_product: str | None = None  # Kubernetes: keep to the run's GPU model
+    walltime_seconds: int | None = None
+
+
+# --- Kubernetes ----------------------------------------------------------------------------------
+
+
+def priority_class(value: int = PRIORITY_VALUE, name: str = PRIORITY_CLASS) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": MANAGED_BY}},
+        "value": value,
+        "globalDefault": False,
+        # Backfill waits for free GPUs; it never pushes anything aside itself.
+        "preemptionPolicy": "Never",
+        "description": "Atlas backfill: fills free GPUs; any pod of higher priority (every real job) preempts it",
+    }
+
+
+def backfill_pod_spec(work: BackfillWork, priority_class_name: str = PRIORITY_CLASS) -> dict[str, Any]:
+    resources = {
+        "requests": {"cpu": str(work.cpus), "memory": f"{work.memory_mib}Mi", GPU_RESOURCE: "1"},
+        "limits": {"cpu": str(work.cpus), "memory": f"{work.memory_mib}Mi", GPU_RESOURCE: "1"},
+    }
+    spec: dict[str, Any] = {
+        "priorityClassName": priority_class_name,
+        # Time to write a checkpoint on SIGTERM when preempted.
+        "terminationGracePeriodSeconds": 30,
+        "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+        "containers": [
+            {
+                "name": "backfill",
+                "image": work.image or "registry.invalid/atlas/backfill:unset",
+                "command": list(work.argv[:1]),
+                "args": list(work.argv[1:]),
+                "resources": resources,
+            }
+        ],
+    }
+    if work.gpu_product:
+        spec["nodeSelector"] = {"nvidia.com/gpu.product": work.gpu_product}
+    return spec
+
+
+def backfill_deployment(
+    work: BackfillWork, replicas: int, namespace: str = NAMESPACE, priority_class_name: str = PRIORITY_CLASS
+) -> dict[str, Any]:
+    labels = {"app.kubernetes.io/managed-by": MANAGED_BY, BACKFILL_LABEL: work.workload}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": f"backfill-{work.workload}", "namespace": namespace, "labels": labels},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": backfill_pod_spec(work, priority_class_name)},
+        },
+    }
+
+
+def backfill_namespace(namespace: str = NAMESPACE) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": namespace, "labels": {"app.kubernetes.io/managed-by": MANAGED_BY}},
+    }
+
+
+def _object_path(obj: Mapping[str, Any]) -> str:
+    kind, name = obj["kind"], urllib.parse.quote(obj["metadata"]["name"])
+    namespace = urllib.parse.quote(str(obj["metadata"].get("namespace", "")))
+    return {
+        "PriorityClass": f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}",
+        "Namespace": f"/api/v1/namespaces/{name}",
+        "Deployment": f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}",
+    }[kind]
+
+
+def apply_kubernetes(client: KubeClient, work: BackfillWork, replicas: int, namespace: str = NAMESPACE) -> list[str]:
+    """Server-side apply of the PriorityClass, the namespace and the Deployment (idempotent)."""
+    applied = []
+    for obj in (priority_class(), backfill_namespace(namespace), backfill_deployment(work, replicas, namespace)):
+        path = _object_path(obj) + "?fieldManager=atlas-nodes&force=true"
+        client.request("PATCH", path, obj, content_type="application/apply-patch+yaml")
+        applied.append(f"{obj['kind']}/{obj['metadata']['name']}")
+    return applied
+
+
+def stop_kubernetes(client: KubeClient, workload: str, namespace: str = NAMESPACE) -> bool:
+    """Delete the backfill Deployment (its pods go with it); the PriorityClass and namespace stay."""
+    path = (
+        f"/apis/apps/v1/namespaces/{urllib.parse.quote(namespace)}/deployments/backfill-{urllib.parse.quote(workload)}"
+    )
+    try:
+        client.request("DELETE", path, {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Foreground"})
+    except KubeRequestError as error:
+        if error.status == 404:
+            return False
+        raise
+    return True
+
+
+# --- Slurm ---------------------------------------------------------------------------------------
+
+
+def backfill_job_name(environment: str, workload: str, index: int, run_dir: str) -> str:
+    digest = hashlib.sha256("\0".join(("backfill", environment, workload, run_dir)).encode()).hexdigest()[:8]
+    return f"atlas-backfill-{index}-{digest}"
+
+
+def slurm_scripts(
+    work: BackfillWork,
+    environment: str,
+    run_dir: str,
+    slots: int,
+    partition: str = SLURM_PARTITION,
+    telemetry: bool = False,
+) -> list[tuple[str, str]]:
+    """(job name, script) per one-GPU backfill job, rendered by the one job-script renderer."""
+    scheduler = scheduler_for("slurm")
+    scripts = []
+    for index in range(slots):
+        name = backfill_job_name(environment, work.workload, index, run_dir)
+        spec = JobSpec(
+            job_name=name,
+            step=f"backfill-{index}",
+            workdir=run_dir,
+            log_dir=f"{JOBS_DIR}/logs",
+            command=work.argv,
+            gpus_per_node=1,
+            cpus_per_task=work.cpus,
+            memory_mib=work.memory_mib,
+            walltime_seconds=work.walltime_seconds,
+            queue=partition,
+            telemetry_out=f"telemetry/backfill-{index}.jsonl" if telemetry else None,
+            python_path=".atlas/python" if telemetry else None,
+            description=f"Atlas backfill of {work.workload}: preemptible, requeued when a real job needs the GPU",
+        )
+        scripts.append((name, render_job_script(scheduler, spec)))
+    return scripts
+
+
+def submit_slurm(runner: Runner, run_dir: str, scripts: Sequence[tuple[str, str]]) -> list[str]:
+    """Write the scripts and submit them with `sbatch --parsable --requeue`; the job ids."""
+    scheduler = scheduler_for("slurm")
+    job_dir = f"{run_dir}/{JOBS_DIR}"
+    result = runner(f"mkdir -p -- {shlex.quote(job_dir)}/logs")
+    if result.exit_code != 0:
+        raise BackfillError(f"cannot create {job_dir} on the login node: {result.stderr.strip()}")
+    ids = []
+    for name, script in scripts:
+        path = f"{JOBS_DIR}/{name}.sbatch"
+        write = runner(
+            f"cd -- {shlex.quote(run_dir)} && cat > {shlex.quote(path)} <<'ATLAS_BACKFILL_EOF'\n"
+            f"{script}ATLAS_BACKFILL_EOF"
+        )
+        if write.exit_code != 0:
+            raise BackfillError(f"cannot write {run_dir}/{path}: {write.stderr.strip()}")
+        command = scheduler.submit_command(run_dir, path, ()).replace(
+            "sbatch --parsable", "sbatch --parsable --requeue"
+        )
+        ids.append(scheduler.parse_submission(runner(command)))
+    return ids
+
+
+def stop_slurm(runner: Runner, partition: str = SLURM_PARTITION) -> list[str]:
+    """Cancel this user's jobs in the backfill partition; the ids cancelled."""
+    listing = runner(f'squeue -h -u "$USER" -p {shlex.quote(partition)} -o %i')
+    ids = [line.strip() for line in listing.stdout.splitlines() if line.strip().isdigit()]
+    if ids:
+        runner(f"scancel {' '.join(ids)}")
+    return ids
+
+
+def slurm_backfill_jobs(runner: Runner, partition: str = SLURM_PARTITION) -> list[dict[str, str]]:
+    """This user's backfill jobs: id, state, reason, restarts (`scontrol` counts requeues)."""
+    result = runner(f"squeue -h -u \"$USER\" -p {shlex.quote(partition)} -t all -o '%i|%T|%r|%j'")
+    jobs = []
+    for line in result.stdout.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) == 4 and parts[0].isdigit():
+            jobs.append({"job_id": parts[0], "state": parts[1], "reason": parts[2], "name": parts[3]})
+    return jobs

@@ -1,0 +1,331 @@
+"""scripts/nodes: under-used GPU nodes in every environment, queue-wait estimates, backfill.
+
+    scripts/nodes -s local                      # every GPU node, judged by use, with a suggestion
+    scripts/nodes -s local --json
+    scripts/nodes -s local --estimate           # how long a job of the workload's shape would wait now
+                                                # (also written to .state/estimates/<stack>.json, which
+                                                # scripts/compare puts beside the measured wait)
+    scripts/nodes -s local --backfill probe     # fill free GPUs with work that real jobs preempt
+    scripts/nodes -s local --backfill-stop probe
+
+Stack outputs and credentials are read as by scripts/monitor and scripts/compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import posixpath
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from infra.hpc import ssh
+from infra.hpc.scheduler import SchedulerError
+from infra.monitor.build import Monitor
+from infra.monitor.cli import (
+    UsageError,
+    add_source_arguments,
+    build_monitor,
+    check_interval,
+    load_access,
+    read_outputs,
+    workload_shape,
+)
+from infra.monitor.kube import KubeClient, KubeRequestError
+from infra.monitor.model import Snapshot, WaitEstimate
+from infra.monitor.render import duration, estimate_text
+from infra.nodes import backfill
+from infra.nodes.idle import IDLE_AFTER_S, IDLE_PERCENT, NodeFinding, find_underused, summarize
+from infra.workload import WorkloadError, load_workload, render_step
+
+ESTIMATES_DIR = Path(".state") / "estimates"
+
+
+def estimates_file(project: Path, stack: str) -> Path:
+    return project / ESTIMATES_DIR / f"{stack}.json"
+
+
+def estimates_record(snapshot: Snapshot) -> dict[str, Any]:
+    """What scripts/compare reads back: each environment's estimate and when it was made."""
+    return {
+        "version": 1,
+        "stack": snapshot.stack,
+        "workload": snapshot.workload,
+        "run_id": snapshot.run_id,
+        "taken_at": snapshot.taken_at,
+        "environments": {
+            env.name: dataclasses.asdict(env.estimate) for env in snapshot.environments if env.estimate is not None
+        },
+    }
+
+
+def backfill_work(
+    project: Path, workload_name: str, environment: str, outputs: Mapping[str, Any]
+) -> backfill.BackfillWork:
+    """The workload's GPU step as backfill: its own command, its own logs (a separate experiment)."""
+    path = project / "workloads" / workload_name / "workload.yaml"
+    if not path.is_file():
+        raise UsageError(f"--backfill: no workload {workload_name!r} ({path} does not exist)")
+    try:
+        workload = load_workload(path)
+    except WorkloadError as error:
+        raise UsageError(f"--backfill {workload_name}: {error}") from None
+    gpu_steps = [s for s in workload.steps if s.resources.gpus_per_node > 0]
+    if not gpu_steps:
+        raise UsageError(f"--backfill {workload_name}: the workload has no GPU step to backfill with")
+    step = render_step(workload, gpu_steps[-1].name, environment)
+    argv = tuple(step.argv)
+    if "--experiment_name" in argv:
+        # Its own experiment: backfill never writes into the real run's logs or checkpoints.
+        argv += ("--experiment_name", f"{workload.logs.experiment or workload.name}-backfill")
+    env = (outputs.get("environments") or {}).get(environment) or {}
+    return backfill.BackfillWork(
+        workload=workload.name,
+        argv=argv,
+        image=str(env.get("image", "")),
+        cpus=step.resources.cpus_per_task,
+        memory_mib=step.resources.memory_mib,
+        gpu_product=env.get("gpu_product") or None,
+        walltime_seconds=step.resources.walltime_seconds,
+    )
+
+
+# --- rendering -----------------------------------------------------------------------------------
+
+
+def findings_table(findings: Sequence[NodeFinding]) -> Table:
+    table = Table(title="GPU nodes, judged by use", title_justify="left")
+    for column, justify in (
+        ("environment", "left"),
+        ("node", "left"),
+        ("GPUs alloc/total", "right"),
+        ("free", "right"),
+        ("idle", "right"),
+        ("GPU use", "right"),
+        ("suggestion", "left"),
+    ):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for f in findings:
+        use = f"{f.gpu_util_percent:.0f} %" if f.gpu_util_percent is not None else "not readable"
+        table.add_row(
+            f.environment + (" (simulated)" if f.simulated else ""),
+            f.node,
+            f"{f.gpus_allocated}/{f.gpus_total}",
+            str(f.gpus_free),
+            str(f.gpus_idle),
+            use,
+            f.suggestion,
+            style="yellow" if f.underused else "",
+        )
+    return table
+
+
+def estimates_table(estimates: Sequence[WaitEstimate]) -> Table:
+    table = Table(title="Queue-wait estimate for a job of the workload's shape, now", title_justify="left")
+    for column, justify in (
+        ("environment", "left"),
+        ("GPUs", "right"),
+        ("estimate", "right"),
+        ("free GPUs", "right"),
+        ("pending ahead", "right"),
+        ("basis", "left"),
+    ):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for e in estimates:
+        table.add_row(
+            e.environment,
+            str(e.gpus),
+            duration(e.seconds) if e.seconds is not None else "cannot estimate",
+            str(e.free_gpus),
+            str(e.pending_ahead),
+            e.basis,
+        )
+    return table
+
+
+# --- commands ------------------------------------------------------------------------------------
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="scripts/nodes", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_source_arguments(p)
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument(
+        "--idle-percent",
+        type=float,
+        default=IDLE_PERCENT,
+        help="GPU use below this counts as idle (default %(default)g)",
+    )
+    p.add_argument(
+        "--idle-minutes",
+        type=float,
+        default=IDLE_AFTER_S / 60,
+        help="allocated GPUs idle for longer than this are reported (default %(default)g)",
+    )
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--estimate", action="store_true", help="queue-wait estimate per environment")
+    what.add_argument("--backfill", metavar="WORKLOAD", help="fill free GPUs with this workload's GPU step")
+    what.add_argument("--backfill-stop", metavar="WORKLOAD", help="remove the backfill started for WORKLOAD")
+    p.add_argument("--slots", type=int, help="with --backfill: at most this many one-GPU copies per environment")
+    p.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --backfill: only these environments (repeatable; default all that support it)",
+    )
+    p.add_argument(
+        "--backfill-partition",
+        default=backfill.SLURM_PARTITION,
+        help="Slurm partition whose jobs are preempted and requeued (default %(default)s)",
+    )
+    return p
+
+
+def _check(args: argparse.Namespace) -> None:
+    check_interval(args.interval)
+    if not 0 <= args.idle_percent <= 100:
+        raise UsageError(f"--idle-percent: {args.idle_percent:g} is not a percentage; use 0 to 100")
+    if args.idle_minutes < 0:
+        raise UsageError(f"--idle-minutes: {args.idle_minutes:g} is negative; use 0 or more")
+    if args.slots is not None and args.slots < 1:
+        raise UsageError(f"--slots: {args.slots} must be at least 1")
+    if (args.slots is not None or args.env) and not args.backfill:
+        raise UsageError("--slots and --env go with --backfill WORKLOAD")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    project = Path.cwd()
+    console = Console()
+    try:
+        _check(args)
+        outputs = read_outputs(args)
+        access = load_access(args, project)
+        shape = workload_shape(args, outputs, project)
+    except UsageError as error:
+        print(f"nodes: {error}", file=sys.stderr)
+        return 2
+    monitor = build_monitor(outputs, access, args.interval, shape, watch=False)
+    try:
+        if args.backfill or args.backfill_stop:
+            return _backfill(args, monitor, outputs, access.kubeconfig, project, console)
+        snapshot = monitor.snapshot()
+        for env in snapshot.environments:
+            if env.error:
+                print(f"nodes: {env.name}: {env.error}", file=sys.stderr)
+        if args.estimate:
+            estimates = [e.estimate for e in snapshot.environments if e.estimate is not None]
+            record = estimates_record(snapshot)
+            path = estimates_file(project, snapshot.stack or "outputs")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(record, indent=2, sort_keys=True))
+            if args.json:
+                print(json.dumps(record, indent=2, sort_keys=True))
+            else:
+                console.print(estimates_table(estimates))
+                console.print(f"written to {path} (scripts/compare shows it beside the measured wait)")
+            return 0
+        findings = find_underused(snapshot, args.idle_percent, args.idle_minutes * 60)
+        if args.json:
+            print(
+                json.dumps(
+                    {"summary": summarize(findings), "nodes": [dataclasses.asdict(f) for f in findings]},
+                    indent=2,
+                    sort_keys=True,
+                )
+            )
+        else:
+            console.print(findings_table(findings))
+            s = summarize(findings)
+            console.print(
+                f"{s['underused_nodes']} of {s['nodes']} GPU nodes under-used: {s['free_gpus']} GPUs free, "
+                f"{s['idle_gpus']} allocated but idle for over {args.idle_minutes:g} min "
+                f"(below {args.idle_percent:g} %)"
+            )
+            for env in snapshot.environments:
+                if env.estimate is not None:
+                    console.print(f"{env.name}: {estimate_text(env.estimate)}", style="cyan")
+        return 0
+    finally:
+        ssh.close_all()
+
+
+def _backfill(
+    args: argparse.Namespace,
+    monitor: Monitor,
+    outputs: Mapping[str, Any],
+    kubeconfig: Path | None,
+    project: Path,
+    console: Console,
+) -> int:
+    workload = args.backfill or args.backfill_stop
+    snapshot = monitor.snapshot()
+    chosen = set(args.env)
+    unknown = chosen - {e.name for e in snapshot.environments}
+    if unknown:
+        print(f"nodes: --env: {', '.join(sorted(unknown))} not in the stack outputs", file=sys.stderr)
+        return 2
+    status = 0
+    for env in snapshot.environments:
+        if chosen and env.name not in chosen:
+            continue
+        raw = (outputs.get("environments") or {}).get(env.name) or {}
+        free = sum(n.gpus_free for n in env.nodes)
+        slots = min(free, args.slots) if args.slots else free
+        try:
+            if env.kind == "kubernetes":
+                if kubeconfig is None:
+                    raise backfill.BackfillError("no kubeconfig: pass --kubeconfig or a stack file naming one")
+                client = KubeClient(kubeconfig)
+                if args.backfill_stop:
+                    gone = backfill.stop_kubernetes(client, workload)
+                    console.print(f"{env.name}: backfill Deployment {'deleted' if gone else 'was not there'}")
+                    continue
+                work = backfill_work(project, workload, env.name, outputs)
+                applied = backfill.apply_kubernetes(client, work, slots)
+                console.print(
+                    f"{env.name}: {slots} one-GPU backfill pod(s) at priority {backfill.PRIORITY_VALUE} "
+                    f"({', '.join(applied)}); real jobs preempt them"
+                )
+            elif env.kind == "hpc" and raw.get("scheduler") == "slurm":
+                source = monitor.hpc.get(env.name)
+                if source is None:
+                    raise backfill.BackfillError("no SSH access (key or known_hosts missing)")
+                if args.backfill_stop:
+                    ids = backfill.stop_slurm(source.runner, args.backfill_partition)
+                    console.print(f"{env.name}: cancelled backfill job(s) {', '.join(ids) or '(none)'}")
+                    continue
+                work = backfill_work(project, workload, env.name, outputs)
+                run_dir = str(raw.get("run_dir", ""))
+                if work.workload != (outputs.get("atlas") or {}).get("workload"):
+                    run_dir = posixpath.join(posixpath.dirname(run_dir), work.workload)
+                scripts = backfill.slurm_scripts(
+                    work, env.name, run_dir, slots, args.backfill_partition, telemetry=True
+                )
+                ids = backfill.submit_slurm(source.runner, run_dir, scripts)
+                console.print(
+                    f"{env.name}: {len(ids)} one-GPU backfill job(s) in partition {args.backfill_partition} "
+                    f"({', '.join(ids) or 'none: no free GPU'}); real jobs preempt them and Slurm requeues them"
+                )
+            else:
+                console.print(
+                    f"{env.name}: no backfill: {raw.get('scheduler', env.kind)} preemption is a queue the site "
+                    "defines (LSF: PREEMPTION=PREEMPTABLE in lsb.queues); the local LSF command set has none"
+                )
+        except (backfill.BackfillError, KubeRequestError, SchedulerError, OSError, ValueError) as error:
+            print(f"nodes: {env.name}: {error}", file=sys.stderr)
+            status = 1
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""How long a job of the workload's shape would wait in an environment now.
+
+Inputs are what the monitor already holds: the nodes' free GPUs, the jobs (or pods) pending
+ahead and the GPUs they ask for, the running jobs' expected ends (start + time limit, where
+the scheduler says), and the waits of jobs that started recently. Pure: tests give numbers.
+
+The rules, in order (each estimate carries the one that applied as its `basis`):
+1. a node has the GPUs free and nothing GPU-hungry is pending ahead: the job starts at the
+   scheduler's own pace: the median of recent waits (0 s when none is known);
+2. otherwise, where running jobs have time limits: when enough of them will have ended to
+   free the job's GPUs after those pending ahead (their limits are upper bounds, so this is
+   a pessimistic estimate);
+3. otherwise the median of recent waits, if there are any;
+4. otherwise: not estimable, and why.
+Fragmentation across nodes is only checked for rule 1 (a node must hold all the job's GPUs).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from infra.monitor.model import NodeView, WaitEstimate
+
+
+@dataclass(frozen=True)
+class JobShape:
+    """The workload's largest step, as a scheduler sees it: GPUs on one node, CPUs, memory."""
+
+    workload: str
+    gpus: int
+    cpus: int = 1
+    memory_mib: int = 1024
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    expected_end: float | None
+    gpus: int
+
+
+def shape_of_workload(workload_file: str) -> JobShape:
+    """The GPU step with the most GPUs per node (what waits longest), from a workload definition."""
+    from pathlib import Path
+
+    from infra.workload import load_workload
+
+    workload = load_workload(Path(workload_file))
+    step = max(workload.steps, key=lambda s: (s.resources.gpus_per_node, s.resources.cpus_per_task))
+    return JobShape(
+        workload=workload.name,
+        gpus=step.resources.gpus_per_node,
+        cpus=step.resources.cpus_per_task,
+        memory_mib=step.resources.memory_mib,
+    )
+
+
+def estimate_wait(
+    environment: str,
+    shape: JobShape,
+    nodes: Sequence[NodeView],
+    pending_gpus: Sequence[int | None],
+    running: Sequence[RunningJob],
+    recent_waits_s: Sequence[float],
+    now: float,
+) -> WaitEstimate:
+    need = max(shape.gpus, 0)
+    free_total = sum(n.gpus_free for n in nodes)
+    ahead = [need if g is None else g for g in pending_gpus if g is None or g > 0]
+    waits = tuple(sorted(w for w in recent_waits_s if w >= 0))
+    median = statistics.median(waits) if waits else None
+    latency = median if median is not None else 0.0
+    usable = [n for n in nodes if n.gpus_total >= need and not n.state.lower().startswith(("down", "drain", "unavail"))]
+
+    def result(seconds: float | None, basis: str) -> WaitEstimate:
+        return WaitEstimate(environment, need, seconds, basis, free_total, len(ahead), waits)
+
+    if not usable:
+        return result(None, f"no node here has {need} GPUs: a job of this shape would never start")
+    best = max(usable, key=lambda n: n.gpus_free)
+    if best.gpus_free >= need and not ahead:
+        pace = f"median of {len(waits)} recent waits" if waits else "no recent start observed, so 0 s is assumed"
+        return result(latency, f"{best.gpus_free} GPUs free now on {best.name}, nothing pending ahead; {pace}")
+    wanted = need + sum(ahead)
+    ends = sorted((j for j in running if j.expected_end is not None), key=lambda j: j.expected_end or 0.0)
+    freed = free_total
+    for count, job in enumerate(ends, start=1):
+        freed += job.gpus
+        if freed >= wanted:
+            seconds = max(0.0, (job.expected_end or now) - now) + latency
+            return result(
+                seconds,
+                f"{free_total} GPUs free, {len(ahead)} job(s) pending ahead asking {sum(ahead)}: enough GPUs "
+                f"once {count} running job(s) reach their time limits (an upper bound)",
+            )
+    if waits:
+        return result(
+            median,
+            f"{free_total} GPUs free, {len(ahead)} job(s) pending ahead; no time limits to project from: "
+            f"median of {len(waits)} recent waits",
+        )
+    return result(
+        None,
+        f"{free_total} GPUs free, {len(ahead)} job(s) pending ahead, and neither time limits nor recent waits "
+        "to estimate from",
+    )
