@@ -10,12 +10,14 @@ they are tested without a Pulumi engine.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from infra.aws.settings import AwsSettings, parse_aws_settings, resolve_credentials
 from infra.errors import AtlasConfigError
 from infra.hpc.target import HpcTarget, parse_hpc_target
 from infra.openshift.settings import SETTINGS_KEYS, TARGET_KEYS, OpenShiftSettings, parse_openshift_settings
@@ -28,7 +30,7 @@ WORKLOADS = ("probe", "biggan")
 RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
 FLAVOURS = ("kubernetes", "openshift")
 # Keys whose values are structured (YAML objects) rather than strings.
-OBJECT_KEYS = frozenset({"openshift", "hpc"})
+OBJECT_KEYS = frozenset({"openshift", "hpc", "aws"})
 # Keys of an `atlas:hpc.<name>` section that config.py reads itself; the rest is the target.
 HPC_OWN_KEYS = frozenset({"enabled", "wait_for"})
 
@@ -113,6 +115,8 @@ class StackConfig:
     hpc: tuple[HpcEnvironmentConfig, ...] = ()
     # Every job name and label derives from it: bump it to run the workload afresh.
     run_id: str = "1"
+    # AWS GPU instances (`atlas:aws`), the third environment; None when not configured.
+    aws: AwsSettings | None = None
 
 
 def parse_openshift(raw: Any, project_dir: Path) -> tuple[KubernetesTarget, OpenShiftSettings] | None:
@@ -171,7 +175,7 @@ def parse_hpc(raw: Any, project_dir: Path) -> tuple[HpcEnvironmentConfig, ...]:
 
 def parse_stack_config(stack: str, values: Mapping[str, Any], project_dir: Path) -> StackConfig:
     """Validate the stack's `atlas:*` values (keys without the `atlas:` prefix)."""
-    _reject_unknown(values, {"workload", "openshift", "hpc", "runId"}, f"{PROJECT}:*")
+    _reject_unknown(values, {"workload", "openshift", "hpc", "aws", "runId"}, f"{PROJECT}:*")
     workload = values.get("workload", "probe")
     if workload not in WORKLOADS:
         raise AtlasConfigError(f"{_key('workload')}: expected one of {', '.join(WORKLOADS)}, found {workload!r}")
@@ -182,14 +186,15 @@ def parse_stack_config(stack: str, values: Mapping[str, Any], project_dir: Path)
         )
     openshift = parse_openshift(values.get("openshift"), project_dir)
     hpc = parse_hpc(values.get("hpc"), project_dir)
-    if openshift is None and not hpc:
+    aws = parse_aws_settings(values.get("aws"), project_dir, _key("aws"))
+    if openshift is None and not hpc and aws is None:
         raise AtlasConfigError(
-            f"{_key('openshift')} / {_key('hpc')}: no environment is enabled; "
+            f"{_key('openshift')} / {_key('hpc')} / {_key('aws')}: no environment is enabled; "
             "set at least one (see stacks/Pulumi.local.yaml)"
         )
     target, settings = openshift if openshift is not None else (None, None)
     return StackConfig(stack=stack, workload=workload, openshift=target, openshift_settings=settings,
-                       hpc=hpc, run_id=run_id)
+                       hpc=hpc, run_id=run_id, aws=aws)
 
 
 def load_stack_config() -> StackConfig:
@@ -206,4 +211,8 @@ def load_stack_config() -> StackConfig:
             values[name] = config.get_object(name) if name in OBJECT_KEYS else config.get(name)
     # Relative paths in config are relative to the project (Pulumi.yaml's folder), not to
     # the program's folder (stacks/), which is the working directory here.
-    return parse_stack_config(pulumi.get_stack(), values, Path(pulumi.get_root_directory()))
+    parsed = parse_stack_config(pulumi.get_stack(), values, Path(pulumi.get_root_directory()))
+    if parsed.aws is not None:
+        # Missing AWS credentials stop preview here, naming the key, not at the first AWS call.
+        parsed = dataclasses.replace(parsed, aws=resolve_credentials(parsed.aws))
+    return parsed

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pulumi
 
+from infra.aws.components import AwsEnvironment, AwsEnvironmentArgs
 from infra.config import AtlasConfigError, load_stack_config
 from infra.hpc.components import HpcEnvironment, HpcEnvironmentArgs, workload_source_files
 from infra.openshift.environment import OpenShiftEnvironment, OpenShiftEnvironmentArgs
@@ -58,6 +59,24 @@ for hpc_config in config.hpc:
         ),
     )
     environments[hpc_config.name] = hpc.outputs
+
+if config.aws is not None:
+    try:
+        aws = AwsEnvironment(
+            "aws",
+            AwsEnvironmentArgs(
+                settings=config.aws,
+                workload=workload,
+                environment="aws",
+                stack=config.stack,
+                run_id=config.run_id,
+                wait_for_steps=config.aws.wait_for if config.aws.wait_for is not None else preparation_steps,
+                extra_files=source_files,
+            ),
+        )
+    except AtlasConfigError as bad:
+        raise pulumi.RunError(f"invalid stack configuration: {bad}") from None
+    environments["aws"] = aws.outputs
 
 pulumi.export(
     "atlas",

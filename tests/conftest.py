@@ -41,3 +41,17 @@ def satori_env() -> Iterator[Layout]:
     yield layout
     if started:
         satori.down(layout)
+
+
+@pytest.fixture(scope="session")
+def moto_env() -> Iterator[Layout]:
+    """The local AWS (a moto server) of the same layout; started here (and stopped after) if not running."""
+    from infra.localenv import moto
+
+    layout = default_layout()
+    started = not moto.status(layout)["aws"]["ready"]
+    if started:
+        moto.up(layout)
+    yield layout
+    if started:
+        moto.down(layout)

@@ -1,8 +1,8 @@
 """`scripts/localenv up|down|status [--json]`: the embedded local environment.
 
-Kubernetes (etcd, API server, controller manager, scheduler, KWOK GPU nodes) and the
-local Satori (sshd login node, Slurm, the LSF command set), all as processes on this
-machine, with state in .state/localenv (or ATLAS_LOCALENV_DIR).
+Kubernetes (etcd, API server, controller manager, scheduler, KWOK GPU nodes), the local
+Satori (sshd login node, Slurm, the LSF command set) and the local AWS (a moto server), all
+as processes on this machine, with state in .state/localenv (or ATLAS_LOCALENV_DIR).
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from infra.localenv import kube
+from infra.localenv import kube, moto
 from infra.localenv.layout import Layout, default_layout
 from infra.localenv.procs import LocalEnvError
 
-PARTS = ("kube", "satori")
+PARTS = ("kube", "satori", "aws")
 
 
 def _sayer() -> Callable[[str], None]:
@@ -44,11 +44,16 @@ def cmd_up(layout: Layout, parts: Sequence[str], settings: kube.KubeSettings) ->
     if "satori" in parts:
         say("satori: starting sshd, munge, Slurm and the LSF command set")
         _satori().up(layout)
+    if "aws" in parts:
+        say(f"aws: starting the moto server (AWS API stand-in) on {layout.moto_url}")
+        moto.up(layout)
     say(f"up in {time.monotonic() - started:.1f}s; `scripts/localenv status --json` for endpoints")
 
 
 def cmd_down(layout: Layout, parts: Sequence[str]) -> None:
     say = _sayer()
+    if "aws" in parts and moto.down(layout):
+        say("aws: moto server stopped")
     if "satori" in parts:
         _satori().down(layout)
         say("satori: stopped")
@@ -63,6 +68,8 @@ def collect_status(layout: Layout, parts: Sequence[str]) -> dict[str, Any]:
         result["kubernetes"] = kube.status(layout)
     if "satori" in parts:
         result.update(_satori().status(layout))
+    if "aws" in parts:
+        result.update(moto.status(layout))
     return result
 
 
@@ -79,6 +86,9 @@ def _print_status(status: dict[str, Any]) -> None:
     for key in ("slurm", "lsf"):
         if key in status:
             print(f"{key:11} {json.dumps(status[key])}")
+    aws = status.get("aws")
+    if aws:
+        print(f"aws         {'ready' if aws['ready'] else 'not ready':10} {aws['endpoint_url']}  (moto)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -56,9 +56,14 @@ class Ports:
     def slurmd(self) -> int:
         return self.base + 818
 
+    @property
+    def moto(self) -> int:
+        """The AWS API stand-in (moto server)."""
+        return self.base + 500
+
     def all(self) -> dict[str, int]:
         names = ("etcd_client", "etcd_peer", "apiserver", "controller_manager", "scheduler", "kwok",
-                 "sshd", "slurmctld", "slurmd")
+                 "sshd", "slurmctld", "slurmd", "moto")
         return {n: getattr(self, n) for n in names}
 
 
@@ -78,6 +83,10 @@ class Layout:
     @property
     def satori_dir(self) -> Path:
         return self.state_dir / "satori"
+
+    @property
+    def moto_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.ports.moto}"
 
     @property
     def logs_dir(self) -> Path:

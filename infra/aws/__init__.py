@@ -1,0 +1,1 @@
+"""AWS GPU capacity as a third environment: boto3 dynamic providers and `AwsEnvironment`."""

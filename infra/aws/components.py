@@ -1,0 +1,344 @@
+"""`AwsEnvironment`: the workload on rented AWS GPU instances, as a Pulumi component.
+
+Children (each `f"{name}-<role>"`, parent=self):
+- `{name}-bucket`: the S3 data bucket; `{name}-staged-objects`: the job scripts, the telemetry
+  sampler and the workload's files under `s3://<bucket>/<project>/<stack>/<environment>/<workload>/`;
+- `{name}-role`: an IAM role and instance profile that may read that prefix (the launch script
+  copies it to the run folder);
+- `{name}-key-pair`, `{name}-security-group` (SSH from the configured CIDRs only);
+- `{name}-instance-<i>`: the GPU instances, with the launch script (a one-node Slurm each);
+- with `execute`: `{name}-staged-files` and one `BatchJob` per step on the first instance, through
+  the HPC side's own providers over SSH, exactly as on Satori under Slurm.
+
+Against an AWS API stand-in (moto), nothing runs on the instances: every AWS object is created
+and destroyed for real, and the outputs say `executed: false` with the reason.
+Everything is rendered before any resource is registered (no resources inside `apply`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import pulumi
+
+from infra.aws.launch import LaunchSpec, render_launch_script
+from infra.aws.providers import DataBucket, Instance, InstanceRole, KeyPair, SecurityGroup, StagedObjects, common_inputs
+from infra.aws.settings import AwsConfigError, AwsSettings
+from infra.hpc.components import JOBS_DIR, PYTHON_DIR, TELEMETRY_FILES, StagedFile
+from infra.hpc.providers import BatchJob, StagedFiles, job_name_for, ssh_inputs
+from infra.hpc.scheduler import JobSpec, render_job_script, scheduler_for
+from infra.workload import Workload, render_step
+
+TYPE_TOKEN = "atlas:aws:AwsEnvironment"  # noqa: S105 (a type token, not a password)
+SCHEDULER = "slurm"  # what the launch script sets up on each instance
+QUEUE = "normal"
+REMOTE_WORK_DIR = "atlas-runs"
+_INFRA_DIR = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class AwsEnvironmentArgs:
+    settings: AwsSettings
+    workload: Workload
+    environment: str  # the name in the outputs and the workload's overrides (e.g. "aws")
+    stack: str
+    project: str = "atlas"
+    run_id: str = "1"
+    wait_for_steps: tuple[str, ...] = ()
+    wait_timeout_s: float = 3600.0
+    extra_files: tuple[StagedFile, ...] = ()  # the in-tree workload's source (workload_source_files)
+
+
+def name_prefix(project: str, stack: str, environment: str) -> str:
+    """AWS object names start with this (a random suffix follows): lower case, at most 41 characters."""
+    text = re.sub(r"[^a-z0-9-]+", "-", f"{project}-{stack}-{environment}".lower()).strip("-")
+    return re.sub(r"-{2,}", "-", text)[:32].rstrip("-") or "atlas"
+
+
+def staged_file_entries(
+    args: AwsEnvironmentArgs, run_dir: str
+) -> tuple[list[dict[str, Any]], dict[str, tuple[str, str, str]]]:
+    """The files every instance gets (job scripts, sampler, workload source) and the scripts per step."""
+    workload = args.workload
+    scheduler = scheduler_for(SCHEDULER)
+    scripts: dict[str, tuple[str, str, str]] = {}
+    for step in workload.steps:
+        rendered = render_step(workload, step.name, args.environment)
+        job_name = job_name_for(args.project, args.stack, args.environment, step.name, args.run_id, run_dir)
+        spec = JobSpec(
+            job_name=job_name,
+            step=rendered.name,
+            workdir=run_dir,
+            log_dir=workload.logs.root,
+            command=rendered.argv,
+            env=rendered.env,
+            nodes=rendered.resources.nodes,
+            gpus_per_node=rendered.resources.gpus_per_node,
+            cpus_per_task=rendered.resources.cpus_per_task,
+            memory_mib=rendered.resources.memory_mib,
+            walltime_seconds=rendered.resources.walltime_seconds,
+            queue=QUEUE,
+            telemetry_out=f"{workload.telemetry.root}/{rendered.name}.jsonl",
+            telemetry_interval_s=workload.telemetry.interval_seconds,
+            python_path=PYTHON_DIR,
+            description=step.description,
+        )
+        scripts[step.name] = (
+            job_name,
+            f"{JOBS_DIR}/{step.name}{scheduler.script_suffix}",
+            render_job_script(scheduler, spec),
+        )
+    files: list[dict[str, Any]] = [
+        {"path": path, "content": script, "sha256": hashlib.sha256(script.encode()).hexdigest(), "mode": 0o644}
+        for _, path, script in scripts.values()
+    ]
+    staged = [*args.extra_files, *(StagedFile(_INFRA_DIR / f, f"{PYTHON_DIR}/infra/{f}") for f in TELEMETRY_FILES)]
+    for item in staged:
+        if not item.source.is_file():
+            raise AwsConfigError(f"extra_files: {item.source} is not a file; stage files, not directories")
+        digest = hashlib.sha256(item.source.read_bytes()).hexdigest()
+        files.append({"path": item.path, "source": str(item.source), "sha256": digest, "mode": 0o644})
+    return files, scripts
+
+
+class AwsEnvironment(pulumi.ComponentResource):
+    outputs: pulumi.Output[dict[str, Any]]
+
+    def __init__(self, name: str, args: AwsEnvironmentArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(TYPE_TOKEN, name, None, opts)
+        settings = args.settings
+        workload = args.workload
+        unknown_waits = sorted(set(args.wait_for_steps) - {s.name for s in workload.steps})
+        if unknown_waits:
+            raise AwsConfigError(
+                f"atlas:aws.wait_for: {', '.join(unknown_waits)} not in workload {workload.name!r}; "
+                f"use step names: {', '.join(s.name for s in workload.steps)}"
+            )
+        too_wide = [
+            s.name for s in workload.steps if render_step(workload, s.name, args.environment).resources.nodes > 1
+        ]
+        if too_wide:
+            raise AwsConfigError(
+                f"workload {workload.name!r}: step(s) {', '.join(too_wide)} ask for more than one node; the AWS side "
+                "runs each step on one instance"
+            )
+        run_dir = f"{REMOTE_WORK_DIR}/{args.stack}/{args.environment}/{workload.name}"
+        prefix = f"{args.project}/{args.stack}/{args.environment}/{workload.name}"
+        files, scripts = staged_file_entries(args, run_dir)
+
+        credentials = settings.credentials
+        aws_secret = pulumi.Output.secret(
+            {"access_key_id": credentials.access_key_id, "secret_access_key": credentials.secret_access_key}
+        )
+        tags = {
+            "atlas:project": args.project,
+            "atlas:stack": args.stack,
+            "atlas:environment": args.environment,
+            "atlas:run": args.run_id,
+            "atlas:workload": workload.name,
+            "Name": f"{args.project}-{args.stack}-{args.environment}",
+        }
+        common = common_inputs(
+            settings.region,
+            settings.endpoint_url,
+            aws_secret,
+            name_prefix(args.project, args.stack, args.environment),
+            tags,
+        )
+        child = pulumi.ResourceOptions(parent=self)
+
+        self.bucket = DataBucket(f"{name}-bucket", common=common, opts=child)
+        self.staged = StagedObjects(
+            f"{name}-staged-objects", common=common, bucket=self.bucket.bucket, prefix=prefix, files=files, opts=child
+        )
+        self.role = InstanceRole(f"{name}-role", common=common, bucket=self.bucket.bucket, prefix=prefix, opts=child)
+        self.key_pair = KeyPair(f"{name}-key-pair", common=common, public_key=settings.ssh_public_key, opts=child)
+        self.security_group = SecurityGroup(
+            f"{name}-security-group",
+            common=common,
+            allowed_ssh_cidrs=settings.allowed_ssh_cidrs,
+            allow_ssh_from_anywhere=settings.allow_ssh_from_anywhere,
+            subnet_id=settings.subnet_id,
+            opts=child,
+        )
+        instance_type = settings.instance_type
+        launch_script = render_launch_script(
+            LaunchSpec(
+                stack=args.stack,
+                environment=args.environment,
+                run_id=args.run_id,
+                workload=workload.name,
+                instance_type=instance_type.name,
+                gpus=instance_type.gpus,
+                gpu_product=instance_type.gpu_product,
+                vcpus=instance_type.vcpus,
+                memory_gib=instance_type.memory_gib,
+                ssh_user=settings.ssh_user,
+                run_dir=run_dir,
+                bucket_prefix=prefix,
+                directories=tuple(sorted({workload.logs.root, workload.telemetry.root, JOBS_DIR})),
+            )
+        )
+        private_key_file = str(settings.ssh_private_key_file) if settings.ssh_private_key_file else None
+        # A key pair AWS created: its private half, a Pulumi secret, is what logs in.
+        ssh_secret: pulumi.Output[dict[str, Any]] = pulumi.Output.secret(
+            self.key_pair.private_key.apply(lambda key: {"private_key": key, "passphrase": None})
+        )
+        self.instances = [
+            Instance(
+                f"{name}-instance-{index}",
+                common=common,
+                image_id=settings.ami,
+                instance_type=instance_type.name,
+                market=settings.market,
+                spot_max_price=settings.spot_max_price,
+                key_name=self.key_pair.key_name,
+                security_group_id=self.security_group.group_id,
+                subnet_id=settings.subnet_id,
+                instance_profile_arn=self.role.profile_arn,
+                root_volume_gib=settings.root_volume_gib,
+                launch_script=launch_script,
+                bucket=self.bucket.bucket,
+                ssh_user=settings.ssh_user,
+                ssh_private_key_file=private_key_file,
+                ssh_secret=ssh_secret,
+                wait_ready=settings.execute,
+                ready_timeout_s=settings.ready_timeout_s,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.staged]),
+            )
+            for index in range(settings.instance_count)
+        ]
+
+        self.jobs: dict[str, BatchJob] = {}
+        head = self.instances[0]
+        if settings.execute:
+            ssh_target = pulumi.Output.all(head.public_ip, head.host_public_key).apply(
+                lambda ip_and_key: ssh_inputs(
+                    ip_and_key[0],
+                    22,
+                    settings.ssh_user,
+                    f"{ip_and_key[0]} {ip_and_key[1]}\n",
+                    "the instance's host key (generated by Atlas at launch)",
+                    private_key_file,
+                )
+            )
+            # The launch script copied the bucket's files; this keeps them in step with later changes.
+            staged_files = StagedFiles(
+                f"{name}-staged-files",
+                ssh_target=ssh_target,
+                ssh_secret=ssh_secret,
+                run_dir=run_dir,
+                files=files,
+                directories=sorted({workload.logs.root, workload.telemetry.root, str(PurePosixPath(JOBS_DIR))}),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[head]),
+            )
+            scheduler = scheduler_for(SCHEDULER)
+            for step in workload.steps:
+                job_name, script_path, script = scripts[step.name]
+                self.jobs[step.name] = BatchJob(
+                    f"{name}-{step.name}",
+                    ssh_target=ssh_target,
+                    ssh_secret=ssh_secret,
+                    scheduler=SCHEDULER,
+                    step=step.name,
+                    job_name=job_name,
+                    run_dir=run_dir,
+                    script_path=script_path,
+                    script=script,
+                    log_pattern=f"{workload.logs.root}/{step.name}.{scheduler.log_placeholder}",
+                    requested_queue=QUEUE,
+                    after_job_ids=[self.jobs[d].job_id for d in workload.depends_on(step.name)],
+                    wait=step.name in args.wait_for_steps,
+                    wait_timeout_s=args.wait_timeout_s,
+                    poll_interval_s=settings.poll_interval_s,
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[staged_files]),
+                )
+
+        step_names = [s.name for s in workload.steps]
+        instance_outputs = [
+            pulumi.Output.all(
+                id=i.instance_id,
+                type=i.instance_type,
+                state=i.state,
+                lifecycle=i.lifecycle,
+                public_ip=i.public_ip,
+                host_public_key=i.host_public_key,
+            )
+            for i in self.instances
+        ]
+        if settings.execute:
+            step_outputs: list[Any] = [
+                pulumi.Output.all(
+                    name=s,
+                    job_id=self.jobs[s].job_id,
+                    queue=self.jobs[s].queue,
+                    script_sha256=self.jobs[s].script_sha256,
+                    submitted_at=self.jobs[s].submitted_at,
+                )
+                for s in step_names
+            ]
+        else:
+            step_outputs = [
+                {
+                    "name": s,
+                    "state": "not-executed",
+                    "script_sha256": hashlib.sha256(scripts[s][2].encode()).hexdigest(),
+                }
+                for s in step_names
+            ]
+        self.run_dir = run_dir
+
+        def outputs(parts: list[Any]) -> dict[str, Any]:
+            bucket, staged_keys, group_id, key_name, *rest = parts
+            instances = [dict(i) for i in rest[: len(self.instances)]]
+            steps = [dict(s) for s in rest[len(self.instances) :]]
+            result: dict[str, Any] = {
+                "kind": "aws",
+                "region": settings.region,
+                "endpoint_url": settings.endpoint_url,
+                "emulated": settings.emulated,
+                "market": settings.market,
+                "instance_type": instance_type.name,
+                "instance_count": settings.instance_count,
+                "instance_ids": [i["id"] for i in instances],
+                "instances": [{k: v for k, v in i.items() if k != "host_public_key"} for i in instances],
+                "gpus": instance_type.gpus,
+                "gpus_total": settings.gpus,
+                "gpu_product": instance_type.gpu_product,
+                "bucket": bucket,
+                "staging": {"bucket": bucket, "prefix": prefix, "objects": len(staged_keys or [])},
+                "security_group_id": group_id,
+                "key_name": key_name,
+                "run_id": args.run_id,
+                "executed": settings.execute,
+                "not_executed_reason": settings.not_executed_reason,
+                "steps": steps,
+            }
+            if settings.execute:
+                head_ip = instances[0]["public_ip"]
+                result |= {
+                    "scheduler": SCHEDULER,
+                    "host": head_ip,
+                    "port": 22,
+                    "user": settings.ssh_user,
+                    # The host key is public; scripts/compare checks the instance against it.
+                    "known_hosts": f"{head_ip} {instances[0]['host_public_key']}",
+                    "run_dir": run_dir,
+                    "telemetry": {"path": f"{run_dir}/{workload.telemetry.root}"},
+                    "logs": {"path": f"{run_dir}/{workload.logs.root}"},
+                }
+            return result
+
+        self.outputs = pulumi.Output.all(
+            self.bucket.bucket,
+            self.staged.keys,
+            self.security_group.group_id,
+            self.key_pair.key_name,
+            *instance_outputs,
+            *step_outputs,
+        ).apply(outputs)
+        self.register_outputs({"outputs": self.outputs})
