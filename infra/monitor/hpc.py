@@ -93,7 +93,8 @@ def sections_script(sections: Sequence[tuple[str, str]]) -> str:
     """One shell script that prints each command's output (stdout and stderr) and exit status
     between markers, so one SSH command answers several questions."""
     parts = [
-        f"printf '\\n{SECTION} %s\\n' {shlex.quote(name)}; {{ {command}; }} 2>&1; printf '\\n{EXIT} %s\\n' \"$?\""
+        # A subshell each: a section's `exit` (or failure) ends that section only.
+        f"printf '\\n{SECTION} %s\\n' {shlex.quote(name)}; ( {command} ) 2>&1; printf '\\n{EXIT} %s\\n' \"$?\""
         for name, command in sections
     ]
     return "; ".join(parts)

@@ -31,6 +31,7 @@ from typing import Any
 from infra.hpc.scheduler import JobSpec, render_job_script, scheduler_for
 from infra.hpc.ssh import RemoteResult
 from infra.monitor.kube import KubeClient, KubeRequestError
+from infra.workload import Workload, render_step
 
 PRIORITY_CLASS = "atlas-backfill"
 PRIORITY_VALUE = -10
@@ -60,6 +61,27 @@ class BackfillWork:
     memory_mib: int = 1024
     gpu_product: str | None = None  # Kubernetes: keep to the run's GPU model
     walltime_seconds: int | None = None
+
+
+def work_for(workload: Workload, environment: str, image: str = "", gpu_product: str | None = None) -> BackfillWork:
+    """The workload's last GPU step as backfill, with its own experiment name where it takes one,
+    so backfill never writes into the real run's logs or checkpoints."""
+    gpu_steps = [s for s in workload.steps if s.resources.gpus_per_node > 0]
+    if not gpu_steps:
+        raise BackfillError(f"workload {workload.name!r} has no GPU step to backfill with")
+    step = render_step(workload, gpu_steps[-1].name, environment)
+    argv = tuple(step.argv)
+    if "--experiment_name" in argv:
+        argv += ("--experiment_name", f"{workload.logs.experiment or workload.name}-backfill")
+    return BackfillWork(
+        workload=workload.name,
+        argv=argv,
+        image=image,
+        cpus=step.resources.cpus_per_task,
+        memory_mib=step.resources.memory_mib,
+        gpu_product=gpu_product,
+        walltime_seconds=step.resources.walltime_seconds,
+    )
 
 
 # --- Kubernetes ----------------------------------------------------------------------------------

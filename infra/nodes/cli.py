@@ -42,7 +42,7 @@ from infra.monitor.model import Snapshot, WaitEstimate
 from infra.monitor.render import duration, estimate_text
 from infra.nodes import backfill
 from infra.nodes.idle import IDLE_AFTER_S, IDLE_PERCENT, NodeFinding, find_underused, summarize
-from infra.workload import WorkloadError, load_workload, render_step
+from infra.workload import WorkloadError, load_workload
 
 ESTIMATES_DIR = Path(".state") / "estimates"
 
@@ -68,7 +68,7 @@ def estimates_record(snapshot: Snapshot) -> dict[str, Any]:
 def backfill_work(
     project: Path, workload_name: str, environment: str, outputs: Mapping[str, Any]
 ) -> backfill.BackfillWork:
-    """The workload's GPU step as backfill: its own command, its own logs (a separate experiment)."""
+    """The workload's GPU step as backfill (backfill.work_for), with the image and GPU model the run used."""
     path = project / "workloads" / workload_name / "workload.yaml"
     if not path.is_file():
         raise UsageError(f"--backfill: no workload {workload_name!r} ({path} does not exist)")
@@ -76,24 +76,8 @@ def backfill_work(
         workload = load_workload(path)
     except WorkloadError as error:
         raise UsageError(f"--backfill {workload_name}: {error}") from None
-    gpu_steps = [s for s in workload.steps if s.resources.gpus_per_node > 0]
-    if not gpu_steps:
-        raise UsageError(f"--backfill {workload_name}: the workload has no GPU step to backfill with")
-    step = render_step(workload, gpu_steps[-1].name, environment)
-    argv = tuple(step.argv)
-    if "--experiment_name" in argv:
-        # Its own experiment: backfill never writes into the real run's logs or checkpoints.
-        argv += ("--experiment_name", f"{workload.logs.experiment or workload.name}-backfill")
     env = (outputs.get("environments") or {}).get(environment) or {}
-    return backfill.BackfillWork(
-        workload=workload.name,
-        argv=argv,
-        image=str(env.get("image", "")),
-        cpus=step.resources.cpus_per_task,
-        memory_mib=step.resources.memory_mib,
-        gpu_product=env.get("gpu_product") or None,
-        walltime_seconds=step.resources.walltime_seconds,
-    )
+    return backfill.work_for(workload, environment, str(env.get("image", "")), env.get("gpu_product") or None)
 
 
 # --- rendering -----------------------------------------------------------------------------------
@@ -321,7 +305,7 @@ def _backfill(
                     f"{env.name}: no backfill: {raw.get('scheduler', env.kind)} preemption is a queue the site "
                     "defines (LSF: PREEMPTION=PREEMPTABLE in lsb.queues); the local LSF command set has none"
                 )
-        except (backfill.BackfillError, KubeRequestError, SchedulerError, OSError, ValueError) as error:
+        except (backfill.BackfillError, UsageError, KubeRequestError, SchedulerError, OSError, ValueError) as error:
             print(f"nodes: {env.name}: {error}", file=sys.stderr)
             status = 1
     return status

@@ -1,0 +1,178 @@
+"""`Backfill`: backfill that yields, as a Pulumi component, so `pulumi destroy` removes it.
+
+Children (each `f"{name}-<role>"`, parent=self):
+- Kubernetes: `{name}-provider`, `{name}-priority` (a PriorityClass below every real pod,
+  never preempting), `{name}-namespace` (its own, so backfill never uses a run's quota) and
+  `{name}-deployment` (one-GPU pods; a preempted pod is replaced and waits for free GPUs);
+- per Slurm environment: `{name}-{env}-scripts` (the job scripts, staged by SFTP) and
+  `{name}-{env}-<i>`, one BatchJob per GPU in the preemptible partition (preempted jobs are
+  requeued by Slurm; destroy cancels them).
+Everything is rendered before registration (backfill.py's pure functions), no resource is
+created inside an apply.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.config import KubernetesTarget
+from infra.hpc.providers import BatchJob, StagedFiles, ssh_inputs
+from infra.hpc.target import HpcTarget, validate_remote_path
+from infra.nodes import backfill
+from infra.nodes.settings import BackfillSettings
+
+TYPE_TOKEN = "atlas:nodes:Backfill"  # noqa: S105 (a type token, not a password)
+
+
+@dataclass(frozen=True)
+class SlurmBackfillTarget:
+    environment: str
+    target: HpcTarget
+
+
+@dataclass
+class BackfillArgs:
+    settings: BackfillSettings
+    work: backfill.BackfillWork
+    stack: str
+    kubernetes: KubernetesTarget | None = None
+    slurm: tuple[SlurmBackfillTarget, ...] = field(default_factory=tuple)
+
+
+class Backfill(pulumi.ComponentResource):
+    namespace: pulumi.Output[str] | None
+    priority_class: pulumi.Output[str] | None
+    slurm_job_ids: dict[str, list[pulumi.Output[str]]]
+
+    def __init__(self, name: str, args: BackfillArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(TYPE_TOKEN, name, None, opts)
+        settings = args.settings
+        self.namespace = None
+        self.priority_class = None
+        outputs: dict[str, Any] = {"workload": args.work.workload, "gpus_per_environment": settings.gpus}
+        if args.kubernetes is not None:
+            outputs["kubernetes"] = self._kubernetes(name, args.kubernetes, settings, args.work)
+        self.slurm_job_ids = {}
+        for slurm in args.slurm:
+            self.slurm_job_ids[slurm.environment] = self._slurm(name, slurm, settings, args)
+        outputs["slurm"] = {env: pulumi.Output.all(*ids) for env, ids in self.slurm_job_ids.items()}
+        self.outputs = outputs
+        self.register_outputs(outputs)
+
+    def _kubernetes(
+        self, name: str, target: KubernetesTarget, settings: BackfillSettings, work: backfill.BackfillWork
+    ) -> dict[str, Any]:
+        provider = k8s.Provider(
+            f"{name}-provider",
+            kubeconfig=str(target.kubeconfig_path) if target.kubeconfig_path else None,
+            context=target.context,
+            enable_server_side_apply=True,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        child = pulumi.ResourceOptions(parent=self, provider=provider)
+        priority = backfill.priority_class(settings.priority)
+        self.priority = k8s.scheduling.v1.PriorityClass(
+            f"{name}-priority",
+            metadata={"labels": priority["metadata"]["labels"]},  # auto-named: replaced without a collision
+            value=priority["value"],
+            global_default=False,
+            preemption_policy=priority["preemptionPolicy"],
+            description=priority["description"],
+            opts=child,
+        )
+        # The namespace's name is the configured one: operators look for it by name.
+        self.namespace_resource = k8s.core.v1.Namespace(
+            f"{name}-namespace",
+            metadata={"name": settings.namespace, "labels": backfill.backfill_namespace()["metadata"]["labels"]},
+            opts=child,
+        )
+        deployment = backfill.backfill_deployment(work, settings.gpus, settings.namespace, "PLACEHOLDER")
+        spec = deployment["spec"]
+        template_spec = dict(spec["template"]["spec"])
+        template_spec["priorityClassName"] = self.priority.metadata.name
+        self.deployment = k8s.apps.v1.Deployment(
+            f"{name}-deployment",
+            metadata={
+                "namespace": self.namespace_resource.metadata.name,
+                "labels": deployment["metadata"]["labels"],
+                # Backfill pods wait for free GPUs, maybe for hours: that is their job, so `pulumi up`
+                # does not wait for the Deployment to become available.
+                "annotations": {"pulumi.com/skipAwait": "true"},
+            },
+            spec={
+                "replicas": spec["replicas"],
+                "selector": spec["selector"],
+                "template": {"metadata": spec["template"]["metadata"], "spec": template_spec},
+            },
+            opts=child,
+        )
+        self.namespace = self.namespace_resource.metadata.name
+        self.priority_class = self.priority.metadata.name
+        return {
+            "namespace": self.namespace,
+            "priority_class": self.priority_class,
+            "priority": settings.priority,
+            "deployment": self.deployment.metadata.name,
+        }
+
+    def _slurm(
+        self, name: str, slurm: SlurmBackfillTarget, settings: BackfillSettings, args: BackfillArgs
+    ) -> list[pulumi.Output[str]]:
+        target = slurm.target
+        run_dir = validate_remote_path(
+            f"{target.remote_work_dir}/{args.stack}/{slurm.environment}/backfill", "remote_work_dir"
+        )
+        scripts = backfill.slurm_scripts(args.work, slurm.environment, run_dir, settings.gpus, settings.partition)
+        ssh_target = ssh_inputs(
+            target.host,
+            target.port,
+            target.user,
+            target.load_known_hosts(),
+            target.known_hosts_source,
+            str(target.private_key_file) if target.private_key_file else None,
+        )
+        ssh_secret = pulumi.Output.secret(
+            {"private_key": target.private_key, "passphrase": target.private_key_passphrase}
+        )
+        files = [
+            {
+                "path": f"{backfill.JOBS_DIR}/{job_name}.sbatch",
+                "content": script,
+                "sha256": hashlib.sha256(script.encode()).hexdigest(),
+                "mode": 0o644,
+            }
+            for job_name, script in scripts
+        ]
+        staged = StagedFiles(
+            f"{name}-{slurm.environment}-scripts",
+            ssh_target=ssh_target,
+            ssh_secret=ssh_secret,
+            run_dir=run_dir,
+            files=files,
+            directories=[backfill.JOBS_DIR, f"{backfill.JOBS_DIR}/logs"],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        ids = []
+        for index, (job_name, script) in enumerate(scripts):
+            job = BatchJob(
+                f"{name}-{slurm.environment}-{index}",
+                ssh_target=ssh_target,
+                ssh_secret=ssh_secret,
+                scheduler="slurm",
+                step=f"backfill-{index}",
+                job_name=job_name,
+                run_dir=run_dir,
+                script_path=f"{backfill.JOBS_DIR}/{job_name}.sbatch",
+                script=script,
+                log_pattern=f"{backfill.JOBS_DIR}/logs/backfill-{index}.%j",
+                requested_queue=settings.partition,
+                poll_interval_s=target.poll_interval_s,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[staged]),
+            )
+            ids.append(job.job_id)
+        return ids

@@ -1,0 +1,178 @@
+"""Backfill that yields: the objects and job scripts it declares, `atlas:backfill` validation, and
+the `atlas:nodes:Backfill` component under Pulumi mocks (children, parents, what destroy removes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+
+from infra.config import KubernetesTarget
+from infra.errors import AtlasConfigError
+from infra.hpc.target import HpcTarget
+from infra.nodes import backfill
+from infra.nodes.component import TYPE_TOKEN, Backfill, BackfillArgs, SlurmBackfillTarget
+from infra.nodes.settings import BackfillSettings, parse_backfill_settings
+from infra.workload import load_workload
+from tests.unit.openshift_fixtures import RecordingMonitor, install_mocks
+
+REPO = Path(__file__).resolve().parents[2]
+PROBE = load_workload(REPO / "workloads" / "probe" / "workload.yaml")
+
+
+def work() -> backfill.BackfillWork:
+    return backfill.work_for(PROBE, "openshift", "quay.io/atlas/probe:local", "Tesla-V100-SXM2-32GB")
+
+
+def test_backfill_runs_the_workload_s_gpu_step_as_its_own_experiment() -> None:
+    w = work()
+    assert w.argv[:4] == ("python3", "-m", "workloads.probe", "train")
+    # argparse keeps the last value: backfill never writes into the real run's experiment.
+    assert w.argv[-2:] == ("--experiment_name", "probe-digits-backfill")
+    assert (w.cpus, w.memory_mib, w.gpu_product) == (2, 2048, "Tesla-V100-SXM2-32GB")
+
+
+def test_the_priority_class_is_below_every_real_pod_and_never_preempts() -> None:
+    pc = backfill.priority_class()
+    assert pc["value"] < 0 and pc["preemptionPolicy"] == "Never" and pc["globalDefault"] is False
+
+
+def test_backfill_pods_ask_one_gpu_each_at_low_priority_on_gpu_nodes() -> None:
+    deployment = backfill.backfill_deployment(work(), 3)
+    assert deployment["metadata"]["namespace"] == backfill.NAMESPACE and deployment["spec"]["replicas"] == 3
+    spec = deployment["spec"]["template"]["spec"]
+    assert spec["priorityClassName"] == backfill.PRIORITY_CLASS
+    (container,) = spec["containers"]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert container["command"] == ["python3"] and container["args"][:3] == ["-m", "workloads.probe", "train"]
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
+    assert spec["nodeSelector"] == {"nvidia.com/gpu.product": "Tesla-V100-SXM2-32GB"}
+
+
+def test_slurm_backfill_scripts_go_to_the_preemptible_partition_one_gpu_each() -> None:
+    scripts = backfill.slurm_scripts(work(), "satori-slurm", "runs/local/satori-slurm/probe", 2)
+    assert len(scripts) == 2 and len({name for name, _ in scripts}) == 2
+    for name, script in scripts:
+        assert f"#SBATCH --job-name={name}" in script
+        assert "#SBATCH --partition=backfill" in script and "#SBATCH --gres=gpu:1" in script
+        assert "--experiment_name probe-digits-backfill" in script
+
+
+def test_submit_writes_each_script_and_submits_it_requeueable() -> None:
+    commands: list[str] = []
+
+    def runner(command: str) -> backfill.RemoteResult:
+        commands.append(command)
+        out = str(40 + len(commands)) if "sbatch --parsable" in command else ""
+        return backfill.RemoteResult(command, 0, out, "")
+
+    ids = backfill.submit_slurm(runner, "runs/x", backfill.slurm_scripts(work(), "s", "runs/x", 2))
+    assert len(ids) == 2
+    submits = [c for c in commands if "sbatch --parsable" in c]
+    assert len(submits) == 2 and all("sbatch --parsable --requeue" in c for c in submits)
+    writes = [c for c in commands if "<<'ATLAS_BACKFILL_EOF'" in c]
+    assert len(writes) == 2 and all("#SBATCH --partition=backfill" in c for c in writes)
+
+
+# --- atlas:backfill ------------------------------------------------------------------------------
+
+
+def test_backfill_settings_defaults_and_disabled() -> None:
+    assert parse_backfill_settings(None) is None
+    assert parse_backfill_settings({"enabled": "false"}) is None
+    assert parse_backfill_settings({}) == BackfillSettings(workload=None)
+    parsed = parse_backfill_settings({"gpus": "2", "priority": -100, "environments": ["openshift"]})
+    assert parsed is not None and (parsed.gpus, parsed.priority, parsed.environments) == (2, -100, ("openshift",))
+
+
+@pytest.mark.parametrize(
+    ("raw", "key"),
+    [
+        ({"gpu": 2}, "atlas:backfill: unknown key(s) gpu"),
+        ({"gpus": 0}, "atlas:backfill.gpus"),
+        ({"priority": 5}, "atlas:backfill.priority"),  # must stay below real pods (0)
+        ({"namespace": "Not_A_Name"}, "atlas:backfill.namespace"),
+        ({"environments": "openshift"}, "atlas:backfill.environments"),
+        ("yes", "atlas:backfill: expected an object"),
+    ],
+)
+def test_bad_backfill_settings_name_the_key(raw: Any, key: str) -> None:
+    with pytest.raises(AtlasConfigError) as error:
+        parse_backfill_settings(raw)
+    assert str(error.value).startswith(key)
+
+
+# --- the component -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def mocks() -> RecordingMonitor:
+    return install_mocks()
+
+
+def slurm_target(tmp_path: Path) -> HpcTarget:
+    hosts = tmp_path / "known_hosts"
+    key = "AAAAC3NzaC1lZDI1NTE5AAAAIJQd0Xc8l5w6QxGZl7c0m3p9dZ5c1b8v3H0o7m6q2r8s"
+    hosts.write_text(f"[127.0.0.1]:16022 ssh-ed25519 {key}\n")
+    return HpcTarget(
+        host="127.0.0.1",
+        port=16022,
+        user="atlas",
+        scheduler="slurm",
+        queue="normal",
+        known_hosts=None,
+        known_hosts_file=hosts,
+        private_key_file=tmp_path / "id",
+        remote_work_dir="atlas",
+        poll_interval_s=2.0,
+        lsf_memory_unit="MB",
+    )
+
+
+@pulumi.runtime.test
+def test_the_component_declares_priority_namespace_deployment_and_slurm_jobs_as_its_children(
+    mocks: RecordingMonitor, tmp_path: Path
+) -> pulumi.Output[Any]:
+    settings = BackfillSettings(workload="probe", gpus=2, namespace="atlas-backfill", priority=-20)
+    target = KubernetesTarget("kubernetes", "atlas-local", tmp_path / "kubeconfig", None)
+    component = Backfill(
+        "backfill",
+        BackfillArgs(
+            settings,
+            work(),
+            "unit",
+            kubernetes=target,
+            slurm=(SlurmBackfillTarget("satori-slurm", slurm_target(tmp_path)),),
+        ),
+    )
+
+    def check(_: Any) -> None:
+        names = {r.name: r for r in mocks.registered}
+        assert names["backfill"].typ == TYPE_TOKEN
+        for child in (
+            "backfill-provider",
+            "backfill-priority",
+            "backfill-namespace",
+            "backfill-deployment",
+            "backfill-satori-slurm-scripts",
+            "backfill-satori-slurm-0",
+            "backfill-satori-slurm-1",
+        ):
+            assert f"{TYPE_TOKEN}$" in names[child].urn, f"{child} is not a child of the component"
+        priority = names["backfill-priority"].inputs
+        assert (priority["value"], priority["preemptionPolicy"]) == (-20, "Never")
+        assert names["backfill-namespace"].inputs["metadata"]["name"] == "atlas-backfill"
+        deployment = names["backfill-deployment"].inputs
+        assert deployment["spec"]["replicas"] == 2
+        assert deployment["spec"]["template"]["spec"]["priorityClassName"] == "backfill-priority-0a1b2c3d"
+        assert deployment["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+        job = names["backfill-satori-slurm-0"].inputs
+        assert job["requested_queue"] == "backfill" and "#SBATCH --partition=backfill" in job["script"]
+        assert job["run_dir"] == "atlas/unit/satori-slurm/backfill"
+
+    ids = [i for job_ids in component.slurm_job_ids.values() for i in job_ids]
+    return pulumi.Output.all(component.namespace, component.priority_class, component.deployment.metadata, *ids).apply(
+        check
+    )

@@ -1,0 +1,323 @@
+"""infra.monitor: parsers on recorded and hand-written scheduler output, the poll interval under a
+fake clock, the Kubernetes watch cache, and the three renderings of one snapshot.
+
+The Kubernetes inputs are the comparison's recorded API documents (tests/unit/data/compare/),
+so the monitor's step view is checked against the same Jobs and pods the report reads.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.compare.timeparse import rfc3339
+from infra.hpc.ssh import RemoteResult
+from infra.monitor import hpc as monitor_hpc
+from infra.monitor.build import Monitor
+from infra.monitor.hpc import (
+    HpcSource,
+    iterations_per_second,
+    parse_bjobs_queue,
+    parse_lsload_gpu,
+    parse_sections,
+    parse_sinfo_nodes,
+    parse_squeue_queue,
+    parse_telemetry_tail,
+    sections_script,
+)
+from infra.monitor.kube import GoneError, KubeCache
+from infra.monitor.model import to_dict, to_json
+from infra.monitor.render import html_page, terminal_view
+from infra.nodes.estimate import JobShape
+
+REC = Path(__file__).parent / "data" / "compare"
+OUTPUTS = json.loads((REC / "stack_outputs.json").read_text())
+NAMESPACE = OUTPUTS["environments"]["openshift"]["namespace"]
+
+
+def utc(text: str) -> float:
+    value = rfc3339(text)
+    assert value is not None
+    return value
+
+
+# --- sections: one SSH command, several answers --------------------------------------------------
+
+
+def test_sections_script_runs_in_bash_and_reads_back_each_answer_and_exit_status() -> None:
+    script = sections_script([("one", "echo a; echo b"), ("two", "echo oops >&2; exit 3"), ("three", "true")])
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout
+    sections = parse_sections(out)
+    assert sections == {"one": (0, "a\nb"), "two": (3, "oops"), "three": (0, "")}
+
+
+# --- HPC parsers ---------------------------------------------------------------------------------
+
+
+def test_sinfo_nodes_counts_gpus_and_allocation_once_per_node() -> None:
+    # As `sinfo -N -h -O NodeList:|,StateLong:|,CPUsState:|,Gres:|,GresUsed:` prints a node per partition.
+    text = (
+        "vm|mixed|3/5/0/8|gpu:v100:4|gpu:v100:2(IDX:0-1)\n"
+        "vm|mixed|3/5/0/8|gpu:v100:4|gpu:v100:2(IDX:0-1)\n"
+        "cpu1|idle|0/8/0/8|(null)|gpu:0\n"
+    )
+    nodes = {n.name: n for n in parse_sinfo_nodes(text)}
+    assert (nodes["vm"].gpus_total, nodes["vm"].gpus_allocated, nodes["vm"].state) == (4, 2, "mixed")
+    assert (nodes["cpu1"].gpus_total, nodes["cpu1"].gpus_allocated) == (0, 0)
+    assert nodes["vm"].gpu_util_percent is None and "allocation, not use" in nodes["vm"].util_source
+
+
+def test_lsload_gpu_reads_use_per_host_and_busy_gpus_as_allocated() -> None:
+    gpu = (
+        "HOST_NAME       status  ngpus  gpu_shared_avg_mut  gpu_shared_avg_ut  ngpus_physical\n"
+        "hosta               ok      4                 12%                37%               4\n"
+        "hostb               ok      2                  0%                 0%               2\n"
+    )
+    # LSF prints the host name on a host's first GPU only.
+    gpuload = (
+        "HOST_NAME       gpuid   gpu_model   gpu_mode  gpu_temp   gpu_ecc  gpu_ut  gpu_mut gpu_mtotal "
+        "gpu_mused   gpu_pstate   gpu_status   gpu_error\n"
+        "hosta               0 TeslaV100_SXM2_32GB  0.0  -  0.0     70%      20%        32G       4G 0 busy -\n"
+        "                    1 TeslaV100_SXM2_32GB  0.0  -  0.0      4%       0%        32G       0M 0 busy -\n"
+        "                    2 TeslaV100_SXM2_32GB  0.0  -  0.0      0%       0%        32G       0M 0 ok -\n"
+        "                    3 TeslaV100_SXM2_32GB  0.0  -  0.0      0%       0%        32G       0M 0 ok -\n"
+        "hostb               0 TeslaV100_SXM2_32GB  0.0  -  0.0      0%       0%        32G       0M 0 ok -\n"
+        "                    1 TeslaV100_SXM2_32GB  0.0  -  0.0      0%       0%        32G       0M 0 ok -\n"
+    )
+    nodes = {n.name: n for n in parse_lsload_gpu(gpu, gpuload)}
+    assert (nodes["hosta"].gpus_total, nodes["hosta"].gpus_allocated, nodes["hosta"].gpu_util_percent) == (4, 2, 37.0)
+    assert (nodes["hostb"].gpus_total, nodes["hostb"].gpus_allocated, nodes["hostb"].gpu_util_percent) == (2, 0, 0.0)
+
+
+def test_queue_listings_give_pending_gpus_waits_and_expected_ends() -> None:
+    squeue = (
+        "7|RUNNING|2026-12-02T15:00:00|2026-12-02T15:00:10|2026-12-02T15:30:10|gres/gpu:2\n"
+        "8|PENDING|2026-12-02T15:01:00|N/A|N/A|gres/gpu:1\n"
+        "9|COMPLETED|2026-12-02T14:00:00|2026-12-02T14:00:03|2026-12-02T14:10:00|N/A\n"
+    )
+    jobs = {j.job_id: j for j in parse_squeue_queue(squeue)}
+    assert jobs["7"].state == "running" and jobs["7"].gpus == 2
+    assert jobs["7"].expected_end == utc("2026-12-02T15:30:10Z")
+    assert jobs["7"].started_at is not None and jobs["7"].submitted_at is not None
+    assert jobs["7"].started_at - jobs["7"].submitted_at == 10
+    assert (jobs["8"].state, jobs["8"].started_at, jobs["8"].gpus) == ("pending", None, 1)
+    assert (jobs["9"].state, jobs["9"].gpus) == ("finished", 0)
+    bjobs = "11^RUN^Dec  2 15:00:00^Dec  2 15:00:04\n12^PEND^Dec  2 15:01:00^-\n"
+    lsf = {j.job_id: j for j in parse_bjobs_queue(bjobs, 2026)}
+    assert lsf["11"].started_at is not None and lsf["11"].submitted_at is not None
+    assert lsf["11"].started_at - lsf["11"].submitted_at == 4
+    assert lsf["12"].state == "pending" and lsf["12"].gpus is None
+
+
+def test_telemetry_tail_and_training_log_give_the_step_s_current_use_and_rate() -> None:
+    lines = (REC / "lsf_telemetry_train.jsonl").read_text().splitlines()
+    tail = parse_telemetry_tail("\n".join(lines[-3:]), "recorded")
+    assert tail is not None and len(tail.t) >= 1
+    assert tail.cpu_percent[-1] > 0 and tail.rss_bytes[-1] > 0
+    assert math.isnan(tail.gpu_util_percent[-1]) and dict(tail.not_measured)["gpu"].startswith("NVML")
+    log = (REC / "lsf_probe-digits_log.jsonl").read_text().splitlines()
+    rate, stamp = iterations_per_second("\n".join(log[-2:]))
+    first, second = json.loads(log[-2]), json.loads(log[-1])
+    assert rate == pytest.approx((second["itr"] - first["itr"]) / (second["_stamp"] - first["_stamp"]))
+    assert stamp == second["_stamp"]
+    assert iterations_per_second("") == (None, None)
+
+
+# --- polling keeps to its interval ---------------------------------------------------------------
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def slurm_outputs(count: int) -> dict[str, Any]:
+    return {
+        "kind": "hpc",
+        "scheduler": "slurm",
+        "host": "127.0.0.1",
+        "port": 22,
+        "user": "atlas",
+        "steps": [{"name": f"s{i}", "job_id": str(100 + i)} for i in range(count)],
+        "telemetry": {"path": "run/telemetry"},
+        "logs": {"path": "run/logs"},
+    }
+
+
+def fake_slurm_runner(commands: list[str]) -> Any:
+    squeue = json.loads((REC / "squeue.json").read_text())
+
+    def run(command: str) -> RemoteResult:
+        commands.append(command)
+        if command.startswith("squeue --json"):
+            return RemoteResult(command, 0, json.dumps(squeue), "")
+        return RemoteResult(command, 0, "", "")
+
+    return run
+
+
+def test_an_hpc_source_asks_twice_per_interval_whatever_the_number_of_jobs_and_readers() -> None:
+    commands: list[str] = []
+    clock = FakeClock()
+    source = HpcSource("satori-slurm", slurm_outputs(200), fake_slurm_runner(commands), 30.0, clock=clock)
+    for _ in range(50):  # fifty readers within one interval
+        source.poll()
+    assert source.calls == 2 and source.polls == 1
+    status = commands[0]
+    assert status.startswith("squeue --json -t all -j ") and status.count(",") == 199  # one batched query
+    clock.now += 29.9
+    source.poll()
+    assert source.calls == 2
+    clock.now += 0.2
+    source.poll()
+    assert source.calls == 4 and source.polls == 2
+
+
+# --- Kubernetes: list, then watch events ---------------------------------------------------------
+
+
+class RecordedApi:
+    """A KubeClient stand-in answering LISTs from the comparison's recorded documents."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, int] = {"GET": 0}
+        self.documents = {
+            "/api/v1/nodes": json.loads((REC / "k8s_nodes.json").read_text()),
+            "/api/v1/pods": json.loads((REC / "k8s_pods.json").read_text()),
+            f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs": json.loads((REC / "k8s_jobs.json").read_text()),
+        }
+
+    def get(self, path: str) -> Any:
+        self.calls["GET"] += 1
+        document = copy.deepcopy(self.documents[path])
+        document.setdefault("metadata", {})["resourceVersion"] = "100"
+        return document
+
+
+def kube_monitor(now: float) -> tuple[Monitor, KubeCache, RecordedApi]:
+    api = RecordedApi()
+    cache = KubeCache(api, NAMESPACE)  # type: ignore[arg-type]
+    cache.list_all()
+    outputs = {"atlas": OUTPUTS["atlas"], "environments": {"openshift": OUTPUTS["environments"]["openshift"]}}
+    monitor = Monitor(outputs, cache, {}, JobShape("probe", 1), 30.0, wall=lambda: now)
+    return monitor, cache, api
+
+
+def test_the_kubernetes_view_matches_the_recorded_jobs_pods_and_nodes() -> None:
+    now = utc("2026-12-02T16:00:00Z")
+    monitor, _cache, api = kube_monitor(now)
+    snapshot = monitor.snapshot()
+    (env,) = snapshot.environments
+    assert not env.error and api.calls["GET"] == 3  # one LIST each; a snapshot asks nothing more
+    steps = {s.name: s for s in env.steps}
+    train = steps["train"]
+    assert (train.job, train.phase, train.native_state, train.node) == (
+        "openshift-pipeline-train-9f60a934",
+        "succeeded",
+        "Complete",
+        "kwok-gpu-0",
+    )
+    assert train.elapsed_s == 5.0 and train.queue_wait_s == 0.0 and train.gpus == 1
+    assert "simulated" in train.telemetry_note
+    nodes = {n.name: n for n in env.nodes}
+    # The recorded train pod has Succeeded: it holds no GPU any more.
+    assert (nodes["kwok-gpu-0"].gpus_total, nodes["kwok-gpu-0"].gpus_allocated) == (4, 0)
+    assert nodes["kwok-gpu-0"].simulated and nodes["kwok-gpu-0"].gpu_util_percent is None
+    assert env.estimate is not None and env.estimate.seconds is not None and env.estimate.free_gpus >= 4
+
+
+def test_watch_events_move_the_cache_and_410_asks_for_a_new_list() -> None:
+    now = utc("2026-12-02T16:00:00Z")
+    monitor, cache, api = kube_monitor(now)
+    gpu_pod = copy.deepcopy(next(p for p in cache.items("pods") if "train" in p["metadata"]["name"]))
+    gpu_pod["metadata"]["name"] = "other-gpu-pod"
+    gpu_pod["metadata"]["namespace"] = "someone-else"
+    gpu_pod["metadata"]["resourceVersion"] = "101"
+    gpu_pod["status"]["phase"] = "Running"
+    cache.apply_event("pods", {"type": "ADDED", "object": gpu_pod})
+    env = monitor.snapshot().environments[0]
+    assert {n.name: n.gpus_allocated for n in env.nodes}["kwok-gpu-0"] == 1
+    assert "someone-else/other-gpu-pod" in {n.name: n for n in env.nodes}["kwok-gpu-0"].workloads
+    cache.apply_event("pods", {"type": "DELETED", "object": gpu_pod})
+    env = monitor.snapshot().environments[0]
+    assert {n.name: n.gpus_allocated for n in env.nodes}["kwok-gpu-0"] == 0
+    with pytest.raises(GoneError):
+        cache.apply_event("pods", {"type": "ERROR", "object": {"code": 410, "message": "too old resource version"}})
+    assert api.calls["GET"] == 3
+
+
+# --- rendering: terminal, JSON and HTML read the same numbers ------------------------------------
+
+
+def test_json_and_html_carry_the_same_numbers_and_the_terminal_view_renders() -> None:
+    from rich.console import Console
+
+    now = utc("2026-12-02T16:00:00Z")
+    monitor, _cache, _api = kube_monitor(now)
+    snapshot = monitor.snapshot()
+    data = json.loads(to_json(snapshot))
+    assert data == json.loads(json.dumps(to_dict(snapshot)))
+    page = html_page(snapshot)
+    cells = dict(
+        ((m["env"], m["row"], m["field"]), m["value"])
+        for m in re.finditer(
+            r'data-env="(?P<env>[^"]*)" data-row="(?P<row>[^"]*)" data-field="(?P<field>[^"]*)" '
+            r'data-value="(?P<value>[^"]*)"',
+            page,
+        )
+    )
+    env = data["environments"][0]
+    for step in env["steps"]:
+        assert cells[("openshift", step["name"], "elapsed_s")] == str(step["elapsed_s"])
+        assert cells[("openshift", step["name"], "phase")] == step["phase"]
+    for node in env["nodes"]:
+        if node["gpus_total"]:
+            assert cells[("openshift", node["name"], "gpus_free")] == str(node["gpus_free"])
+    console = Console(record=True, width=200)
+    console.print(terminal_view(snapshot))
+    text = console.export_text()
+    assert "openshift-pipeline-train-9f60a934" in text and "kwok-gpu-0" in text and "queue-wait estimate" in text
+
+
+def test_an_environment_that_cannot_be_read_says_why_and_the_others_still_show() -> None:
+    def broken(command: str) -> RemoteResult:
+        return RemoteResult(command, 1, "", "slurm_load_jobs error: Unable to contact slurm controller")
+
+    now = utc("2026-12-02T16:00:00Z")
+    monitor, _cache, _api = kube_monitor(now)
+    monitor.outputs = {
+        **monitor.outputs,
+        "environments": {**monitor.outputs["environments"], "satori-slurm": slurm_outputs(2)},
+    }
+    monitor.hpc["satori-slurm"] = HpcSource("satori-slurm", slurm_outputs(2), broken, 30.0)
+    views = {e.name: e for e in monitor.snapshot().environments}
+    assert "Unable to contact slurm controller" in views["satori-slurm"].error
+    assert not views["openshift"].error and views["openshift"].steps
+    assert "cannot read" in html_page(monitor.snapshot())
+
+
+def test_queue_wait_of_a_pending_step_grows_until_it_starts() -> None:
+    from infra.compare.records import StepRecord
+    from infra.hpc.scheduler import Phase
+    from infra.monitor.build import step_view
+
+    record = StepRecord(
+        "train", "7", "PENDING", 100.0, None, None, None, None, "Resources", 1, None, "", False, None, ""
+    )
+    view = step_view(record, Phase.PENDING, 160.0)
+    assert (view.queue_wait_s, view.elapsed_s, view.reason) == (60.0, None, "Resources")
+
+
+def test_sinfo_format_is_the_one_the_lsf_command_set_reads() -> None:
+    # The same -O fields as infra/localenv/lsf/cli.py, so the local Satori answers both alike.
+    assert monitor_hpc.SINFO_FORMAT == "NodeList:|,StateLong:|,CPUsState:|,Gres:|,GresUsed:"
