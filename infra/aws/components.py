@@ -175,8 +175,6 @@ class AwsEnvironment(pulumi.ComponentResource):
                 instance_type=instance_type.name,
                 gpus=instance_type.gpus,
                 gpu_product=instance_type.gpu_product,
-                vcpus=instance_type.vcpus,
-                memory_gib=instance_type.memory_gib,
                 ssh_user=settings.ssh_user,
                 run_dir=run_dir,
                 bucket_prefix=prefix,

@@ -33,8 +33,6 @@ class LaunchSpec:
     instance_type: str
     gpus: int
     gpu_product: str
-    vcpus: int
-    memory_gib: int
     ssh_user: str
     run_dir: str  # relative to the login user's home, as on the HPC sides
     bucket_prefix: str  # where the staged files sit in the bucket
@@ -43,8 +41,6 @@ class LaunchSpec:
 
 
 def _slurm_conf(spec: LaunchSpec) -> str:
-    # Leave Slurm a little memory headroom; the node's own daemons need some.
-    memory_mb = max(1024, spec.memory_gib * 1024 - 4096)
     return "\n".join(
         [
             "ClusterName=atlas",
@@ -65,7 +61,7 @@ def _slurm_conf(spec: LaunchSpec) -> str:
             "SlurmdSpoolDir=/var/spool/slurmd",
             "MinJobAge=3600",
             "ReturnToService=2",
-            f"NodeName=${{NODE}} CPUs={spec.vcpus} RealMemory={memory_mb} Gres=gpu:{spec.gpus} State=UNKNOWN",
+            f"NodeName=${{NODE}} CPUs=${{CPUS}} RealMemory=${{MEMORY_MB}} Gres=gpu:{spec.gpus} State=UNKNOWN",
             "PartitionName=normal Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
         ]
     )
@@ -87,6 +83,9 @@ def render_launch_script(spec: LaunchSpec) -> str:
         f'ATLAS_RUN_DIR="$ATLAS_HOME"/{q(spec.run_dir)}',
         f"ATLAS_PREFIX={q(spec.bucket_prefix)}",
         "NODE=$(hostname -s)",
+        "CPUS=$(nproc)",
+        "# What the kernel sees, less 4 GiB for the node's own daemons: a larger RealMemory drains the node.",
+        "MEMORY_MB=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 - 4096 ))",
         "",
         "# The driver comes with the image; without it the steps would run on no GPU.",
         f'test "$(nvidia-smi -L | wc -l)" -eq {spec.gpus}',

@@ -259,7 +259,9 @@ def parse_aws_settings(raw: Any, project_dir: Path | None = None, key: str = KEY
     if not _fields.boolean(section, "enabled", key, True):
         return None
     for name, value in section.items():
-        if isinstance(value, str) and value.startswith("REPLACE_WITH"):
+        values = value if isinstance(value, list) else [value]
+        if any(isinstance(v, str) and v.startswith("REPLACE_WITH") for v in values):
+            value = next(v for v in values if isinstance(v, str) and v.startswith("REPLACE_WITH"))
             raise _fields.fail(
                 f"{key}.{name}",
                 f"still the example's placeholder {value}",

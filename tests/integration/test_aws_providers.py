@@ -97,7 +97,7 @@ def nothing_left(aws: dict[str, Any]) -> None:
 
 def launch_script() -> str:
     return render_launch_script(
-        LaunchSpec("it", "aws", "1", "probe", "p3.8xlarge", 4, "Tesla-V100-SXM2-16GB", 32, 244, "ubuntu",
+        LaunchSpec("it", "aws", "1", "probe", "p3.8xlarge", 4, "Tesla-V100-SXM2-16GB", "ubuntu",
                    "atlas-runs/it/aws/probe", "atlas/it/aws/probe")
     )  # fmt: skip
 
