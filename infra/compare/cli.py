@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from infra.compare import aws_collector
 from infra.compare.costs import RATES_FILE, CostConfigError, load_cost_profiles, load_rate_table
 from infra.compare.hpc_collector import SftpFiles, collect_hpc
 from infra.compare.kube_collector import KubeApi, collect_kubernetes
@@ -58,6 +59,9 @@ def access_from_stack_file(path: Path, project_dir: Path) -> Access:
         return candidate if candidate.is_absolute() else project_dir / candidate
 
     access.kubeconfig = local((config.get("atlas:openshift") or {}).get("kubeconfig"))
+    aws = config.get("atlas:aws")
+    if isinstance(aws, dict) and (key := local(aws.get("ssh_private_key_file"))) is not None:
+        access.ssh_keys["aws"] = key
     for name, section in (config.get("atlas:hpc") or {}).items():
         if isinstance(section, dict):
             if (key := local(section.get("private_key_file"))) is not None:
@@ -69,7 +73,9 @@ def access_from_stack_file(path: Path, project_dir: Path) -> Access:
 
 def _hpc(name: str, outputs: Mapping[str, Any], access: Access, raw_dir: Path) -> EnvironmentRecords:
     key, hosts = access.ssh_keys.get(name), access.known_hosts.get(name)
-    if key is None or hosts is None:
+    # An AWS instance's host key is public and in the outputs (Atlas generated it at launch).
+    inline_hosts = str(outputs["known_hosts"]) + "\n" if outputs.get("known_hosts") and hosts is None else None
+    if key is None or (hosts is None and inline_hosts is None):
         raise LookupError(
             f"no SSH key or known_hosts for {name!r}: pass --ssh-key {name}=PATH "
             f"--known-hosts {name}=PATH, or a stack file that names them"
@@ -78,8 +84,8 @@ def _hpc(name: str, outputs: Mapping[str, Any], access: Access, raw_dir: Path) -
         host=str(outputs["host"]),
         port=int(outputs["port"]),
         user=str(outputs["user"]),
-        known_hosts=hosts.read_text(),
-        known_hosts_source=f"file {hosts}",
+        known_hosts=inline_hosts if inline_hosts is not None else hosts.read_text(),  # type: ignore[union-attr]
+        known_hosts_source="the stack outputs' known_hosts" if inline_hosts is not None else f"file {hosts}",
         private_key_file=str(key),
     )
     connection = ssh.connection(endpoint)
@@ -103,7 +109,8 @@ def _unreachable(name: str, outputs: Mapping[str, Any], error: Exception) -> Env
         training=Missing(reason),
         staging=Missing(reason),
         notes=(reason,),
-        cost_profile="satori" if outputs.get("kind") == "hpc" else "moc",
+        cost_profile={"hpc": "satori", "aws": ""}.get(str(outputs.get("kind")), "moc"),
+        cloud_rate=aws_collector.cloud_rate_name(outputs) if outputs.get("kind") == "aws" else "",
     )
 
 
@@ -126,6 +133,10 @@ def collect_environments(
                 result.append(collect_kubernetes(name, env, get))
             elif env.get("kind") == "hpc":
                 result.append(_hpc(name, env, access, raw_dir / name))
+            elif env.get("kind") == "aws" and not env.get("executed"):
+                result.append(aws_collector.not_executed(name, env))
+            elif env.get("kind") == "aws":
+                result.append(aws_collector.as_aws(_hpc(name, env, access, raw_dir / name), env))
             else:
                 result.append(_unreachable(name, env, ValueError(f"unknown kind {env.get('kind')!r}")))
         except (OSError, LookupError, ValueError, urllib.error.URLError, ssh.SshError) as error:

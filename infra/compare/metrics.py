@@ -438,7 +438,12 @@ def _throughput(training: TrainingLog | Missing) -> tuple[Value, Value, Value, S
 
 
 def economics(
-    profile: CostProfile | None, steps: Sequence[StepMetrics], iterations: Value, rates: RateTable
+    profile: CostProfile | None,
+    steps: Sequence[StepMetrics],
+    iterations: Value,
+    rates: RateTable,
+    cloud_rate: str = "",
+    steps_reason: str = "",
 ) -> Economics:
     gpu_seconds = 0.0
     counted = False
@@ -452,7 +457,7 @@ def economics(
     gpu_hours = (
         Value(gpu_seconds / 3600, "GPU-h", source, "", "computed", simulated)
         if counted
-        else missing("GPU-h", "not measured: no step with both GPUs and a duration")
+        else missing("GPU-h", steps_reason or "not measured: no step with both GPUs and a duration")
     )
 
     def per_1000(cost: Value) -> Value:
@@ -467,8 +472,24 @@ def economics(
             cost.simulated,
         )
 
-    if profile is None:
-        rate = missing("USD/GPU-h", "no cost profile for this environment")
+    rented = next((r for r in rates.rates if r.name == cloud_rate), None) if cloud_rate else None
+    if profile is None and rented is not None:
+        # Rented capacity is priced by its dated rate, not by the on-premises model.
+        rate = Value(
+            rented.per_gpu_hour,
+            "USD/GPU-h",
+            f"{rates.path} ({rented.source}, read {rented.read_on}; table dated {rates.date})",
+            rented.assumption or "",
+            "assumption" if rented.assumption else "measured",
+        )
+        run_cost = (
+            Value(rented.per_gpu_hour * gpu_hours.value, "USD", f"{rate.source} x GPU-h", "", rate.kind, simulated)
+            if gpu_hours.value is not None
+            else missing("USD", gpu_hours.note)
+        )
+    elif profile is None:
+        reason = f"no rate {cloud_rate!r} in {rates.path}" if cloud_rate else "no cost profile for this environment"
+        rate = missing("USD/GPU-h", reason)
         run_cost = missing("USD", rate.note)
     else:
         rate = Value(
@@ -499,7 +520,8 @@ def economics(
             else missing("USD", gpu_hours.note)
         )
         chargeback.append((item.name, cost, per_1000(cost)))
-    return Economics(profile.name if profile else "", rate, gpu_hours, run_cost, per_1000(run_cost), tuple(chargeback))
+    label = profile.name if profile else (f"cloud rate {cloud_rate}" if rented is not None else "")
+    return Economics(label, rate, gpu_hours, run_cost, per_1000(run_cost), tuple(chargeback))
 
 
 def data_access(records: EnvironmentRecords) -> DataAccess:
@@ -652,7 +674,9 @@ def environment_metrics(
         steps_reason=steps_reason,
         elasticity=elasticity(steps, steps_reason),
         performance=perf,
-        economics=economics(profiles.get(records.cost_profile), steps, perf.iterations, rates),
+        economics=economics(
+            profiles.get(records.cost_profile), steps, perf.iterations, rates, records.cloud_rate, steps_reason
+        ),
         data_access=data_access(records),
         scalability=scalability(records.gpus, perf.images_per_s),
         notes=records.notes,
@@ -698,7 +722,11 @@ def build_report(
         for name in used
         if name in profiles
     )
-    notes = []
+    notes = [
+        f"{m.name}: {m.steps_reason}; no figure of a run is given for it."
+        for m in metrics
+        if m.kind == "aws" and m.steps_reason.startswith("not executed")
+    ]
     if any(m.simulated for m in metrics):
         notes.append(
             "Figures marked (simulated) come from KWOK-simulated nodes: no container ran there; the times "

@@ -145,4 +145,5 @@ class EnvironmentRecords:
     nodes: tuple[NodeRecord, ...] = ()
     notes: tuple[str, ...] = ()
     cost_profile: str = ""  # which on-premises profile of the cost model applies
+    cloud_rate: str = ""  # the rates.yaml rate that prices rented capacity (aws-p3.8xlarge), if any
     run: dict[str, str] = field(default_factory=dict)  # stack, run id, workload

@@ -141,9 +141,12 @@ def report_tables(report: Report) -> tuple[Section, ...]:
     rate_names = list(dict.fromkeys(name for e in envs for name, _, _ in e.economics.chargeback))
     economics = (
         TableRow("cost profile", tuple(e.economics.profile or "none" for e in envs)),
-        TableRow("on-premises cost per GPU-hour", tuple(e.economics.usd_per_gpu_hour for e in envs)),
+        TableRow(
+            "cost per GPU-hour (on-premises model, or the cloud rate)",
+            tuple(e.economics.usd_per_gpu_hour for e in envs),
+        ),
         TableRow("GPU-hours used", tuple(e.economics.gpu_hours for e in envs)),
-        TableRow("cost per run (on-premises model)", tuple(e.economics.cost_per_run for e in envs)),
+        TableRow("cost per run (on-premises model, or the cloud rate)", tuple(e.economics.cost_per_run for e in envs)),
         TableRow(
             "cost per 1,000 iterations (on-premises model)", tuple(e.economics.cost_per_1000_iterations for e in envs)
         ),
@@ -369,6 +372,8 @@ def print_summary(report: Report, where: str, console: Console | None = None) ->
     # A log or a pipe gets a wide table; a terminal gets its own width.
     console = console or Console(width=None if sys.stdout.isatty() else 140)
     console.print(summary_table(report))
+    for note in report.notes:
+        console.print(note)
     for line in _comparability_lines(report):
         console.print(line.replace("**", ""))
     console.print(f"Report: {where}")
