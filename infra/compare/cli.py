@@ -13,6 +13,7 @@ Kubernetes API from atlas:openshift.kubeconfig or --kubeconfig. Nothing secret i
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import subprocess
@@ -28,6 +29,7 @@ import yaml
 
 from infra.compare import aws_collector
 from infra.compare.costs import RATES_FILE, CostConfigError, load_cost_profiles, load_rate_table
+from infra.compare.estimates import load_estimates, with_estimates
 from infra.compare.hpc_collector import SftpFiles, collect_hpc
 from infra.compare.kube_collector import KubeApi, collect_kubernetes
 from infra.compare.metrics import Report, build_report
@@ -179,6 +181,7 @@ def compare(
     cost_flags: Sequence[str] = (),
     rates: Path = RATES_FILE,
     import_gpus: int | None = None,
+    estimates: Mapping[str, Any] | None = None,
 ) -> tuple[Report, WrittenReport]:
     """Collect, compute and write: the one call scripts/demo needs (`compare(outputs, Path(dir))`)."""
     profiles = load_cost_profiles(cost_files, cost_flags)
@@ -188,6 +191,9 @@ def compare(
         environments.append(import_seed_logs(folder, name, gpus=import_gpus))
     run = {k: str(v) for k, v in ((outputs or {}).get("atlas") or {}).items() if k in ("stack", "workload", "run_id")}
     report = build_report(environments, profiles, rate_table, run)
+    if estimates:
+        # The queue-wait estimate made before the run, beside the measured wait (scripts/nodes --estimate).
+        report = dataclasses.replace(report, environments=with_estimates(report.environments, estimates, run))
     return report, write_report(report, out)
 
 
@@ -261,6 +267,11 @@ def parser() -> argparse.ArgumentParser:
         help="one cost-model override, e.g. satori.utilization=0.7; repeatable",
     )
     p.add_argument("--rates", type=Path, default=RATES_FILE, help="the dated rate table (default: %(default)s)")
+    p.add_argument(
+        "--estimates",
+        type=Path,
+        help="queue-wait estimates from `scripts/nodes --estimate` (default .state/estimates/<stack>.json if present)",
+    )
     return p
 
 
@@ -293,9 +304,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if left:
             print(f"compare: still unfinished after {args.wait:.0f}s: {', '.join(left)}; reporting as they are",
                   file=sys.stderr)
+    estimates_path = args.estimates or (project / ".state" / "estimates" / f"{args.stack}.json" if args.stack else None)
+    estimates = None
+    if estimates_path is not None and (args.estimates or estimates_path.is_file()):
+        try:
+            estimates = load_estimates(estimates_path)
+        except ValueError as error:
+            print(f"compare: {error}", file=sys.stderr)
+            return 2
     try:
         report, written = compare(
-            outputs, out, access, imports, args.cost_file, args.cost, args.rates, args.import_gpus
+            outputs, out, access, imports, args.cost_file, args.cost, args.rates, args.import_gpus, estimates
         )
     except (CostConfigError, FileNotFoundError) as error:
         print(f"compare: {error}", file=sys.stderr)

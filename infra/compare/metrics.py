@@ -76,6 +76,11 @@ class Elasticity:
     time_to_add_gpus: Value
     total_queue_wait: Value
     pending_reasons: tuple[str, ...]
+    # `scripts/nodes --estimate` before the run (infra/compare/estimates.py), beside the measured wait.
+    estimated_gpu_step_wait: Value = field(
+        default_factory=lambda: missing("s", "no estimate recorded: run `scripts/nodes -s STACK --estimate` first")
+    )
+    estimate_error: Value = field(default_factory=lambda: missing("s", "no estimate to compare with"))
 
 
 @dataclass(frozen=True)

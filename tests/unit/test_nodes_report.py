@@ -1,0 +1,84 @@
+"""The queue-wait estimate made before a run, beside the measured wait in the comparison report.
+
+The report is built from the comparison's recorded local run (tests/unit/data/compare/), as in
+test_compare.py; the estimate file is what `scripts/nodes --estimate` writes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from infra.compare import costs, metrics
+from infra.compare.estimates import load_estimates, with_estimates
+from infra.compare.render import render_markdown
+from tests.unit.test_compare import hpc_records, kube_records
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> metrics.Report:
+    envs = [kube_records(), hpc_records(tmp_path_factory.mktemp("hpc"))]
+    return metrics.build_report(envs, costs.load_cost_profiles(), costs.load_rate_table(), {"stack": "local"})
+
+
+def record(taken_at: float, seconds: dict[str, float | None]) -> dict[str, object]:
+    return {
+        "version": 1,
+        "stack": "local",
+        "taken_at": taken_at,
+        "environments": {
+            name: {
+                "environment": name,
+                "gpus": 1,
+                "seconds": s,
+                "basis": "test basis",
+                "free_gpus": 4,
+                "pending_ahead": 0,
+                "recent_waits_s": [],
+            }
+            for name, s in seconds.items()
+        },
+    }
+
+
+def test_the_estimate_sits_beside_the_measured_wait_with_its_error(report: metrics.Report) -> None:
+    before = min(s.requested_at.value for e in report.environments for s in e.steps if s.requested_at.value) - 60
+    names = [e.name for e in report.environments]
+    envs = with_estimates(report.environments, record(before, {names[0]: 3.0, names[1]: None}), {"stack": "local"})
+    first, second = envs
+    measured = first.elasticity.gpu_step_queue_wait.value
+    assert measured is not None
+    assert first.elasticity.estimated_gpu_step_wait.value == 3.0
+    assert first.elasticity.estimated_gpu_step_wait.kind == "projection"
+    assert first.elasticity.estimate_error.value == pytest.approx(3.0 - measured)
+    assert "not a forecast" not in first.elasticity.estimated_gpu_step_wait.note
+    assert second.elasticity.estimated_gpu_step_wait.value is None
+    assert "not estimable then" in second.elasticity.estimated_gpu_step_wait.note
+    text = render_markdown(metrics.Report(**{**report.__dict__, "environments": envs}), (), {})
+    assert "estimated before the run" in text and "estimate minus measured" in text
+
+
+def test_an_estimate_made_after_the_request_is_no_forecast_and_another_stack_s_is_ignored(
+    report: metrics.Report,
+) -> None:
+    late = max(s.requested_at.value for e in report.environments for s in e.steps if s.requested_at.value) + 60
+    name = report.environments[0].name
+    (env, *_) = with_estimates(report.environments, record(late, {name: 1.0}), {"stack": "local"})
+    assert "not a forecast" in env.elasticity.estimated_gpu_step_wait.note
+    other = dict(record(late, {name: 1.0}), stack="elsewhere")
+    (env, *_) = with_estimates(report.environments, other, {"stack": "local"})
+    assert env.elasticity.estimated_gpu_step_wait.value is None and "elsewhere" in env.elasticity.estimate_error.note
+
+
+def test_without_an_estimate_the_report_says_how_to_make_one(report: metrics.Report) -> None:
+    env = report.environments[0]
+    assert env.elasticity.estimated_gpu_step_wait.value is None
+    assert "scripts/nodes" in env.elasticity.estimated_gpu_step_wait.note
+
+
+def test_a_file_that_is_not_an_estimate_file_is_refused_naming_the_flag(tmp_path: Path) -> None:
+    bad = tmp_path / "x.json"
+    bad.write_text(json.dumps({"nodes": []}))
+    with pytest.raises(ValueError, match="--estimates"):
+        load_estimates(bad)
