@@ -6,10 +6,14 @@ network; about 700 bytes a line). Each run is a fresh process that does what scr
 does after SSH: fetch the files (a local mirror stands in for SFTP), load the telemetry,
 compute every metric, and write the report (Markdown, HTML, JSON, six PNG charts).
 
+The sampler writes a binary column file beside its JSONL (infra/telemetry/columns.py); the
+bench writes both, as the sampler would. `--jsonl-only` leaves the column file out, to measure
+the JSONL reader alone (what a run recorded before the column file existed costs).
+
 Memory is the peak resident set of the process plus the peak of its largest reader process
 (telemetry files above 64 MiB are read in parallel byte ranges): an upper bound of what it held.
 
-    python3 -m bench.compare_rows [--rows 1000000] [--runs 5] [--workers N] [--json out.json]
+    python3 -m bench.compare_rows [--rows 1000000] [--runs 5] [--workers N] [--jsonl-only] [--json out.json]
 """
 
 from __future__ import annotations
@@ -35,27 +39,35 @@ GOAL_S, GOAL_MB = 2.0, 500.0
 
 
 def make_telemetry(path: Path, rows: int) -> None:
-    """`rows` samples from a real sampler line, with time and CPU, memory and GPU values varying."""
+    """`rows` samples from a real sampler line, with time and CPU, memory and GPU values varying,
+    and the column file the sampler writes beside them (one row per sample, with its line's offset)."""
+    from infra.telemetry.columns import ColumnWriter, columns_path
+
     lines = SAMPLE.read_text().splitlines()
     start, sample = lines[0], json.loads(lines[3])
+    writer = ColumnWriter.open(columns_path(str(path)), 0)
     with path.open("w") as f:
-        f.write(start + "\n")
+        offset = f.write(start + "\n")
         for i in range(rows):
             sample["t"] = 1796223990.0 + 5.0 * i
             sample["cpu"]["tree_percent"] = 90.0 + (i % 37)
             sample["memory"]["tree_rss_bytes"] = 469835776 + (i % 1000) * 4096
             sample["gpu"]["devices"][0]["utilization_percent"] = i % 101
             sample["disk"]["tree_read_bytes"] = i * 65536
-            f.write(json.dumps(sample, separators=(",", ":")) + "\n")
+            writer.append(sample, offset)
+            offset += f.write(json.dumps(sample, separators=(",", ":")) + "\n")
         f.write(json.dumps({"type": "end", "t": 1796223990.0 + 5.0 * rows, "exit_code": 0}) + "\n")
+    writer.close()
 
 
-def mirror(home: Path, run_dir: str, telemetry: Path) -> None:
+def mirror(home: Path, run_dir: str, telemetry: Path, with_columns: bool) -> None:
     base = home / run_dir
     (base / "telemetry").mkdir(parents=True)
     (base / "logs" / "probe-digits").mkdir(parents=True)
     (base / ".atlas").mkdir(parents=True)
     os.link(telemetry, base / "telemetry" / "train.jsonl")
+    if with_columns:
+        os.link(telemetry.with_suffix(".columns"), base / "telemetry" / "train.columns")
     shutil.copy(RECORDED / "lsf_probe-digits_log.jsonl", base / "logs" / "probe-digits_log.jsonl")
     shutil.copy(RECORDED / "lsf_G_loss.log", base / "logs" / "probe-digits" / "G_loss.log")
     shutil.copy(RECORDED / "lsf_metalog.txt", base / "logs" / "probe-digits" / "metalog.txt")
@@ -70,7 +82,7 @@ def child(home: Path, out: Path, workers: int | None) -> dict[str, float]:
 
     if workers:
         original = telemetry.load_sampler_jsonl
-        hpc_collector.load_sampler_jsonl = lambda path, source: original(path, source, workers=workers)  # type: ignore[assignment]
+        telemetry.load_sampler_jsonl = lambda path, source: original(path, source, workers=workers)  # type: ignore[assignment]
     imported = time.perf_counter()
     outputs = json.loads((RECORDED / "stack_outputs.json").read_text())["environments"]["satori"]
     bjobs = (RECORDED / "bjobs.json").read_text()
@@ -101,6 +113,7 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--workers", type=int, help="telemetry reader processes (default: CPUs, at most 4)")
+    parser.add_argument("--jsonl-only", action="store_true", help="no column file: the JSONL reader alone")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -113,7 +126,7 @@ def main() -> int:
         make_telemetry(telemetry, args.rows)
         outputs = json.loads((RECORDED / "stack_outputs.json").read_text())["environments"]["satori"]
         home = work / "home"
-        mirror(home, outputs["run_dir"], telemetry)
+        mirror(home, outputs["run_dir"], telemetry, with_columns=not args.jsonl_only)
         runs = []
         for i in range(args.runs):
             command = [sys.executable, "-m", "bench.compare_rows", "--child", str(home), str(work / f"report-{i}")]
@@ -124,7 +137,8 @@ def main() -> int:
             shutil.rmtree(work / f"report-{i}")
     median = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
     memory = median["peak_rss_mb"] + median["peak_reader_rss_mb"]
-    print(f"compare on {int(median['rows']):,} telemetry rows ({telemetry.name}, {args.runs} runs, "
+    source = "JSONL only" if args.jsonl_only else "JSONL + column file"
+    print(f"compare on {int(median['rows']):,} telemetry rows ({source}, {args.runs} runs, "
           f"{len(os.sched_getaffinity(0))} CPUs available):")
     for key in ("total_s", "import_s", "collect_and_load_s", "metrics_s", "render_s"):
         print(f"  {key:<20} median {median[key]:7.3f} s   (runs: {', '.join(f'{r[key]:.3f}' for r in runs)})")

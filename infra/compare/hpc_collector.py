@@ -25,13 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from infra.compare.records import EnvironmentRecords, Missing, StagingRecord, StepRecord, TelemetryColumns
-from infra.compare.telemetry import load_sampler_jsonl
+from infra.compare.telemetry import load_sampler_telemetry
 from infra.compare.timeparse import iso_utc, lsf_short
 from infra.compare.training import load_training_log
 from infra.hpc.lsf import LsfScheduler
 from infra.hpc.scheduler import UnsupportedOutput
 from infra.hpc.slurm import SlurmScheduler
 from infra.hpc.ssh import RemoteResult
+from infra.telemetry.columns import SUFFIX as COLUMN_SUFFIX
+from infra.telemetry.columns import columns_path
 
 LSF_FIELDS = "jobid stat queue exit_code job_name submit_time start_time finish_time exit_reason pend_reason exec_host"
 SACCT_FIELDS = "JobID,JobName,Partition,State,ExitCode,Submit,Start,End"
@@ -285,7 +287,12 @@ def collect_hpc(
         remote = posixpath.join(telemetry_dir, f"{step['name']}.jsonl")
         local = raw_dir / f"telemetry-{step['name']}.jsonl"
         if files.fetch(remote, local):
-            columns = load_sampler_jsonl(local, f"the sampler's {remote} on {host} (SFTP)")
+            # The sampler's binary rows beside it, where it wrote them: the same columns, read in one go.
+            rows_local = raw_dir / f"telemetry-{step['name']}{COLUMN_SUFFIX}"
+            rows_found = files.fetch(columns_path(remote), rows_local)
+            columns = load_sampler_telemetry(
+                local, f"the sampler's {remote} on {host} (SFTP)", rows_local if rows_found else None
+            )
             telemetry[step["name"]] = columns
             if columns.argv:
                 argv[step["name"]] = columns.argv

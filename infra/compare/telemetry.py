@@ -24,6 +24,7 @@ import msgspec
 import numpy as np
 
 from infra.compare.records import FloatArray, TelemetryColumns
+from infra.telemetry import columns as column_file
 
 CHUNK_BYTES = 8 << 20
 PARALLEL_BYTES = 64 << 20
@@ -292,6 +293,11 @@ def load_sampler_jsonl(
                         [chunk_bytes] * count,
                     )
                 )
+    return _assemble(partials, source)
+
+
+def _assemble(partials: list[_Partial], source: str) -> TelemetryColumns:
+    """One TelemetryColumns from the partials of consecutive ranges, in file order."""
     not_measured: dict[str, str] = {}
     for partial in partials:
         for block, reason in partial.not_measured.items():
@@ -314,3 +320,72 @@ def load_sampler_jsonl(
         skipped_lines=sum(p.skipped for p in partials),
         **arrays,
     )
+
+
+def _line_at(path: str, offset: int) -> _Record | None:
+    with open(path, "rb") as f:
+        f.seek(offset)
+        line = f.readline()
+    try:
+        return _DECODE_ONE.decode(line)
+    except msgspec.DecodeError:
+        return None
+
+
+def _rows_from_column_file(jsonl: str, columns_file: str) -> tuple[np.ndarray, int] | None:
+    """The column file's rows, and the JSONL offset where the lines after the last row begin;
+    None where the file is not the sampler's or does not match the JSONL (then the JSONL is read)."""
+    with open(columns_file, "rb") as f:
+        parsed = column_file.read_header(f.read(4096))
+        if parsed is None or parsed[0] != column_file.COLUMNS:
+            return None
+        rows = (f.seek(0, os.SEEK_END) - parsed[1]) // column_file.ROW_BYTES
+        f.seek(parsed[1])
+        data = np.fromfile(f, dtype="<f8", count=rows * len(column_file.COLUMNS))
+    table = data.reshape(rows, len(column_file.COLUMNS))
+    if rows == 0:
+        return table, 0
+    offsets = table[:, -1]
+    jsonl_size = os.path.getsize(jsonl)
+    if not (np.all(np.diff(offsets) > 0) and offsets[0] >= 0 and offsets[-1] < jsonl_size):
+        return None
+    # Rows and lines must agree: the first, the middle and the last row are checked against their lines.
+    for index in sorted({0, rows // 2, rows - 1}):
+        record = _line_at(jsonl, int(offsets[index]))
+        if record is None or record.type != "sample" or record.t != table[index, 0]:
+            return None
+    with open(jsonl, "rb") as f:
+        f.seek(int(offsets[-1]))
+        f.readline()
+        after_last = f.tell()
+    return table, after_last
+
+
+def load_sampler_telemetry(jsonl: str | Path, source: str, columns_file: str | Path | None = None) -> TelemetryColumns:
+    """The sampler's telemetry, from its column file where one matches the JSONL, else from the JSONL.
+
+    With a column file, the JSONL is read only before the first row (the start record) and after
+    the last (samples written after it, the end record); lines behind rows are read one at a time
+    where needed (the reason a block was not measured). The columns are the same either way
+    (tests/unit/test_telemetry_columns.py); `skipped_lines` then counts only the lines read.
+    """
+    path = str(jsonl)
+    if columns_file is None or not os.path.isfile(columns_file):
+        return load_sampler_jsonl(path, source)
+    found = _rows_from_column_file(path, str(columns_file))
+    if found is None:
+        return load_sampler_jsonl(path, source)
+    table, after_last = found
+    if table.shape[0] == 0:
+        return load_sampler_jsonl(path, source)
+    size = os.path.getsize(path)
+    head = _read_range(path, None, 0, int(table[0, -1]), CHUNK_BYTES)
+    tail = _read_range(path, None, after_last, size, CHUNK_BYTES)
+    middle = _Partial([{name: table[:, i] for i, name in enumerate(column_file.COLUMNS[:-1])}], {}, None, None, 0)
+    for block, key in BLOCK_KEYS:
+        missing = np.isnan(middle.columns[0][key])
+        if missing.any():
+            record = _line_at(path, int(table[int(missing.argmax()), -1]))
+            reason = getattr(record, block).reason if record is not None else None
+            middle.not_measured[block] = reason or "absent from the sample"
+    return _assemble([head, middle, tail], source)

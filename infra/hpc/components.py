@@ -36,6 +36,7 @@ TELEMETRY_FILES = (
     "telemetry/sampler.py",
     "telemetry/gpu.py",
     "telemetry/procfs.py",
+    "telemetry/columns.py",
 )
 
 

@@ -37,6 +37,7 @@ from types import FrameType
 from typing import Any, TextIO
 
 from infra.telemetry import gpu, procfs
+from infra.telemetry.columns import ColumnWriter, columns_path
 
 FORMAT_VERSION = 1
 FORWARDED_SIGNALS = (
@@ -67,8 +68,18 @@ def _measured(block: Callable[[], dict[str, Any]]) -> dict[str, Any]:
 
 
 class Sampler:
-    def __init__(self, out: TextIO, interval_s: float, gpu_reader: gpu.GpuReader) -> None:
+    def __init__(
+        self,
+        out: TextIO,
+        interval_s: float,
+        gpu_reader: gpu.GpuReader,
+        columns: ColumnWriter | None = None,
+        out_offset: int = 0,
+    ) -> None:
         self.out = out
+        # The binary rows beside the JSONL (infra/telemetry/columns.py); each names its line's offset.
+        self.columns = columns
+        self.out_offset = out_offset
         self.interval_s = interval_s
         self.gpu_reader = gpu_reader
         self.child: subprocess.Popen[bytes] | None = None
@@ -81,13 +92,23 @@ class Sampler:
 
     # -- output --------------------------------------------------------------------------
     def write(self, record: dict[str, Any]) -> None:
+        # ASCII (json.dumps escapes the rest): characters are bytes, so offsets are byte offsets.
+        line = json.dumps(record, separators=(",", ":")) + "\n"
+        offset = self.out_offset
         try:
-            self.out.write(json.dumps(record, separators=(",", ":")) + "\n")
+            self.out.write(line)
+            self.out_offset += len(line)
+            # The row after its line: a crash between the two leaves a line without a row, which
+            # readers take from the JSONL, never a row without a line.
+            if self.columns is not None and record.get("type") == "sample":
+                self.columns.append(record, offset)
         except (OSError, ValueError) as error:
-            # A full disk must not stop the job: say so once and go on waiting for it.
+            # A full disk must not stop the job: say so once and go on waiting for it. Rows stop
+            # with the first failure, since the offsets of later lines are no longer known.
             if not self.write_failed:
                 print(f"atlas-sampler: cannot write telemetry ({error}); the step keeps running", file=sys.stderr)
             self.write_failed = True
+            self.columns = None
 
     # -- signals -------------------------------------------------------------------------
     def on_signal(self, signum: int, _frame: FrameType | None) -> None:
@@ -365,8 +386,19 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--interval: use 0.05 to 3600 seconds")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("a", buffering=1, encoding="utf-8") as out:
-        sampler = Sampler(out, args.interval, gpu.open_gpu_reader(args.gpu))
-        return sampler.run(command, args.step)
+        offset = args.out.stat().st_size
+        try:
+            columns: ColumnWriter | None = ColumnWriter.open(columns_path(str(args.out)), offset)
+        except OSError as error:
+            # The JSONL alone is the whole record; the rows only make reading it fast.
+            print(f"atlas-sampler: no column file ({error}); the JSONL has every sample", file=sys.stderr)
+            columns = None
+        sampler = Sampler(out, args.interval, gpu.open_gpu_reader(args.gpu), columns, offset)
+        try:
+            return sampler.run(command, args.step)
+        finally:
+            if columns is not None:
+                columns.close()
 
 
 if __name__ == "__main__":
