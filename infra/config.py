@@ -20,6 +20,7 @@ from typing import Any
 from infra.aws.settings import AwsSettings, parse_aws_settings, resolve_credentials
 from infra.errors import AtlasConfigError
 from infra.hpc.target import HpcTarget, parse_hpc_target
+from infra.nodes.settings import BackfillSettings, check_backfill_targets, parse_backfill_settings
 from infra.openshift.settings import SETTINGS_KEYS, TARGET_KEYS, OpenShiftSettings, parse_openshift_settings
 
 __all__ = ["AtlasConfigError", "KubernetesTarget", "StackConfig", "load_stack_config", "parse_stack_config"]
@@ -30,7 +31,7 @@ WORKLOADS = ("probe", "biggan")
 RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
 FLAVOURS = ("kubernetes", "openshift")
 # Keys whose values are structured (YAML objects) rather than strings.
-OBJECT_KEYS = frozenset({"openshift", "hpc", "aws"})
+OBJECT_KEYS = frozenset({"openshift", "hpc", "aws", "backfill"})
 # Keys of an `atlas:hpc.<name>` section that config.py reads itself; the rest is the target.
 HPC_OWN_KEYS = frozenset({"enabled", "wait_for"})
 
@@ -117,6 +118,8 @@ class StackConfig:
     run_id: str = "1"
     # AWS GPU instances (`atlas:aws`), the third environment; None when not configured.
     aws: AwsSettings | None = None
+    # Backfill that yields (`atlas:backfill`, infra/nodes); None when not configured.
+    backfill: BackfillSettings | None = None
 
 
 def parse_openshift(raw: Any, project_dir: Path) -> tuple[KubernetesTarget, OpenShiftSettings] | None:
@@ -175,7 +178,7 @@ def parse_hpc(raw: Any, project_dir: Path) -> tuple[HpcEnvironmentConfig, ...]:
 
 def parse_stack_config(stack: str, values: Mapping[str, Any], project_dir: Path) -> StackConfig:
     """Validate the stack's `atlas:*` values (keys without the `atlas:` prefix)."""
-    _reject_unknown(values, {"workload", "openshift", "hpc", "aws", "runId"}, f"{PROJECT}:*")
+    _reject_unknown(values, {"workload", "openshift", "hpc", "aws", "backfill", "runId"}, f"{PROJECT}:*")
     workload = values.get("workload", "probe")
     if workload not in WORKLOADS:
         raise AtlasConfigError(f"{_key('workload')}: expected one of {', '.join(WORKLOADS)}, found {workload!r}")
@@ -193,8 +196,13 @@ def parse_stack_config(stack: str, values: Mapping[str, Any], project_dir: Path)
             "set at least one (see stacks/Pulumi.local.yaml)"
         )
     target, settings = openshift if openshift is not None else (None, None)
+    backfill = parse_backfill_settings(values.get("backfill"), _key("backfill"))
+    if backfill is not None:
+        check_backfill_targets(
+            backfill, WORKLOADS, openshift is not None, {h.name: h.target.scheduler for h in hpc}, _key("backfill")
+        )
     return StackConfig(stack=stack, workload=workload, openshift=target, openshift_settings=settings,
-                       hpc=hpc, run_id=run_id, aws=aws)
+                       hpc=hpc, run_id=run_id, aws=aws, backfill=backfill)
 
 
 def load_stack_config() -> StackConfig:

@@ -78,6 +78,43 @@ if config.aws is not None:
         raise pulumi.RunError(f"invalid stack configuration: {bad}") from None
     environments["aws"] = aws.outputs
 
+if config.backfill is not None:
+    from infra.nodes.backfill import BackfillError, work_for
+    from infra.nodes.component import Backfill, BackfillArgs, SlurmBackfillTarget
+
+    wanted = config.backfill.environments
+    backfill_workload = (
+        load_workload(PROJECT_ROOT / "workloads" / config.backfill.workload / "workload.yaml")
+        if config.backfill.workload and config.backfill.workload != config.workload
+        else workload
+    )
+    kubernetes = config.openshift if wanted is None or "openshift" in wanted else None
+    settings = config.openshift_settings
+    try:
+        work = work_for(
+            backfill_workload,
+            "openshift",
+            (settings.image.reference or "") if settings is not None else "",
+            settings.gpu.product if settings is not None else None,
+        )
+    except BackfillError as bad:
+        raise pulumi.RunError(f"invalid stack configuration: atlas:backfill.workload: {bad}") from None
+    backfill = Backfill(
+        "backfill",
+        BackfillArgs(
+            settings=config.backfill,
+            work=work,
+            stack=config.stack,
+            kubernetes=kubernetes,
+            slurm=tuple(
+                SlurmBackfillTarget(h.name, h.target)
+                for h in config.hpc
+                if h.target.scheduler == "slurm" and (wanted is None or h.name in wanted)
+            ),
+        ),
+    )
+    pulumi.export("backfill", backfill.outputs)
+
 pulumi.export(
     "atlas",
     {"version": OUTPUTS_VERSION, "stack": config.stack, "workload": config.workload, "run_id": config.run_id},

@@ -76,3 +76,32 @@ def parse_backfill_settings(raw: Any, key: str = "atlas:backfill") -> BackfillSe
         partition=partition,
         environments=tuple(environments) if environments is not None else None,
     )
+
+
+def check_backfill_targets(
+    settings: BackfillSettings,
+    workloads: tuple[str, ...],
+    has_kubernetes: bool,
+    hpc_schedulers: dict[str, str],
+    key: str = "atlas:backfill",
+) -> None:
+    """The workload exists and every environment named can take backfill (Kubernetes, Slurm)."""
+    if settings.workload is not None and settings.workload not in workloads:
+        raise _fields.fail(f"{key}.workload", f"{settings.workload!r} is not a workload", f"use one of {workloads}")
+    capable = {name for name, scheduler in hpc_schedulers.items() if scheduler == "slurm"}
+    if has_kubernetes:
+        capable.add("openshift")
+    for name in settings.environments or ():
+        if name not in capable:
+            why = (
+                "an LSF environment: preemption is a queue the site defines (lsb.queues)"
+                if hpc_schedulers.get(name) == "lsf"
+                else "not an environment of this stack"
+            )
+            raise _fields.fail(
+                f"{key}.environments",
+                f"{name!r} cannot take backfill ({why})",
+                f"use some of: {', '.join(sorted(capable)) or 'none here'}",
+            )
+    if not capable:
+        raise _fields.fail(key, "no environment of this stack can take backfill", "add openshift or a Slurm side")

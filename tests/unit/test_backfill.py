@@ -176,3 +176,40 @@ def test_the_component_declares_priority_namespace_deployment_and_slurm_jobs_as_
     return pulumi.Output.all(component.namespace, component.priority_class, component.deployment.metadata, *ids).apply(
         check
     )
+
+
+# --- atlas:backfill in the stack's configuration -------------------------------------------------
+
+STACK = {
+    "workload": "probe",
+    "openshift": {
+        "flavour": "kubernetes",
+        "namespace": "atlas-local",
+        "kubeconfig": ".state/kubeconfig",
+        "image": {"reference": "quay.io/atlas/probe:1"},
+    },
+}
+
+
+def test_the_stack_config_carries_backfill_settings() -> None:
+    from infra.config import parse_stack_config
+
+    config = parse_stack_config("local", {**STACK, "backfill": {"gpus": 2}}, Path("/srv/atlas"))
+    assert config.backfill == BackfillSettings(workload=None, gpus=2)
+    assert parse_stack_config("local", STACK, Path("/srv/atlas")).backfill is None
+
+
+@pytest.mark.parametrize(
+    ("backfill_raw", "message"),
+    [
+        ({"workload": "resnet"}, "atlas:backfill.workload: 'resnet' is not a workload"),
+        ({"environments": ["satori"]}, "atlas:backfill.environments: 'satori' cannot take backfill"),
+        ({"gpu": 1}, "atlas:backfill: unknown key(s) gpu"),
+    ],
+)
+def test_bad_backfill_config_stops_before_any_resource(backfill_raw: dict[str, Any], message: str) -> None:
+    from infra.config import parse_stack_config
+
+    with pytest.raises(AtlasConfigError) as error:
+        parse_stack_config("local", {**STACK, "backfill": backfill_raw}, Path("/srv/atlas"))
+    assert str(error.value).startswith(message)
