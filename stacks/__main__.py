@@ -44,6 +44,7 @@ if config.openshift is not None:
     environments["openshift"] = openshift.outputs
 
 source_files = workload_source_files(workload, PROJECT_ROOT)
+hpc_components: dict[str, HpcEnvironment] = {}
 preparation_steps = tuple(step.name for step in workload.steps[:-1])
 for hpc_config in config.hpc:
     hpc = HpcEnvironment(
@@ -59,6 +60,7 @@ for hpc_config in config.hpc:
         ),
     )
     environments[hpc_config.name] = hpc.outputs
+    hpc_components[hpc_config.name] = hpc
 
 if config.aws is not None:
     try:
@@ -106,8 +108,11 @@ if config.backfill is not None:
             work=work,
             stack=config.stack,
             kubernetes=kubernetes,
+            # In the environment's own run folder, after its preparation steps: the data is there.
             slurm=tuple(
-                SlurmBackfillTarget(h.name, h.target)
+                SlurmBackfillTarget(h.name, h.target, hpc_components[h.name].run_dir, (hpc_components[h.name],))
+                if backfill_workload is workload
+                else SlurmBackfillTarget(h.name, h.target)
                 for h in config.hpc
                 if h.target.scheduler == "slurm" and (wanted is None or h.name in wanted)
             ),

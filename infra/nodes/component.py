@@ -33,6 +33,10 @@ TYPE_TOKEN = "atlas:nodes:Backfill"  # noqa: S105 (a type token, not a password)
 class SlurmBackfillTarget:
     environment: str
     target: HpcTarget
+    # The environment's run folder (where the workload's code and data are staged) and what must
+    # exist first (the environment's component: its preparation steps are awaited by `pulumi up`).
+    run_dir: str | None = None
+    after: tuple[pulumi.Resource, ...] = ()
 
 
 @dataclass
@@ -125,9 +129,17 @@ class Backfill(pulumi.ComponentResource):
     ) -> list[pulumi.Output[str]]:
         target = slurm.target
         run_dir = validate_remote_path(
-            f"{target.remote_work_dir}/{args.stack}/{slurm.environment}/backfill", "remote_work_dir"
+            slurm.run_dir or f"{target.remote_work_dir}/{args.stack}/{slurm.environment}/backfill", "remote_work_dir"
         )
-        scripts = backfill.slurm_scripts(args.work, slurm.environment, run_dir, settings.gpus, settings.partition)
+        # With the environment's run folder, the staged code (.atlas/python) and the sampler are there.
+        scripts = backfill.slurm_scripts(
+            args.work,
+            slurm.environment,
+            run_dir,
+            settings.gpus,
+            settings.partition,
+            telemetry=slurm.run_dir is not None,
+        )
         ssh_target = ssh_inputs(
             target.host,
             target.port,
@@ -155,7 +167,7 @@ class Backfill(pulumi.ComponentResource):
             run_dir=run_dir,
             files=files,
             directories=[backfill.JOBS_DIR, f"{backfill.JOBS_DIR}/logs"],
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(slurm.after)),
         )
         ids = []
         for index, (job_name, script) in enumerate(scripts):
