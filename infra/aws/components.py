@@ -109,9 +109,9 @@ class AwsEnvironment(pulumi.ComponentResource):
     outputs: pulumi.Output[dict[str, Any]]
 
     def __init__(self, name: str, args: AwsEnvironmentArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(TYPE_TOKEN, name, None, opts)
         settings = args.settings
         workload = args.workload
+        # Checked before the component itself is registered: bad input creates nothing.
         unknown_waits = sorted(set(args.wait_for_steps) - {s.name for s in workload.steps})
         if unknown_waits:
             raise AwsConfigError(
@@ -126,6 +126,7 @@ class AwsEnvironment(pulumi.ComponentResource):
                 f"workload {workload.name!r}: step(s) {', '.join(too_wide)} ask for more than one node; the AWS side "
                 "runs each step on one instance"
             )
+        super().__init__(TYPE_TOKEN, name, None, opts)
         run_dir = f"{REMOTE_WORK_DIR}/{args.stack}/{args.environment}/{workload.name}"
         prefix = f"{args.project}/{args.stack}/{args.environment}/{workload.name}"
         files, scripts = staged_file_entries(args, run_dir)

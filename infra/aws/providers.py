@@ -829,14 +829,20 @@ def _wait_ready(props: Mapping[str, Any], instance_id: str, host: str, host_key:
     timeout = float(props.get("ready_timeout_s") or 1800)
     deadline = time.monotonic() + timeout
     last = ""
+    started = time.monotonic()
+    reported = started
     while time.monotonic() < deadline:
         try:
             result = ssh.run_remote(ssh.connection(endpoint), f"test -f {READY_MARK}", check=False, timeout=30)
             if result.exit_code == 0:
+                pulumi.log.info(f"{instance_id} ready after {time.monotonic() - started:.0f} s")
                 return
             last = "the launch script has not finished"
         except ssh.SshError as error:
             last = str(error)
+        if time.monotonic() - reported >= 60:  # a launch takes minutes: say what it waits for
+            reported = time.monotonic()
+            pulumi.log.info(f"{instance_id}: waiting for the launch script ({reported - started:.0f} s; {last})")
         time.sleep(10)
     raise AwsProviderError(
         f"instance {instance_id} ({host}) was not ready after {timeout:.0f} s ({last}); its launch log is "
@@ -871,6 +877,17 @@ class InstanceProvider(pulumi.dynamic.ResourceProvider):
         host_private, host_public = new_host_key()
         user_data = compose_user_data(props["launch_script"], host_private, host_public, str(props["bucket"]))
         tags = _tag_list(props["tags"])
+        images = call(
+            f"reading image {props['image_id']}",
+            lambda: ec2.describe_images(ImageIds=[props["image_id"]]),
+            gone_codes=("InvalidAMIID.NotFound", "InvalidAMIID.Malformed", "InvalidAMIID.Unavailable"),
+        )
+        if not images or not images.get("Images"):
+            raise AwsProviderError(
+                f"image {props['image_id']} does not exist in {props['aws']['region']}: fix atlas:aws.ami"
+            )
+        # The root volume is resized under the image's own root device name (sda1 on Ubuntu, xvda elsewhere).
+        root_device = images["Images"][0].get("RootDeviceName") or "/dev/sda1"
         arguments: dict[str, Any] = {
             "ImageId": props["image_id"],
             "InstanceType": props["instance_type"],
@@ -880,7 +897,7 @@ class InstanceProvider(pulumi.dynamic.ResourceProvider):
             "UserData": user_data,
             "BlockDeviceMappings": [
                 {
-                    "DeviceName": "/dev/sda1",
+                    "DeviceName": root_device,
                     "Ebs": {
                         "VolumeSize": int(props["root_volume_gib"]),
                         "VolumeType": "gp3",

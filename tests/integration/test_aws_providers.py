@@ -160,6 +160,8 @@ def test_every_resource_created_refreshed_updated_and_destroyed(aws: dict[str, A
     assert first.outs is not None and first.outs["state"] == "running" and first.outs["lifecycle"] == "spot"
     live = ec2.describe_instances(InstanceIds=[first.id])["Reservations"][0]["Instances"][0]
     assert live["InstanceType"] == "p3.8xlarge" and live["KeyName"] == key.outs["key_name"]
+    root = next(m for m in live["BlockDeviceMappings"] if m["DeviceName"] == live["RootDeviceName"])
+    assert ec2.describe_volumes(VolumeIds=[root["Ebs"]["VolumeId"]])["Volumes"][0]["Size"] == 100
     assert {t["Key"]: t["Value"] for t in live["Tags"]}["atlas:stack"] == aws["tags"]["atlas:stack"]
     # The user data EC2 holds is the launch script, with the host key Atlas reports in front of it.
     user_data = ec2.describe_instance_attribute(InstanceId=first.id, Attribute="userData")["UserData"]["Value"]
@@ -258,6 +260,14 @@ def test_errors_name_the_call_and_never_the_secret(aws: dict[str, Any]) -> None:
         DataBucketProvider().create(props)
     assert "creating bucket" in str(error.value) and "endpoint_url" in str(error.value)
     assert SECRET_KEY not in str(error.value)
+    # An image the region does not have: the error names the config key to fix.
+    script = launch_script()
+    missing_image = {
+        **aws, "image_id": "ami-0000000000000000f", "instance_type": "p3.8xlarge", "market": "on-demand",
+        "key_name": "k", "security_group_id": "sg-1", "root_volume_gib": 100, "launch_script": script, "bucket": "b",
+    }  # fmt: skip
+    with pytest.raises(AwsProviderError, match=r"ami-0000000000000000f does not exist in us-east-1: fix atlas:aws.ami"):
+        InstanceProvider().create(missing_image)
     # Deleting an instance that never existed is success; a missing role reads as gone, not an error.
     InstanceProvider().delete("i-0123456789abcdef0", aws)
     assert InstanceRoleProvider().read("atlas-never-made", aws).id == ""
