@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import functools
 import json
 import subprocess
 import sys
@@ -31,7 +32,7 @@ from infra.compare import aws_collector
 from infra.compare.costs import RATES_FILE, CostConfigError, load_cost_profiles, load_rate_table
 from infra.compare.estimates import load_estimates, with_estimates
 from infra.compare.hpc_collector import SftpFiles, collect_hpc
-from infra.compare.kube_collector import KubeApi, collect_kubernetes
+from infra.compare.kube_collector import KubeApi, MonitorFiles, collect_kubernetes
 from infra.compare.metrics import Report, build_report
 from infra.compare.records import EnvironmentRecords, Missing
 from infra.compare.render import print_summary
@@ -127,12 +128,21 @@ def collect_environments(
     for name, env in sorted((outputs.get("environments") or {}).items()):
         try:
             if env.get("kind") == "kubernetes":
-                get = kube_get
-                if get is None:
-                    if access.kubeconfig is None:
-                        raise LookupError("no kubeconfig: pass --kubeconfig or a stack file naming one")
-                    get = KubeApi(access.kubeconfig).get
-                result.append(collect_kubernetes(name, env, get))
+                if kube_get is not None:
+                    result.append(collect_kubernetes(name, env, kube_get))
+                    continue
+                if access.kubeconfig is None:
+                    raise LookupError("no kubeconfig: pass --kubeconfig or a stack file naming one")
+                api = KubeApi(access.kubeconfig, timeout_s=60.0)
+                result.append(
+                    collect_kubernetes(
+                        name,
+                        env,
+                        api.get,
+                        functools.partial(MonitorFiles, api.get, api.download),
+                        raw_dir / name,
+                    )
+                )
             elif env.get("kind") == "hpc":
                 result.append(_hpc(name, env, access, raw_dir / name))
             elif env.get("kind") == "aws" and not env.get("executed"):

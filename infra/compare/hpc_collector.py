@@ -19,7 +19,7 @@ import re
 import shlex
 import shutil
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -263,6 +263,30 @@ def _tres_gpus(text: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def collect_telemetry(
+    steps: Sequence[str], telemetry_dir: str, files: RemoteFiles, raw_dir: Path, where: str
+) -> tuple[dict[str, TelemetryColumns | Missing], dict[str, tuple[str, ...]]]:
+    """Each step's sampler file (and its column file, where written), fetched into `raw_dir`;
+    and the command line each step really ran, from the sampler's start record."""
+    telemetry: dict[str, TelemetryColumns | Missing] = {}
+    argv: dict[str, tuple[str, ...]] = {}
+    raw_dir.mkdir(parents=True, exist_ok=True)
+    for step in steps:
+        remote = posixpath.join(telemetry_dir, f"{step}.jsonl")
+        local = raw_dir / f"telemetry-{step}.jsonl"
+        if not files.fetch(remote, local):
+            telemetry[step] = Missing(f"not measured: no {remote} {where} (the job did not start the sampler)")
+            continue
+        # The sampler's binary rows beside it, where it wrote them: the same columns, read in one go.
+        rows_local = raw_dir / f"telemetry-{step}{COLUMN_SUFFIX}"
+        rows_found = files.fetch(columns_path(remote), rows_local)
+        columns = load_sampler_telemetry(local, f"the sampler's {remote} {where}", rows_local if rows_found else None)
+        telemetry[step] = columns
+        if columns.argv:
+            argv[step] = columns.argv
+    return telemetry, argv
+
+
 def _run(runner: Runner, command: str) -> RemoteResult:
     return runner(command)
 
@@ -280,26 +304,13 @@ def collect_hpc(
     host = f"{outputs.get('user')}@{outputs.get('host')}:{outputs.get('port')}"
     raw_dir.mkdir(parents=True, exist_ok=True)
 
-    telemetry: dict[str, TelemetryColumns | Missing] = {}
-    argv: dict[str, tuple[str, ...]] = {}
-    telemetry_dir = outputs.get("telemetry", {}).get("path", "")
-    for step in outputs.get("steps", []):
-        remote = posixpath.join(telemetry_dir, f"{step['name']}.jsonl")
-        local = raw_dir / f"telemetry-{step['name']}.jsonl"
-        if files.fetch(remote, local):
-            # The sampler's binary rows beside it, where it wrote them: the same columns, read in one go.
-            rows_local = raw_dir / f"telemetry-{step['name']}{COLUMN_SUFFIX}"
-            rows_found = files.fetch(columns_path(remote), rows_local)
-            columns = load_sampler_telemetry(
-                local, f"the sampler's {remote} on {host} (SFTP)", rows_local if rows_found else None
-            )
-            telemetry[step["name"]] = columns
-            if columns.argv:
-                argv[step["name"]] = columns.argv
-        else:
-            telemetry[step["name"]] = Missing(
-                f"not measured: no {remote} on {host} (the job did not start the sampler)"
-            )
+    telemetry, argv = collect_telemetry(
+        [str(s["name"]) for s in outputs.get("steps", [])],
+        outputs.get("telemetry", {}).get("path", ""),
+        files,
+        raw_dir,
+        f"on {host} (SFTP)",
+    )
 
     if not ids:
         steps: tuple[StepRecord, ...] | Missing = Missing("the stack outputs list no steps")
@@ -321,7 +332,9 @@ def collect_hpc(
     else:
         steps = Missing(f"unknown scheduler {scheduler!r}")
 
-    training = load_training_log(outputs.get("logs", {}).get("path", ""), files, raw_dir, host, argv.get("train"))
+    training = load_training_log(
+        outputs.get("logs", {}).get("path", ""), files, raw_dir, f"on {host} (SFTP)", argv.get("train")
+    )
     staged = _staged_files(outputs.get("run_dir", ""), files, host)
     return EnvironmentRecords(
         name=name,

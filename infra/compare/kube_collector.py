@@ -8,10 +8,14 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
+import posixpath
+import shutil
 import ssl
 import tempfile
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -21,8 +25,10 @@ from typing import Any
 
 import yaml
 
+from infra.compare.hpc_collector import RemoteFile, RemoteFiles, collect_telemetry
 from infra.compare.records import EnvironmentRecords, EventRecord, Missing, NodeRecord, StagingRecord, StepRecord
 from infra.compare.timeparse import rfc3339
+from infra.compare.training import load_training_log
 
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -51,13 +57,62 @@ class KubeApi:
             if cert and key:
                 self.context.load_cert_chain(cert, key)
 
-    def get(self, path: str) -> Any:
-        headers = {"Accept": "application/json"}
+    def _request(self, path: str, accept: str) -> urllib.request.Request:
+        headers = {"Accept": accept}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        request = urllib.request.Request(self.server + path, headers=headers)  # noqa: S310 (https from kubeconfig)
+        return urllib.request.Request(self.server + path, headers=headers)  # noqa: S310 (https from kubeconfig)
+
+    def get(self, path: str) -> Any:
+        request = self._request(path, "application/json")
         with urllib.request.urlopen(request, context=self.context, timeout=self.timeout_s) as response:  # noqa: S310
             return json.loads(response.read())
+
+    def download(self, path: str, local: Path) -> bool:
+        """Stream a GET's body into `local`; False where the API answers 404 (nothing there)."""
+        request = self._request(path, "*/*")
+        try:
+            with (
+                urllib.request.urlopen(request, context=self.context, timeout=self.timeout_s) as response,  # noqa: S310
+                local.open("wb") as out,
+            ):
+                shutil.copyfileobj(response, out, 1 << 20)
+        except urllib.error.HTTPError as error:
+            if error.code == 404:
+                local.unlink(missing_ok=True)
+                return False
+            raise
+        return True
+
+
+class MonitorFiles(RemoteFiles):
+    """The run's files on its PVCs, read through the monitor's `/files` endpoint
+    (infra/openshift/monitor_app.py) via the API server's service proxy: no pod is started,
+    and the monitor mounts the volumes read-only. Paths are `telemetry/...` or `logs/...`."""
+
+    def __init__(self, get: ApiGet, download: Callable[[str, Path], bool], namespace: str, service: str) -> None:
+        self.get, self.download = get, download
+        self.base = (
+            f"/api/v1/namespaces/{urllib.parse.quote(namespace)}/services/{urllib.parse.quote(service)}:http/proxy/files"
+        )
+
+    def _url(self, path: str) -> str:
+        return f"{self.base}/{urllib.parse.quote(path.strip('/'))}"
+
+    def listdir(self, path: str) -> list[RemoteFile]:
+        try:
+            listing = self.get(self._url(path))
+        except urllib.error.HTTPError:
+            return []
+        return [
+            RemoteFile(
+                posixpath.join(path, e["name"]), -1 if e.get("directory") else int(e["bytes"]), float(e["modified"])
+            )
+            for e in listing.get("entries", [])
+        ]
+
+    def fetch(self, path: str, local: Path) -> bool:
+        return self.download(self._url(path), local)
 
 
 @contextmanager
@@ -266,13 +321,13 @@ def records_from_api(
         SIMULATED_TELEMETRY
         if simulated
         else f"not collected: the sampler's files are on the PVC {outputs.get('telemetry', {}).get('pvc', '?')}, "
-        "which this tool cannot read without starting a reader pod (not implemented yet)"
+        "read through the run's monitor, which is not running (atlas:openshift.monitor.enabled)"
     )
     training_reason = (
         "not measured: simulated node, no container ran, so no training log was written"
         if simulated
-        else f"not collected: the logs are on the PVC {outputs.get('logs', {}).get('pvc', '?')} "
-        "(reader pod not implemented)"
+        else f"not collected: the logs are on the PVC {outputs.get('logs', {}).get('pvc', '?')}, "
+        "read through the run's monitor, which is not running (atlas:openshift.monitor.enabled)"
     )
     return EnvironmentRecords(
         name=name,
@@ -299,12 +354,39 @@ def records_from_api(
     )
 
 
-def collect_kubernetes(name: str, outputs: Mapping[str, Any], get: ApiGet) -> EnvironmentRecords:
-    """Read the namespace's Jobs, pods and events and the pods' nodes through `get` (an API GET)."""
+MonitorFilesFor = Callable[[str, str], RemoteFiles]  # (namespace, monitor Service) -> its files
+
+
+def collect_kubernetes(
+    name: str,
+    outputs: Mapping[str, Any],
+    get: ApiGet,
+    monitor_files: MonitorFilesFor | None = None,
+    raw_dir: Path | None = None,
+) -> EnvironmentRecords:
+    """Read the namespace's Jobs, pods and events and the pods' nodes through `get` (an API GET);
+    with `monitor_files`, the sampler's telemetry and the training log from the results and logs
+    PVCs, through the run's monitor (nothing to read on simulated nodes: no container ran)."""
     namespace = urllib.parse.quote(outputs["namespace"])
     jobs = get(f"/apis/batch/v1/namespaces/{namespace}/jobs")
     pods = get(f"/api/v1/namespaces/{namespace}/pods")
     events = get(f"/api/v1/namespaces/{namespace}/events")
     node_names = sorted({str(n) for p in pods.get("items", []) if (n := (p.get("spec") or {}).get("nodeName"))})
     nodes = [get(f"/api/v1/nodes/{urllib.parse.quote(n)}") for n in node_names]
-    return records_from_api(name, outputs, jobs, pods, events, nodes)
+    records = records_from_api(name, outputs, jobs, pods, events, nodes)
+    if (
+        monitor_files is None
+        or raw_dir is None
+        or isinstance(records.steps, Missing)
+        or any(s.simulated for s in records.steps)
+    ):
+        return records
+    selector = urllib.parse.quote(f"app.kubernetes.io/component=monitor,atlas.dev/run={outputs.get('run_id', '')}")
+    services = get(f"/api/v1/namespaces/{namespace}/services?labelSelector={selector}").get("items", [])
+    if not services:
+        return records
+    files = monitor_files(outputs["namespace"], services[0]["metadata"]["name"])
+    where = f"on the PVCs of {outputs['namespace']} (through the monitor, API service proxy)"
+    telemetry, argv = collect_telemetry([s.step for s in records.steps], "telemetry", files, raw_dir, where)
+    training = load_training_log("logs", files, raw_dir, where, argv.get("train"))
+    return dataclasses.replace(records, telemetry=telemetry, training=training)

@@ -56,12 +56,13 @@ def training_log_from_text(
 
 
 def load_training_log(
-    logs_dir: str, files: RemoteFiles, raw_dir: Path, host: str, argv: tuple[str, ...] | None
+    logs_dir: str, files: RemoteFiles, raw_dir: Path, where: str, argv: tuple[str, ...] | None
 ) -> TrainingLog | Missing:
-    """Find `<logs>/<exp>_log.jsonl`, fetch it with `<exp>/G_loss.log` and `<exp>/metalog.txt`."""
+    """Find `<logs>/<exp>_log.jsonl`, fetch it with `<exp>/G_loss.log` and `<exp>/metalog.txt`;
+    `where` says where they were read, e.g. "on alex@satori:22 (SFTP)"."""
     candidates = [f for f in files.listdir(logs_dir) if f.path.endswith("_log.jsonl")]
     if not candidates:
-        return Missing(f"not measured: no <experiment>_log.jsonl under {logs_dir} on {host}")
+        return Missing(f"not measured: no <experiment>_log.jsonl under {logs_dir} {where}")
     newest = max(candidates, key=lambda f: f.mtime)
     experiment = posixpath.basename(newest.path)[: -len("_log.jsonl")]
     texts: dict[str, str | None] = {}
@@ -74,7 +75,7 @@ def load_training_log(
         texts[key] = local.read_text() if files.fetch(remote, local) else None
     try:
         return training_log_from_text(
-            f"{newest.path} and {experiment}/G_loss.log, metalog.txt on {host} (SFTP)",
+            f"{newest.path} and {experiment}/G_loss.log, metalog.txt {where}",
             experiment,
             texts["evaluations"] or "",
             texts["g_loss"],
@@ -82,4 +83,4 @@ def load_training_log(
             argv,
         )
     except ParseError as error:
-        return Missing(f"not measured: {newest.path} on {host} is not a BigGAN log ({error})")
+        return Missing(f"not measured: {newest.path} {where} is not a BigGAN log ({error})")

@@ -12,6 +12,9 @@ GET /telemetry              the steps with telemetry files (name, bytes, modifie
 GET /telemetry/<step>       the sampler's records (infra/telemetry/sampler.py), last ?tail=N
 GET /log                    BigGAN's evaluation log (<experiment>_log.jsonl), last ?tail=N
 GET /log/losses             G_loss, D_loss_real, D_loss_fake per iteration, last ?tail=N
+GET /files/<area>/<path>    the files themselves, for `scripts/compare` (through the API server's
+                            service proxy): area `telemetry` or `logs`; a folder answers with a
+                            JSON listing (name, bytes, modified, directory), a file with its bytes
 Anything but GET and HEAD is refused with 405: the monitor never changes the run.
 """
 
@@ -21,6 +24,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -123,7 +127,15 @@ def respond(config: MonitorConfig, target: str) -> tuple[HTTPStatus, dict[str, A
         return HTTPStatus.OK, {
             "run": config.run,
             "experiment": config.experiment,
-            "endpoints": ["/telemetry", "/telemetry/<step>?tail=N", "/log?tail=N", "/log/losses?tail=N", "/healthz"],
+            "endpoints": [
+                "/telemetry",
+                "/telemetry/<step>?tail=N",
+                "/log?tail=N",
+                "/log/losses?tail=N",
+                "/files/telemetry/<path>",
+                "/files/logs/<path>",
+                "/healthz",
+            ],
         }
     if path == "/telemetry":
         files = sorted(config.telemetry_dir.glob("*.jsonl")) if config.telemetry_dir.is_dir() else []
@@ -157,6 +169,34 @@ def respond(config: MonitorConfig, target: str) -> tuple[HTTPStatus, dict[str, A
     return HTTPStatus.NOT_FOUND, {"error": f"no such endpoint {path!r}; see /"}
 
 
+FILES_PREFIX = "/files/"
+
+
+def resolve_file(config: MonitorConfig, target: str) -> Path | None:
+    """The file or folder `/files/<area>/<path>` names, inside its area; None for anything else
+    (an unknown area, `..`, a link leading out of the volume)."""
+    path = urlsplit(target).path
+    if not path.startswith(FILES_PREFIX):
+        return None
+    area, _, rest = path.removeprefix(FILES_PREFIX).partition("/")
+    roots = {"telemetry": config.telemetry_dir, "logs": config.logs_dir}
+    if area not in roots or ".." in rest.split("/"):
+        return None
+    root = roots[area].resolve()
+    candidate = (root / rest).resolve()
+    return candidate if candidate == root or candidate.is_relative_to(root) else None
+
+
+def listing(folder: Path) -> dict[str, Any]:
+    entries = []
+    for entry in sorted(folder.iterdir()):
+        stat = entry.stat()
+        entries.append(
+            {"name": entry.name, "bytes": stat.st_size, "modified": stat.st_mtime, "directory": entry.is_dir()}
+        )
+    return {"entries": entries}
+
+
 def make_handler(config: MonitorConfig) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "atlas-monitor/1"
@@ -173,7 +213,31 @@ def make_handler(config: MonitorConfig) -> type[BaseHTTPRequestHandler]:
             if include_body:
                 self.wfile.write(payload)
 
+        def _send_file(self, file: Path, include_body: bool) -> None:
+            with file.open("rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                self.send_response(HTTPStatus.OK)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Length", str(size))
+                self.send_header("Cache-Control", "no-store")
+                self.end_headers()
+                if include_body:
+                    # Streamed, and no further than the size announced: the file may still be growing.
+                    shutil.copyfileobj(_Limited(handle, size), self.wfile, 1 << 20)
+
         def _answer(self, include_body: bool) -> None:
+            if self.path.startswith(FILES_PREFIX):
+                found = resolve_file(config, self.path)
+                try:
+                    if found is not None and found.is_file():
+                        self._send_file(found, include_body)
+                    elif found is not None and found.is_dir():
+                        self._send(HTTPStatus.OK, listing(found), include_body)
+                    else:
+                        self._send(HTTPStatus.NOT_FOUND, {"error": "no such file"}, include_body)
+                except OSError as error:
+                    self._send(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(error).__name__}"}, include_body)
+                return
             try:
                 status, body = respond(config, self.path)
             except (OSError, ValueError) as error:  # a file vanishing or unreadable mid-read
@@ -197,6 +261,20 @@ def make_handler(config: MonitorConfig) -> type[BaseHTTPRequestHandler]:
                 super().log_message(format, *args)
 
     return Handler
+
+
+class _Limited:
+    """A reader that stops after `left` bytes."""
+
+    def __init__(self, handle: Any, left: int) -> None:
+        self.handle, self.left = handle, left
+
+    def read(self, size: int = -1) -> bytes:
+        if self.left <= 0:
+            return b""
+        data = self.handle.read(self.left if size < 0 else min(size, self.left))
+        self.left -= len(data)
+        return bytes(data)
 
 
 def main(argv: list[str] | None = None) -> int:

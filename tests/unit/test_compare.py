@@ -207,7 +207,7 @@ def test_hpc_collector_brings_scheduler_times_telemetry_logs_and_staging(tmp_pat
     assert isinstance(records.telemetry["train"], TelemetryColumns)
     assert records.telemetry["make-hdf5"] == Missing(
         "not measured: no atlas-compare-rec/local/satori/probe/telemetry/make-hdf5.jsonl on atlas@127.0.0.1:16022 "
-        "(the job did not start the sampler)"
+        "(SFTP) (the job did not start the sampler)"
     )
     assert not isinstance(records.steps, Missing)
     train = {s.step: s for s in records.steps}["train"]

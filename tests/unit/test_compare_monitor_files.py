@@ -1,0 +1,140 @@
+"""The Kubernetes side's telemetry and training log on a real cluster: read from the results and
+logs PVCs through the run's monitor (`/files`), via the API server's service proxy.
+
+The monitor here is the real monitor_app over HTTP on loopback, serving recorded files; the API
+server's proxy is a path prefix (the local cluster's pods are KWOK's, so no monitor pod runs there,
+and the API server refuses to proxy to loopback addresses).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.compare.kube_collector import KWOK_NODE_ANNOTATION, MonitorFiles, collect_kubernetes
+from infra.compare.records import Missing, TelemetryColumns, TrainingLog
+from infra.openshift import monitor_app
+from infra.openshift.monitor_app import MonitorConfig
+
+REC = Path(__file__).parent / "data" / "compare"
+ENV = json.loads((REC / "stack_outputs.json").read_text())["environments"]["openshift"]
+NAMESPACE, SERVICE = ENV["namespace"], "openshift-monitor-service-1a2b3c"
+PROXY = f"/api/v1/namespaces/{NAMESPACE}/services/{SERVICE}:http/proxy"
+
+
+@pytest.fixture
+def monitor(tmp_path: Path) -> Iterator[str]:
+    """The monitor app serving a run's results and logs volumes, as mounted in its pod."""
+    telemetry, logs = tmp_path / "results" / "telemetry", tmp_path / "logs" / "logs"
+    (logs / "probe-digits").mkdir(parents=True)
+    telemetry.mkdir(parents=True)
+    shutil.copy(REC / "lsf_telemetry_train.jsonl", telemetry / "train.jsonl")
+    shutil.copy(REC / "lsf_probe-digits_log.jsonl", logs / "probe-digits_log.jsonl")
+    shutil.copy(REC / "lsf_G_loss.log", logs / "probe-digits" / "G_loss.log")
+    shutil.copy(REC / "lsf_metalog.txt", logs / "probe-digits" / "metalog.txt")
+    (tmp_path / "secret.txt").write_text("not for the monitor")
+    (telemetry / "escape").symlink_to(tmp_path / "secret.txt")
+    config = MonitorConfig(telemetry, logs, "probe-digits", "1")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), monitor_app.make_handler(config))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def through_proxy(monitor: str) -> tuple[Any, Any]:
+    """GET and download as the API server's service proxy forwards them (the prefix removed)."""
+
+    def url(path: str) -> str:
+        assert path.startswith(PROXY + "/files/"), path
+        return monitor + path.removeprefix(PROXY)
+
+    def get(path: str) -> Any:
+        with urllib.request.urlopen(url(path), timeout=5) as response:  # noqa: S310 (loopback test server)
+            return json.loads(response.read())
+
+    def download(path: str, local: Path) -> bool:
+        try:
+            with urllib.request.urlopen(url(path), timeout=5) as response:  # noqa: S310
+                local.write_bytes(response.read())
+        except urllib.error.HTTPError as error:
+            assert error.code == 404
+            return False
+        return True
+
+    return get, download
+
+
+def test_files_are_listed_and_served_inside_their_area_only(monitor: str) -> None:
+    with urllib.request.urlopen(monitor + "/files/telemetry/train.jsonl") as response:  # noqa: S310
+        assert response.read() == (REC / "lsf_telemetry_train.jsonl").read_bytes()
+        assert response.headers["Content-Type"] == "application/octet-stream"
+    with urllib.request.urlopen(monitor + "/files/logs") as response:  # noqa: S310
+        entries = {e["name"]: e for e in json.loads(response.read())["entries"]}
+    assert entries["probe-digits"]["directory"] and entries["probe-digits_log.jsonl"]["bytes"] > 0
+    for refused in ("/files/telemetry/../../secret.txt", "/files/telemetry/escape", "/files/results/x",
+                    "/files/telemetry/%2e%2e/%2e%2e/secret.txt"):
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(monitor + refused)  # noqa: S310
+        assert caught.value.code == 404, refused
+
+
+def test_a_real_cluster_run_brings_telemetry_and_the_training_log_through_the_monitor(
+    monitor: str, tmp_path: Path
+) -> None:
+    nodes = json.loads((REC / "k8s_nodes.json").read_text())["items"]
+    recorded: dict[str, Any] = {
+        f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs": json.loads((REC / "k8s_jobs.json").read_text()),
+        f"/api/v1/namespaces/{NAMESPACE}/pods": json.loads((REC / "k8s_pods.json").read_text()),
+        f"/api/v1/namespaces/{NAMESPACE}/events": json.loads((REC / "k8s_events.json").read_text()),
+        f"/api/v1/namespaces/{NAMESPACE}/services?labelSelector=app.kubernetes.io/component%3Dmonitor%2C"
+        f"atlas.dev/run%3D{ENV['run_id']}": {"items": [{"metadata": {"name": SERVICE}}]},
+    }
+    for node in nodes:  # real nodes: not KWOK's
+        node["metadata"].get("annotations", {}).pop(KWOK_NODE_ANNOTATION, None)
+        node["metadata"].get("labels", {}).pop("type", None)
+        recorded[f"/api/v1/nodes/{node['metadata']['name']}"] = node
+    get, download = through_proxy(monitor)
+
+    def api_get(path: str) -> Any:
+        return get(path) if path.startswith(PROXY) else recorded[path]
+
+    records = collect_kubernetes(
+        "openshift", ENV, api_get, lambda ns, svc: MonitorFiles(api_get, download, ns, svc), tmp_path / "raw"
+    )
+    assert not isinstance(records.steps, Missing) and not any(s.simulated for s in records.steps)
+    train = records.telemetry["train"]
+    assert isinstance(train, TelemetryColumns) and train.rows == 2 and train.exit_code == 0
+    assert "through the monitor" in train.source
+    assert records.telemetry["make-hdf5"] == Missing(
+        f"not measured: no telemetry/make-hdf5.jsonl on the PVCs of {NAMESPACE} (through the monitor, API service "
+        "proxy) (the job did not start the sampler)"
+    )
+    assert isinstance(records.training, TrainingLog) and records.training.experiment == "probe-digits"
+    assert records.training.batch_size is not None and records.training.iterations
+    assert (tmp_path / "raw" / "telemetry-train.jsonl").read_bytes() == (REC / "lsf_telemetry_train.jsonl").read_bytes()
+
+
+def test_simulated_nodes_are_not_read(tmp_path: Path) -> None:
+    def api_get(path: str) -> Any:
+        if path.startswith(PROXY) or "services" in path:
+            raise AssertionError(f"nothing to read on KWOK's nodes: {path}")
+        name = path.rsplit("/", 1)[-1]
+        files = {"jobs": "k8s_jobs.json", "pods": "k8s_pods.json", "events": "k8s_events.json"}
+        if name in files:
+            return json.loads((REC / files[name]).read_text())
+        return next(n for n in json.loads((REC / "k8s_nodes.json").read_text())["items"]
+                    if n["metadata"]["name"] == name)
+
+    records = collect_kubernetes("openshift", ENV, api_get, lambda ns, svc: MonitorFiles(api_get, api_get, ns, svc),
+                                 tmp_path)
+    assert all(isinstance(t, Missing) and "simulated" in t.reason for t in records.telemetry.values())
