@@ -73,6 +73,13 @@ def _tag_dict(tags: Sequence[Mapping[str, str]] | None) -> dict[str, str]:
     return {t["Key"]: t["Value"] for t in tags or ()}
 
 
+def _our_tags(tags: Sequence[Mapping[str, str]] | None, props: Mapping[str, Any]) -> dict[str, str]:
+    """The tags Atlas manages, as read back: a tag someone else added is theirs, not drift
+    (create_tags would never remove it, so counting it would make every later diff an update)."""
+    wanted = props.get("tags") or {}
+    return {k: v for k, v in _tag_dict(tags).items() if k in wanted}
+
+
 def _check_common(news: Mapping[str, Any]) -> list[pulumi.dynamic.CheckFailure]:
     failures: list[pulumi.dynamic.CheckFailure] = []
     target = news.get("aws")
@@ -170,7 +177,7 @@ class DataBucketProvider(pulumi.dynamic.ResourceProvider):
         tagging = call(
             f"reading the tags of bucket {id_}", lambda: s3.get_bucket_tagging(Bucket=id_), gone_codes=("NoSuchTagSet",)
         )
-        return pulumi.dynamic.ReadResult(id_, {**props, "tags": _tag_dict((tagging or {}).get("TagSet"))})
+        return pulumi.dynamic.ReadResult(id_, {**props, "tags": _our_tags((tagging or {}).get("TagSet"), props)})
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
         self._tag(news, id_)
@@ -532,7 +539,7 @@ class KeyPairProvider(pulumi.dynamic.ResourceProvider):
         if pair is None:
             return _gone()
         return pulumi.dynamic.ReadResult(
-            id_, {**props, "key_name": pair["KeyName"], "tags": _tag_dict(pair.get("Tags"))}
+            id_, {**props, "key_name": pair["KeyName"], "tags": _our_tags(pair.get("Tags"), props)}
         )
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
@@ -693,7 +700,7 @@ class SecurityGroupProvider(pulumi.dynamic.ResourceProvider):
             return _gone()
         group = found["SecurityGroups"][0]
         return pulumi.dynamic.ReadResult(
-            id_, {**props, "seen_ssh_cidrs": ssh_cidrs_of(group), "tags": _tag_dict(group.get("Tags"))}
+            id_, {**props, "seen_ssh_cidrs": ssh_cidrs_of(group), "tags": _our_tags(group.get("Tags"), props)}
         )
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
@@ -804,7 +811,7 @@ def _instance_outs(props: Mapping[str, Any], instance: Mapping[str, Any]) -> dic
         "availability_zone": (instance.get("Placement") or {}).get("AvailabilityZone", ""),
         "lifecycle": "spot" if instance.get("InstanceLifecycle") == "spot" else "on-demand",
         "launched_at": str(instance.get("LaunchTime") or ""),
-        "tags": _tag_dict(instance.get("Tags")) or props.get("tags"),
+        "tags": _our_tags(instance.get("Tags"), props),
     }
 
 

@@ -95,6 +95,10 @@ def nothing_left(aws: dict[str, Any]) -> None:
     assert left == {k: [] for k in left}, left
 
 
+def _tags(tags: dict[str, str]) -> list[dict[str, str]]:
+    return [{"Key": k, "Value": v} for k, v in tags.items()]
+
+
 def launch_script() -> str:
     return render_launch_script(
         LaunchSpec("it", "aws", "1", "probe", "p3.8xlarge", 4, "Tesla-V100-SXM2-16GB", "ubuntu",
@@ -171,8 +175,15 @@ def test_every_resource_created_refreshed_updated_and_destroyed(aws: dict[str, A
 
     # Refresh: a running instance reads back running; stopped outside, it reads back stopped and the
     # diff asks for an update, which starts it again.
+    ec2.create_tags(Resources=[first.id], Tags=[{"Key": "owner", "Value": "someone else"}])
     read = InstanceProvider().read(first.id, first.outs)
     assert read.id == first.id and read.outs is not None and read.outs["state"] == "running"
+    # A tag someone else added is not drift; a changed tag of Atlas's is.
+    assert not InstanceProvider().diff(first.id, read.outs, instance_props).changes
+    ec2.create_tags(Resources=[first.id], Tags=[{"Key": "atlas:run", "Value": "edited"}])
+    edited = InstanceProvider().read(first.id, first.outs)
+    assert edited.outs is not None and InstanceProvider().diff(first.id, edited.outs, instance_props).changes
+    ec2.create_tags(Resources=[first.id], Tags=_tags(aws["tags"]))
     ec2.stop_instances(InstanceIds=[first.id])
     stopped = InstanceProvider().read(first.id, first.outs)
     assert stopped.outs is not None and stopped.outs["state"] in ("stopping", "stopped")
