@@ -88,20 +88,8 @@ BLOCK_KEYS = (
     ("gpu", "gpu_count"),
     ("disk", "host_read_bytes"),
 )
-COLUMNS = (
-    "t",
-    "tree_cpu_percent",
-    "host_cpu_percent",
-    "tree_rss_bytes",
-    "host_memory_used_bytes",
-    "host_memory_total_bytes",
-    "gpu_count",
-    "gpu_utilization_percent",
-    "gpu_memory_used_bytes",
-    "gpu_memory_total_bytes",
-    "tree_read_bytes",
-    "host_read_bytes",
-)
+# The report's columns: the column file's, less the line offset it keeps for itself.
+COLUMNS = column_file.COLUMNS[:-1]
 
 
 def _chunks(stream: io.BufferedIOBase, chunk_bytes: int, limit: int) -> Iterator[tuple[bytearray, int]]:
