@@ -5,7 +5,10 @@ Children (each `f"{name}-<role>"`, parent=self):
   run directory `<remote_work_dir>/<stack>/<workload>` on the login node;
 - `{name}-<step>`: one `BatchJob` per workload step, chained through the scheduler's own
   dependencies (`-w "done(id)"`, `--dependency=afterok:id`) from the workload's inputs and
-  outputs, so the cluster, not Pulumi, sequences the steps.
+  outputs, so the cluster, not Pulumi, sequences the steps;
+- `{name}-<step>-done`: a `JobCompletion` for each step in `wait_for_steps` (the short preparation
+  steps): `pulumi up` waits for it after the whole pipeline is submitted, and fails with the
+  step's exit code and log if it did not succeed.
 
 Everything is rendered in Python before any resource is registered (no resources inside
 `apply`), so `pulumi preview` shows the exact job scripts.
@@ -20,7 +23,7 @@ from typing import Any
 
 import pulumi
 
-from infra.hpc.providers import BatchJob, StagedFiles, job_name_for, ssh_inputs
+from infra.hpc.providers import BatchJob, JobCompletion, StagedFiles, job_name_for, ssh_inputs
 from infra.hpc.scheduler import JobSpec, render_job_script, scheduler_for
 from infra.hpc.target import HpcConfigError, HpcTarget, validate_remote_path
 from infra.workload import InTreeSource, RenderedStep, Workload, render_step
@@ -192,12 +195,17 @@ class HpcEnvironment(pulumi.ComponentResource):
                 log_pattern=f"{workload.logs.root}/{step.name}.{scheduler.log_placeholder}",
                 requested_queue=target.queue,
                 after_job_ids=after,
-                wait=step.name in args.wait_for_steps,
-                wait_timeout_s=args.wait_timeout_s,
                 poll_interval_s=target.poll_interval_s,
                 lsf_memory_unit=target.lsf_memory_unit,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[staged]),
             )
+        # Every step is in the queue, chained by the scheduler, before any is awaited.
+        self.completions = {
+            step: JobCompletion(
+                f"{name}-{step}-done", self.jobs[step], args.wait_timeout_s, pulumi.ResourceOptions(parent=self)
+            )
+            for step in args.wait_for_steps
+        }
 
         gpus = max(
             (render_step(workload, s.name, args.environment).resources.total_gpus for s in workload.steps), default=0

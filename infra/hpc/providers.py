@@ -428,7 +428,12 @@ def _wait_until_finished(job: _Job, job_id: str) -> JobState:
             f"job {job_id} ({job.name}, step {job.props['step']!r}) ended {state.native_state} with exit code "
             f"{state.exit_code}; log: {job.log_file(job_id)}"
             + (f"\n--- last lines of the log\n{tail}" if tail else "")
-            + "\nFix the step and run `pulumi up` again: a failed job is submitted afresh"
+            + "\nFix the step and run `pulumi up` again: a changed script is submitted afresh"
+            + (
+                f" (to run it again unchanged: pulumi up --replace '{job.props['job_urn']}')"
+                if job.props.get("job_urn")
+                else ""
+            )
         )
     return state
 
@@ -573,6 +578,42 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
             pulumi.log.info(f"cancelled job {id_} ({job.name})")
 
 
+class JobCompletionProvider(pulumi.dynamic.ResourceProvider):
+    """Waits for a submitted job to finish; a job that did not succeed fails `pulumi up` with its
+    exit code and the end of its log.
+
+    Apart from the BatchJob, so a pipeline is submitted whole at once (each step chained to
+    the one before by the scheduler's own dependency, as a user would with `-w done()` or
+    `--dependency=afterok`) and only then awaited: the scheduler starts a step when its
+    predecessor ends, not when Atlas next polls and submits it.
+    """
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
+        replaces = [k for k in ("job_id", "scheduler") if is_unknown(news.get(k)) or olds.get(k) != news.get(k)]
+        updates = [
+            k
+            for k in ("provider_version", "wait_timeout_s", "poll_interval_s", "ssh_secret", "ssh", "job_urn")
+            if is_unknown(news.get(k)) or olds.get(k) != news.get(k)
+        ]
+        return pulumi.dynamic.DiffResult(changes=bool(replaces or updates), replaces=replaces)
+
+    def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
+        job_id = str(props["job_id"])
+        state = _wait_until_finished(_job(props), job_id)
+        outs = {**props, "state": state.phase.value, "exit_code": state.exit_code, "finished_at": state.finish_time}
+        return pulumi.dynamic.CreateResult(f"{job_id}-done", outs)
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
+        return pulumi.dynamic.UpdateResult({**news, **{k: olds.get(k) for k in ("state", "exit_code", "finished_at")}})
+
+    def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
+        # What the job did afterwards is its BatchJob's to report (refresh reads it there).
+        return pulumi.dynamic.ReadResult(id_, props)
+
+    def delete(self, _id: str, _props: dict[str, Any]) -> None:
+        return None  # nothing to undo: waiting changed nothing
+
+
 # --- the resources -------------------------------------------------------------------------------
 
 
@@ -687,6 +728,41 @@ class BatchJob(pulumi.dynamic.Resource, module="hpc", name="BatchJob"):
             "scheduler_visible": None,
         }
         super().__init__(BatchJobProvider(), name, props, _secret_opts(opts))
+
+
+_COMPLETION_INPUTS = (
+    "ssh",
+    "ssh_secret",
+    "scheduler",
+    "lsf_memory_unit",
+    "step",
+    "job_name",
+    "run_dir",
+    "log_pattern",
+    "poll_interval_s",
+)
+
+
+class JobCompletion(pulumi.dynamic.Resource, module="hpc", name="JobCompletion"):
+    """The end of a BatchJob's job, awaited (see JobCompletionProvider)."""
+
+    state: pulumi.Output[str]
+    exit_code: pulumi.Output[int | None]
+    finished_at: pulumi.Output[str]
+
+    def __init__(self, name: str, job: BatchJob, wait_timeout_s: float, opts: pulumi.ResourceOptions | None = None):
+        props: dict[str, Any] = {
+            "provider_version": PROVIDER_VERSION,
+            # What reaching the scheduler and naming the log takes, from the job itself.
+            **{k: getattr(job, k) for k in _COMPLETION_INPUTS},
+            "job_id": job.job_id,
+            "job_urn": job.urn,
+            "wait_timeout_s": wait_timeout_s,
+            "state": None,
+            "exit_code": None,
+            "finished_at": None,
+        }
+        super().__init__(JobCompletionProvider(), name, props, _secret_opts(opts))
 
 
 def job_name_for(project: str, stack: str, environment: str, step: str, run_id: str, run_dir: str) -> str:

@@ -311,3 +311,48 @@ def test_hpc_environment_children_outputs_and_dependencies(mocks: Mocks) -> Any:
         assert train.inputs["script"].startswith("#!/bin/bash\n#BSUB -J atlas-train-")
 
     return env.outputs.apply(check)
+
+
+@pulumi.runtime.test
+def test_the_whole_pipeline_is_submitted_before_the_preparation_steps_are_awaited(mocks: Mocks) -> Any:
+    from infra.hpc.components import HpcEnvironment, HpcEnvironmentArgs
+    from infra.hpc.target import parse_hpc_target
+    from infra.toolchain.pins import REPO_ROOT
+    from infra.workload import load_workload
+
+    workload = load_workload(REPO_ROOT / "workloads" / "probe" / "workload.yaml")
+    target = parse_hpc_target(
+        {
+            "host": "127.0.0.1",
+            "user": "atlas",
+            "scheduler": "slurm",
+            "known_hosts": "[127.0.0.1]:22 ssh-ed25519 "
+            "AAAAC3NzaC1lZDI1NTE5AAAAIGZ0b2tlbnRvYmVyZXBsYWNlZGJ5YXJlYWxrZXk=\n",
+            "private_key_file": "/dev/null",
+            "poll_interval_seconds": 2,
+        },
+        "atlas:satori-slurm",
+    )
+    prep = tuple(s.name for s in workload.steps[:-1])
+    env = HpcEnvironment(
+        "satori-slurm",
+        HpcEnvironmentArgs(target=target, workload=workload, environment="satori-slurm", stack="unit",
+                           wait_for_steps=prep, wait_timeout_s=120.0),
+    )
+
+    def check(_: Any) -> None:
+        jobs = {r.name: r for r in mocks.resources if r.typ.endswith("BatchJob")}
+        done = {r.name: r for r in mocks.resources if r.typ.endswith("JobCompletion")}
+        # No BatchJob waits: each is submitted as soon as the job ids it depends on are known.
+        assert all(not j.inputs["wait"] for j in jobs.values())
+        assert sorted(done) == sorted(f"satori-slurm-{s}-done" for s in prep)
+        for step in prep:
+            completion = done[f"satori-slurm-{step}-done"]
+            job = jobs[f"satori-slurm-{step}"]
+            assert completion.inputs["job_id"] and completion.inputs["step"] == step
+            assert completion.inputs["job_name"] == job.inputs["job_name"]
+            assert completion.inputs["wait_timeout_s"] == 120.0 and completion.inputs["scheduler"] == "slurm"
+            assert completion.inputs["job_urn"].endswith(f"::satori-slurm-{step}")
+        assert "satori-slurm-train-done" not in done
+
+    return env.outputs.apply(check)
