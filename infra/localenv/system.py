@@ -48,6 +48,9 @@ def missing_packages(packages: Sequence[str]) -> list[str]:
     return [p for p in packages if p not in installed]
 
 
+APT_LOCK_WAIT_S = 600
+
+
 def _run_apt(argv: list[str]) -> None:
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     result = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
@@ -92,8 +95,11 @@ def ensure_packages(packages: Sequence[str] = SATORI_PACKAGES) -> list[str]:
         os.chmod(policy, 0o755)  # noqa: S103 - root-owned script that invoke-rc.d must run
         wrote_policy = True
     try:
-        _run_apt(["apt-get", "update"])
-        _run_apt(["apt-get", "install", "-y", "--no-install-recommends", *missing])
+        # Another apt (a second local environment, a test installing jq) may hold dpkg's lock:
+        # wait for it rather than fail.
+        wait = ["-o", f"DPkg::Lock::Timeout={APT_LOCK_WAIT_S}"]
+        _run_apt(["apt-get", *wait, "update"])
+        _run_apt(["apt-get", *wait, "install", "-y", "--no-install-recommends", *missing])
     finally:
         if wrote_policy:
             os.unlink(policy)
