@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from infra.hpc import polling, providers, ssh
-from infra.hpc.providers import BatchJobProvider, HpcProviderError, StagedFilesProvider
+from infra.hpc.providers import BatchJobProvider, HpcProviderError, JobCompletionProvider, StagedFilesProvider
 from infra.hpc.scheduler import JobSpec, lookup_by_name, render_job_script, scheduler_for
 from infra.localenv import satori
 from infra.localenv.layout import Layout, Ports
@@ -202,6 +202,33 @@ def test_a_waited_job_that_succeeds(target: dict[str, Any], scheduler: str) -> N
     props = make_job(target, scheduler, ("true",), wait=True, wait_timeout_s=60)
     created = BatchJobProvider().create(props)
     assert created.outs and (created.outs["state"], created.outs["exit_code"]) == ("succeeded", 0)
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_a_pipeline_submitted_whole_then_awaited(target: dict[str, Any], scheduler: str) -> None:
+    """HpcEnvironment's order: every step submitted at once, chained by the scheduler; the
+    preparation step awaited afterwards by a JobCompletion; its failure names the job and the fix."""
+    provider = BatchJobProvider()
+    prep_props = make_job(target, scheduler, ("bash", "-c", "sleep 1; echo broken input >&2; exit 4"))
+    prep = provider.create(prep_props)
+    later_props = make_job(target, scheduler, ("echo", "never runs"), after=[str(prep.id)])
+    later = provider.create(later_props)
+    assert (later.outs or {})["state"] == "unknown"  # submitted at once, not after prep finished
+    urn = "urn:pulumi:unit::atlas::pulumi-python:dynamic/hpc:BatchJob::satori-make-hdf5"
+    completion = {**prep_props, "job_id": str(prep.id), "job_urn": urn, "wait_timeout_s": 60}
+    with pytest.raises(HpcProviderError) as caught:
+        JobCompletionProvider().create(completion)
+    message = str(caught.value)
+    assert f"job {prep.id}" in message and "exit code 4" in message and "broken input" in message, message
+    assert f"pulumi up --replace '{urn}'" in message
+    # The scheduler, not Atlas, holds the later step back: it never starts after a failed dependency.
+    outs = provider.read(str(later.id), later_props).outs or {}
+    assert outs["state"] in ("pending", "cancelled"), outs
+    provider.delete(str(later.id), later_props)
+    ok_props = make_job(target, scheduler, ("true",))
+    ok = provider.create(ok_props)
+    done = JobCompletionProvider().create({**ok_props, "job_id": str(ok.id), "wait_timeout_s": 60})
+    assert done.id == f"{ok.id}-done" and (done.outs or {})["state"] == "succeeded"
 
 
 @pytest.mark.parametrize("scheduler", SCHEDULERS)
