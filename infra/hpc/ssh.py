@@ -27,9 +27,25 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import NoReturn
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, NoReturn
 
-import paramiko
+if TYPE_CHECKING:
+    import paramiko
+else:
+
+    class _ImportedOnFirstUse(ModuleType):
+        """paramiko, imported when first used. The Pulumi program imports this module for its
+        types and never connects (its dynamic providers do, in their own process), and paramiko
+        with its cryptography is a fifth of the program's start-up."""
+
+        def __getattr__(self, name: str) -> Any:
+            import paramiko as module
+
+            globals()["paramiko"] = module
+            return getattr(module, name)
+
+    paramiko = _ImportedOnFirstUse("paramiko")
 
 log = logging.getLogger(__name__)
 
@@ -126,18 +142,18 @@ class RemoteResult:
 CONNECTIONS_OPENED: Counter[tuple[str, int, str]] = Counter()
 
 
-class _RejectWithSource(paramiko.RejectPolicy):
+def _reject_with_source(source: str) -> paramiko.MissingHostKeyPolicy:
     """RejectPolicy, with a message that says which known_hosts was consulted and how to fix it."""
 
-    def __init__(self, source: str) -> None:
-        self.source = source
+    class RejectWithSource(paramiko.RejectPolicy):
+        def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> NoReturn:
+            raise HostKeyError(
+                f"host key of {hostname} ({key.get_name()} SHA256:{key.fingerprint.split(':', 1)[-1]}) is not in "
+                f"{source}; Atlas never trusts a key on first use. Check the key with the cluster's admins "
+                "and add it (`ssh-keyscan -p PORT HOST`, verified out of band) to the configured known_hosts"
+            )
 
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> NoReturn:
-        raise HostKeyError(
-            f"host key of {hostname} ({key.get_name()} SHA256:{key.fingerprint.split(':', 1)[-1]}) is not in "
-            f"{self.source}; Atlas never trusts a key on first use. Check the key with the cluster's admins "
-            "and add it (`ssh-keyscan -p PORT HOST`, verified out of band) to the configured known_hosts"
-        )
+    return RejectWithSource()
 
 
 def _host_key_name(host: str, port: int) -> str:
@@ -160,7 +176,8 @@ def _load_host_keys(client: paramiko.SSHClient, text: str, source: str) -> None:
             keys.add(name, entry.key.get_name(), entry.key)
 
 
-_KEY_CLASSES: tuple[type[paramiko.PKey], ...] = (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey)
+def _key_classes() -> tuple[type[paramiko.PKey], ...]:
+    return (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey)
 
 
 def load_private_key(endpoint: SshEndpoint) -> paramiko.PKey:
@@ -170,7 +187,7 @@ def load_private_key(endpoint: SshEndpoint) -> paramiko.PKey:
         if endpoint.private_key
         else f"private key file {endpoint.private_key_file}"
     )
-    for key_class in _KEY_CLASSES:
+    for key_class in _key_classes():
         try:
             if endpoint.private_key is not None:
                 return key_class.from_private_key(io.StringIO(endpoint.private_key), password=endpoint.passphrase)
@@ -207,7 +224,7 @@ class PooledConnection:
         ep = self.endpoint
         client = paramiko.SSHClient()
         _load_host_keys(client, ep.known_hosts, ep.known_hosts_source)
-        client.set_missing_host_key_policy(_RejectWithSource(ep.known_hosts_source))
+        client.set_missing_host_key_policy(_reject_with_source(ep.known_hosts_source))
         pkey = load_private_key(ep)
         try:
             client.connect(
