@@ -173,9 +173,9 @@ def job_fields(run: Runner, job_id: str) -> dict[str, str]:
 
 def test_the_slurm_backfill_job_is_preempted_requeued_and_runs_again(login: Runner) -> None:
     run = login
-    node = run("scontrol show node -o").stdout
+    node = run("scontrol -d show node -o").stdout
     total = re.search(r"Gres=gpu(?::\w+)?:(\d+)", node)
-    held = re.search(r"AllocTRES=\S*gres/gpu=(\d+)", node)
+    held = re.search(r"GresUsed=gpu(?::\w+)?:(\d+)", node)
     assert total, node
     free = int(total.group(1)) - (int(held.group(1)) if held else 0)
     assert free >= 1, f"no free GPU on the local Slurm: {node}"

@@ -154,13 +154,13 @@ def api_gpu_allocation(layout: Layout) -> dict[str, tuple[int, int]]:
 
 
 def slurm_gpu_allocation(run: Runner) -> dict[str, tuple[int, int]]:
-    """Per node from `scontrol show node`: (Gres gpus, gres/gpu in AllocTRES)."""
-    text = run("scontrol show node -o").stdout
+    """Per node from `scontrol -d show node`: (Gres GPUs, GresUsed GPUs)."""
+    text = run("scontrol -d show node -o").stdout
     result = {}
     for line in text.splitlines():
         name = re.search(r"NodeName=(\S+)", line)
         total = re.search(r"Gres=gpu(?::\w+)?:(\d+)", line)
-        alloc = re.search(r"AllocTRES=\S*gres/gpu=(\d+)", line)
+        alloc = re.search(r"GresUsed=gpu(?::\w+)?:(\d+)", line)
         if name and total:
             result[name.group(1)] = (int(total.group(1)), int(alloc.group(1)) if alloc else 0)
     return result
@@ -208,7 +208,10 @@ def test_the_snapshot_matches_the_api_and_the_scheduler(
             snap = monitor.snapshot()
             envs = {e.name: e for e in snap.environments}
             k8s_ok = envs["openshift"].steps and envs["openshift"].steps[0].phase == "running"
-            slurm_ok = [s.phase for s in envs["satori-slurm"].steps] == ["running", "pending"]
+            # Each side answers at its own pace (every 2 s here): wait for both to see the job run.
+            slurm_ok = all(
+                [s.phase for s in envs[name].steps] == ["running", "pending"] for name in ("satori", "satori-slurm")
+            )
             return snap if k8s_ok and slurm_ok else None
 
         snapshot = wait_until(settled, "the GPU pod and the Slurm job to run", 60)
@@ -299,12 +302,28 @@ def test_the_web_view_shows_the_snapshot_s_numbers_in_chromium(
         monitor = Monitor(outputs, cache, {"satori-slurm": source}, JobShape("probe", 1), 30.0)
         wait_until(lambda: monitor.snapshot().environments[0].steps[0].phase == "running", "the pod to run")
         wait_until(lambda: source.poll(force=True).steps[0].started_at is not None, "the Slurm job to start")
+
+        def watched_allocation() -> dict[str, tuple[int, int]]:
+            nodes = monitor.snapshot().environments[0].nodes
+            return {n.name: (n.gpus_total, n.gpus_allocated) for n in nodes if n.gpus_total}
+
+        # Earlier tests' namespaces may still be going away: start from a cluster the watch has caught up with.
+        wait_until(lambda: watched_allocation() == api_gpu_allocation(kube_env), "the watch to match the API", 60)
+        api_before = api_gpu_allocation(kube_env)
         server = make_server(monitor.snapshot, "127.0.0.1", 0)
         serve_in_thread(server)
         port = server.server_address[1]
         try:
             dom = subprocess.run(
-                [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", f"http://127.0.0.1:{port}/"],
+                [
+                    chromium,
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-dev-shm-usage",
+                    "--dump-dom",
+                    f"http://127.0.0.1:{port}/",
+                ],
                 capture_output=True,
                 text=True,
                 timeout=120,
@@ -327,6 +346,7 @@ def test_the_web_view_shows_the_snapshot_s_numbers_in_chromium(
         envs = {e["name"]: e for e in data["environments"]}
         # Node numbers: the page (rendered by Chromium), the JSON behind it, and the API agree.
         api = api_gpu_allocation(kube_env)
+        assert api == api_before, "the cluster changed during the check; nothing to compare against"
         for node in envs["openshift"]["nodes"]:
             if node["gpus_total"]:
                 total, held = api[node["name"]]
