@@ -113,7 +113,7 @@ def test_one_up_one_destroy_with_aws_on_moto(hybrid, kube_env, satori_env, moto_
     preview = proj.run("preview", "--diff", "-s", STACK)
     cli_output.append(preview.stdout + preview.stderr)
     # Preview shows the launch script line by line, beside the HPC sides' job scripts.
-    assert "pulumi-python:dynamic/aws:Instance aws-instance-0 create" in preview.stdout
+    assert "pulumi-python:dynamic/aws:Instance::aws-instance-0]" in preview.stdout
     assert "slurm.conf" in preview.stdout and "#SBATCH --job-name=atlas-train-" in preview.stdout
 
     up = proj.run("up", "--yes", "--skip-preview", "-s", STACK)
