@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
 from rich.console import Console
 from rich.table import Table
 
@@ -78,6 +79,58 @@ def backfill_work(
         raise UsageError(f"--backfill {workload_name}: {error}") from None
     env = (outputs.get("environments") or {}).get(environment) or {}
     return backfill.work_for(workload, environment, str(env.get("image", "")), env.get("gpu_product") or None)
+
+
+def outputs_from_stack_file(path: Path, stack: str) -> dict[str, Any]:
+    """Before the first `pulumi up` there are no outputs: the environments as the stack file names
+    them (where to reach each scheduler, no steps yet), enough to judge nodes and estimate waits."""
+    config = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
+    environments: dict[str, Any] = {}
+    openshift = config.get("atlas:openshift")
+    if isinstance(openshift, dict) and openshift.get("enabled", True) not in (False, "false"):
+        environments["openshift"] = {
+            "kind": "kubernetes",
+            "flavour": openshift.get("flavour", "openshift"),
+            "namespace": openshift.get("namespace", ""),
+            "steps": [],
+            "gpu_product": (openshift.get("gpu") or {}).get("product"),
+        }
+    for name, env in (config.get("atlas:hpc") or {}).items():
+        if isinstance(env, dict) and env.get("enabled", True) not in (False, "false"):
+            environments[name] = {
+                "kind": "hpc",
+                "scheduler": env.get("scheduler", ""),
+                "host": env.get("host", ""),
+                "port": int(env.get("port", 22)),
+                "user": env.get("user", ""),
+                "steps": [],
+            }
+    if not environments:
+        raise UsageError(f"--stack-file {path}: names no environment (atlas:openshift, atlas:hpc)")
+    atlas = {
+        "stack": stack,
+        "workload": config.get("atlas:workload", "probe"),
+        "run_id": str(config.get("atlas:runId", "1")),
+    }
+    return {"atlas": atlas, "environments": environments}
+
+
+def _outputs(args: argparse.Namespace, project: Path) -> dict[str, Any]:
+    """The stack's outputs; without any (not deployed yet), the environments its stack file names."""
+    stack_file = args.stack_file or (project / "stacks" / f"Pulumi.{args.stack}.yaml" if args.stack else None)
+    if args.outputs or (args.stack and stack_file is None):
+        return read_outputs(args)
+    if args.stack:
+        try:
+            return read_outputs(args)
+        except (UsageError, SystemExit) as error:
+            if stack_file is None or not stack_file.is_file():
+                raise UsageError(str(error)) from None
+            print(f"nodes: no outputs for stack {args.stack} ({error}); reading {stack_file}", file=sys.stderr)
+    if stack_file is None or not stack_file.is_file():
+        raise UsageError("give -s STACK, --outputs FILE|- or --stack-file FILE")
+    name = args.stack or stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    return outputs_from_stack_file(stack_file, name)
 
 
 # --- rendering -----------------------------------------------------------------------------------
@@ -192,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console()
     try:
         _check(args)
-        outputs = read_outputs(args)
+        outputs = _outputs(args, project)
         access = load_access(args, project)
         shape = workload_shape(args, outputs, project)
     except UsageError as error:

@@ -152,3 +152,14 @@ def test_bad_flags_are_refused_naming_the_flag(bad: list[str], capsys: pytest.Ca
     assert main(["--outputs", "/nonexistent", *bad]) == 2
     flag = next(b for b in bad if b.startswith("--") and b != "--backfill")
     assert flag in capsys.readouterr().err
+
+
+def test_before_the_first_up_the_stack_file_names_the_environments() -> None:
+    from infra.nodes.cli import outputs_from_stack_file
+
+    outputs = outputs_from_stack_file(REPO / "stacks" / "Pulumi.local.yaml", "local")
+    envs = outputs["environments"]
+    assert envs["openshift"]["kind"] == "kubernetes" and envs["openshift"]["namespace"] == "atlas-local"
+    assert (envs["satori"]["scheduler"], envs["satori-slurm"]["scheduler"]) == ("lsf", "slurm")
+    assert all(e["steps"] == [] for e in envs.values())
+    assert outputs["atlas"]["workload"] == "probe"
