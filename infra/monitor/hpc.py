@@ -233,12 +233,14 @@ def parse_squeue_queue(text: str) -> list[QueueJob]:
             if state in ("RUNNING", "COMPLETING", "CONFIGURING")
             else "finished"
         )
+        # A job cancelled while pending shows its cancel time as start and end: it never started.
+        never_started = state.startswith("CANCELLED") and started == ends
         jobs.append(
             QueueJob(
                 job_id,
                 phase,
                 _iso(submitted),
-                _iso(started) if phase != "pending" else None,
+                _iso(started) if phase != "pending" and not never_started else None,
                 _iso(ends) if phase == "running" else None,
                 count_gpus(tres) if tres not in ("N/A", "(null)", "") else 0,
             )

@@ -101,6 +101,7 @@ def test_queue_listings_give_pending_gpus_waits_and_expected_ends() -> None:
         "7|RUNNING|2026-12-02T15:00:00|2026-12-02T15:00:10|2026-12-02T15:30:10|gres/gpu:2\n"
         "8|PENDING|2026-12-02T15:01:00|N/A|N/A|gres/gpu:1\n"
         "9|COMPLETED|2026-12-02T14:00:00|2026-12-02T14:00:03|2026-12-02T14:10:00|N/A\n"
+        "10|CANCELLED|2026-12-02T14:00:00|2026-12-02T14:05:00|2026-12-02T14:05:00|gres/gpu:1\n"
     )
     jobs = {j.job_id: j for j in parse_squeue_queue(squeue)}
     assert jobs["7"].state == "running" and jobs["7"].gpus == 2
@@ -109,6 +110,7 @@ def test_queue_listings_give_pending_gpus_waits_and_expected_ends() -> None:
     assert jobs["7"].started_at - jobs["7"].submitted_at == 10
     assert (jobs["8"].state, jobs["8"].started_at, jobs["8"].gpus) == ("pending", None, 1)
     assert (jobs["9"].state, jobs["9"].gpus) == ("finished", 0)
+    assert jobs["10"].started_at is None  # cancelled while pending: no wait to learn from
     bjobs = "11^RUN^Dec  2 15:00:00^Dec  2 15:00:04\n12^PEND^Dec  2 15:01:00^-\n"
     lsf = {j.job_id: j for j in parse_bjobs_queue(bjobs, 2026)}
     assert lsf["11"].started_at is not None and lsf["11"].submitted_at is not None
