@@ -13,6 +13,7 @@ between polls the last answer is served. `calls` counts the remote commands (tes
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import posixpath
 import re
@@ -27,6 +28,7 @@ from infra.compare.hpc_collector import LSF_FIELDS, lsf_steps, slurm_steps
 from infra.compare.records import StepRecord
 from infra.compare.telemetry import load_sampler_jsonl
 from infra.compare.timeparse import iso_utc, lsf_short
+from infra.hpc.scheduler import scheduler_for
 from infra.hpc.ssh import RemoteResult
 
 Runner = Callable[[str], RemoteResult]
@@ -354,6 +356,15 @@ class HpcSource:
                 if status.exit_code != 0 and "Invalid job id" not in status.stderr:
                     raise RuntimeError(f"`{command}` exited {status.exit_code}: {status.stderr.strip()[:500]}")
                 steps = slurm_steps(self.outputs, status, None, {})
+        # LSF prints a running job's expected end as FINISH_TIME (`... E`, from its run limit): a job
+        # that has not finished has no finish time here.
+        scheduler = scheduler_for(self.scheduler if self.scheduler in ("lsf", "slurm") else "slurm")
+        steps = tuple(
+            s
+            if scheduler.phase_of(s.state).finished or s.finished_at is None
+            else dataclasses.replace(s, finished_at=None)
+            for s in steps
+        )
         running = [s.step for s in steps if s.started_at is not None and s.finished_at is None]
         script = sections_script(self.node_sections(running))
         commands.append(script)

@@ -142,7 +142,7 @@ def environment_panel(env: EnvironmentView, now: float) -> Panel:
     if any(n.gpus_total for n in env.nodes):
         parts += [Text(""), nodes_table(env)]
     parts.append(Text(estimate_text(env.estimate), style="cyan"))
-    age = f"{now - env.polled_at:.0f} s ago" if env.polled_at is not None else "never"
+    age = f"{max(0.0, now - env.polled_at):.0f} s ago" if env.polled_at is not None else "never"
     parts.append(Text(f"answered {age}; {env.source}", style="dim"))
     parts += [Text(note, style="dim italic") for note in env.notes]
     return Panel(Group(*parts), title=title, title_align="left")
