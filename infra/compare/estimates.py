@@ -1,5 +1,8 @@
 """Queue-wait estimates made before a run (`scripts/nodes --estimate`), beside the measured wait.
 
+The measured wait it is compared with is the GPU step's time from eligible to running (its
+dependencies done): the estimate is for a job that could start at once.
+
 The estimate file (`.state/estimates/<stack>.json`, infra/nodes/cli.py) holds one estimate per
 environment and when it was made. Put beside the GPU step's measured queue wait, the report
 shows how far off it was. An estimate made after the GPU step was requested is no forecast,
@@ -70,7 +73,9 @@ def with_estimates(
             else f"made {taken_at - (requested or 0):.0f} s after the step was requested: not a forecast. {basis}"
         )
         estimated = Value(float(seconds), "s", source, note, "projection", env.simulated)
-        measured = env.elasticity.gpu_step_queue_wait
+        # The estimate is for a job that could start now: compare it with the GPU step's wait from the
+        # moment it could start (its dependencies done), not from its submission.
+        measured = env.elasticity.time_to_add_gpus
         if measured.value is None:
             error = missing("s", f"no measured wait: {measured.note}")
         else:

@@ -114,9 +114,9 @@ def report_tables(report: Report) -> tuple[Section, ...]:
     elasticity = (
         TableRow("request to GPUs running", tuple(e.elasticity.request_to_gpus_running for e in envs)),
         TableRow("time to add GPUs (GPU step eligible to running)", tuple(e.elasticity.time_to_add_gpus for e in envs)),
-        TableRow("queue wait of the GPU step", tuple(e.elasticity.gpu_step_queue_wait for e in envs)),
         TableRow("  estimated before the run", tuple(e.elasticity.estimated_gpu_step_wait for e in envs)),
         TableRow("  estimate minus measured", tuple(e.elasticity.estimate_error for e in envs)),
+        TableRow("queue wait of the GPU step", tuple(e.elasticity.gpu_step_queue_wait for e in envs)),
         TableRow("queue wait, all steps", tuple(e.elasticity.total_queue_wait for e in envs)),
         *per_step("requested", "requested_at"),
         *per_step("started", "started_at"),

@@ -47,7 +47,7 @@ def test_the_estimate_sits_beside_the_measured_wait_with_its_error(report: metri
     names = [e.name for e in report.environments]
     envs = with_estimates(report.environments, record(before, {names[0]: 3.0, names[1]: None}), {"stack": "local"})
     first, second = envs
-    measured = first.elasticity.gpu_step_queue_wait.value
+    measured = first.elasticity.time_to_add_gpus.value
     assert measured is not None
     assert first.elasticity.estimated_gpu_step_wait.value == 3.0
     assert first.elasticity.estimated_gpu_step_wait.kind == "projection"
