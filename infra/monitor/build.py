@@ -171,6 +171,7 @@ class Monitor:
                     else "not readable: no GPU metrics source for Kubernetes nodes here (the sampler's files "
                     "sit on the run's PVC)",
                     simulated=simulated,
+                    site=str(env.get("api_url", "")) or self.kube.client.server,
                     workloads=tuple(
                         f"{(p.get('metadata') or {}).get('namespace')}/{(p.get('metadata') or {}).get('name')}"
                         for p in gpu_holders
@@ -286,6 +287,7 @@ class Monitor:
             util_source=source,
             workloads=workloads,
             idle_since=idle_since if idle_since is not None else tracked,
+            site=f"{poll_site(self.outputs, env)}",
         )
 
 
@@ -343,3 +345,8 @@ def _error_view(name: str, env: Mapping[str, Any], error: str) -> EnvironmentVie
         source="",
         error=error,
     )
+
+
+def poll_site(outputs: Mapping[str, Any], env: str) -> str:
+    raw = (outputs.get("environments") or {}).get(env) or {}
+    return f"{raw.get('host', '')}:{raw.get('port', '')}"

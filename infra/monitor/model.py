@@ -48,6 +48,7 @@ class NodeView:
     simulated: bool = False
     workloads: tuple[str, ...] = ()  # pods / jobs holding GPUs on it
     idle_since: float | None = None  # allocated GPUs below the idle threshold since (Unix s)
+    site: str = ""  # the API server or login host: two environments on one cluster share nodes
 
     @property
     def gpus_free(self) -> int:

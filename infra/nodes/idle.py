@@ -37,6 +37,7 @@ class NodeFinding:
     suggestion: str
     simulated: bool
     workloads: tuple[str, ...]
+    site: str = ""
 
 
 def judge_node(
@@ -96,6 +97,7 @@ def judge_node(
         suggestion="; ".join(parts),
         simulated=node.simulated,
         workloads=node.workloads,
+        site=node.site,
     )
 
 
@@ -115,9 +117,12 @@ def find_underused(
 
 
 def summarize(findings: Sequence[NodeFinding]) -> dict[str, int]:
+    """Totals over distinct nodes: two environments on one cluster (LSF and Slurm on one login
+    node) see the same GPUs, which count once."""
+    distinct = list({(f.site, f.node) if f.site else (f.environment, f.node): f for f in findings}.values())
     return {
-        "nodes": len(findings),
-        "underused_nodes": sum(f.underused for f in findings),
-        "free_gpus": sum(f.gpus_free for f in findings),
-        "idle_gpus": sum(f.gpus_idle for f in findings),
+        "nodes": len(distinct),
+        "underused_nodes": sum(f.underused for f in distinct),
+        "free_gpus": sum(f.gpus_free for f in distinct),
+        "idle_gpus": sum(f.gpus_idle for f in distinct),
     }

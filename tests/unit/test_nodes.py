@@ -163,3 +163,12 @@ def test_before_the_first_up_the_stack_file_names_the_environments() -> None:
     assert (envs["satori"]["scheduler"], envs["satori-slurm"]["scheduler"]) == ("lsf", "slurm")
     assert all(e["steps"] == [] for e in envs.values())
     assert outputs["atlas"]["workload"] == "probe"
+
+
+def test_two_environments_on_one_login_node_count_its_gpus_once() -> None:
+    shared = NodeView("vm", "idle", 4, 1, None, "", site="127.0.0.1:22")
+    lsf = EnvironmentView("satori", "hpc", "", (), (shared,), NOW, "")
+    slurm = EnvironmentView("satori-slurm", "hpc", "", (), (shared,), NOW, "")
+    findings = find_underused(Snapshot(NOW, "local", "probe", "1", 30.0, (lsf, slurm)))
+    assert len(findings) == 2  # each environment judges the node
+    assert summarize(findings) == {"nodes": 1, "underused_nodes": 1, "free_gpus": 3, "idle_gpus": 0}
