@@ -47,7 +47,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from infra.localenv import kube, satori
+from infra.localenv import kube, recycler, satori
 from infra.localenv.layout import Layout, Ports, default_layout
 from tests.e2e.pulumi_cli import PulumiProject
 
@@ -126,9 +126,9 @@ def atlas_clean(env: Env, ns: str, remote: str) -> None:
 def wait_namespace_gone(env: Env, ns: str) -> None:
     with contextlib.suppress(RuntimeError):
         env.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=true", "--timeout=120s")
-    # The pool's volumes are Retain: hand the released ones back, or a few runs drain the pool
-    # and the next claim stays Pending (`kube.up` does the same on a running cluster).
-    kube._reclaim_released_volumes(env.layout, lambda _line: None)
+    # The pool's volumes are Retain: hand the released ones back now (the recycler daemon would, on
+    # its own round), or the next claim may wait for a volume.
+    recycler.recycle_once(env.layout)
 
 
 def remove_leftovers(env: Env) -> None:

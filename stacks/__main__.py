@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pulumi
 
-from infra.aws.components import AwsEnvironment, AwsEnvironmentArgs
 from infra.config import AtlasConfigError, load_stack_config
 from infra.hpc.components import HpcEnvironment, HpcEnvironmentArgs, workload_source_files
 from infra.openshift.environment import OpenShiftEnvironment, OpenShiftEnvironmentArgs
@@ -63,6 +62,9 @@ for hpc_config in config.hpc:
     hpc_components[hpc_config.name] = hpc
 
 if config.aws is not None:
+    # Imported only for a stack with AWS: boto3 is a third of the program's start-up.
+    from infra.aws.components import AwsEnvironment, AwsEnvironmentArgs
+
     try:
         aws = AwsEnvironment(
             "aws",

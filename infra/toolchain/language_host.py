@@ -26,14 +26,40 @@ import os
 import shutil
 import subprocess
 import sys
+import types
 from concurrent import futures
+from importlib.util import find_spec
 from threading import Event, Thread
 from typing import Any
 
-import grpc
-from pulumi.runtime._grpc_settings import _GRPC_CHANNEL_OPTIONS
-from pulumi.runtime.proto import language_pb2, language_pb2_grpc, plugin_pb2
-from pulumi.runtime.proto.language_pb2_grpc import LanguageRuntimeServicer
+
+def _sdk_packages_without_their_init() -> None:
+    """Make `pulumi`, `pulumi.runtime` and `pulumi.runtime.proto` importable as bare packages.
+
+    The launcher needs only the generated gRPC modules and one constant, but importing them
+    the usual way runs `pulumi/__init__.py`, which imports the whole SDK: two thirds of the
+    launcher's start-up, paid twice per `pulumi up` (the engine starts the language plugin
+    once to ask for plugins, once to run the program). Only in the launcher's own process:
+    its program runs in a separate interpreter (the executor) with the real SDK.
+    """
+    spec = find_spec("pulumi")
+    if spec is None or not spec.submodule_search_locations:
+        return  # no SDK: the imports below fail with the usual message
+    root = next(iter(spec.submodule_search_locations))
+    for name, folder in (("pulumi", root), ("pulumi.runtime", f"{root}/runtime"),
+                         ("pulumi.runtime.proto", f"{root}/runtime/proto")):
+        package = types.ModuleType(name)
+        package.__path__ = [folder]
+        sys.modules[name] = package
+
+
+if __name__ == "__main__" and "pulumi" not in sys.modules:
+    _sdk_packages_without_their_init()
+
+import grpc  # noqa: E402
+from pulumi.runtime._grpc_settings import _GRPC_CHANNEL_OPTIONS  # noqa: E402
+from pulumi.runtime.proto import language_pb2, language_pb2_grpc, plugin_pb2  # noqa: E402
+from pulumi.runtime.proto.language_pb2_grpc import LanguageRuntimeServicer  # noqa: E402
 
 # The executor's own exit code for "the error was already shown to the user".
 EXIT_CODE_USER_ACTIONABLE = 32
