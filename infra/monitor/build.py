@@ -181,12 +181,15 @@ class Monitor:
         node_views.sort(key=lambda n: n.name)
         estimate = None
         if self.shape is not None:
+            # Pods below the default priority (backfill that yields) are preempted for a real job.
             pending = [
-                pod_gpus(p) for p in pods if pod_active(p) and not (p.get("spec") or {}).get("nodeName") and pod_gpus(p)
+                pod_gpus(p)
+                for p in pods
+                if pod_active(p) and not (p.get("spec") or {}).get("nodeName") and pod_gpus(p) and not _yields(p)
             ]
             waits = [w for p in pods if pod_gpus(p) and (w := _pod_wait(p, now)) is not None]
             running = [
-                RunningJob(_pod_deadline(p), pod_gpus(p))
+                RunningJob(_pod_deadline(p), pod_gpus(p), _yields(p))
                 for p in pods
                 if pod_active(p) and (p.get("spec") or {}).get("nodeName") and pod_gpus(p)
             ]
@@ -241,8 +244,8 @@ class Monitor:
                 name,
                 self.shape,
                 node_views,
-                [j.gpus for j in poll.queue if j.state == "pending"],
-                [RunningJob(j.expected_end, j.gpus or 0) for j in poll.queue if j.state == "running"],
+                [j.gpus for j in poll.queue if j.state == "pending" and not j.preemptible],
+                [RunningJob(j.expected_end, j.gpus or 0, j.preemptible) for j in poll.queue if j.state == "running"],
                 recent,
                 now,
             )
@@ -326,6 +329,10 @@ def _pod_wait(pod: Mapping[str, Any], now: float) -> float | None:
     if scheduled is None or now - scheduled > RECENT_S:
         return None
     return max(0.0, scheduled - created)
+
+
+def _yields(pod: Mapping[str, Any]) -> bool:
+    return int((pod.get("spec") or {}).get("priority") or 0) < 0
 
 
 def _pod_deadline(pod: Mapping[str, Any]) -> float | None:

@@ -37,8 +37,10 @@ EXIT = "@@atlas-exit"
 SINFO_FORMAT = "NodeList:|,StateLong:|,CPUsState:|,Gres:|,GresUsed:"
 GPU_COUNT = re.compile(r"gpu(?::[^:,()]+)?:(\d+)")
 TELEMETRY_LINES = 3
-SQUEUE_QUEUE = "TZ=UTC squeue -h -t all -o '%i|%T|%V|%S|%e|%b'"
-BJOBS_QUEUE = "TZ=UTC bjobs -u all -a -hms -noheader -o \"jobid stat submit_time start_time delimiter='^'\""
+SQUEUE_QUEUE = "TZ=UTC squeue -h -t all -o '%i|%T|%V|%S|%e|%b|%P'"
+BJOBS_QUEUE = "TZ=UTC bjobs -u all -a -hms -noheader -o \"jobid stat submit_time start_time queue delimiter='^'\""
+# Where backfill that yields runs (infra/nodes/backfill.py): its jobs give way to any real job.
+PREEMPTIBLE_QUEUES = frozenset({"backfill"})
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ class QueueJob:
     started_at: float | None
     expected_end: float | None  # start + time limit, where the scheduler says
     gpus: int | None  # None: the listing does not say
+    preemptible: bool = False  # in a backfill queue: a real job pushes it aside, it is not ahead of one
 
 
 @dataclass(frozen=True)
@@ -221,13 +224,13 @@ def iterations_per_second(log_tail: str) -> tuple[float | None, float | None]:
 
 
 def parse_squeue_queue(text: str) -> list[QueueJob]:
-    """`TZ=UTC squeue -h -t all -o '%i|%T|%V|%S|%e|%b'`."""
+    """`TZ=UTC squeue -h -t all -o '%i|%T|%V|%S|%e|%b|%P'`."""
     jobs = []
     for line in text.splitlines():
         parts = line.strip().split("|")
-        if len(parts) != 6 or not parts[0].isdigit():
+        if len(parts) != 7 or not parts[0].isdigit():
             continue
-        job_id, state, submitted, started, ends, tres = parts
+        job_id, state, submitted, started, ends, tres, partition = parts
         phase = (
             "pending"
             if state == "PENDING"
@@ -245,19 +248,20 @@ def parse_squeue_queue(text: str) -> list[QueueJob]:
                 _iso(started) if phase != "pending" and not never_started else None,
                 _iso(ends) if phase == "running" else None,
                 count_gpus(tres) if tres not in ("N/A", "(null)", "") else 0,
+                partition in PREEMPTIBLE_QUEUES,
             )
         )
     return jobs
 
 
 def parse_bjobs_queue(text: str, year: int) -> list[QueueJob]:
-    """`TZ=UTC bjobs -u all -a -hms -noheader -o "jobid stat submit_time start_time delimiter='^'"`."""
+    """`TZ=UTC bjobs -u all -a -hms -noheader -o "jobid stat submit_time start_time queue delimiter='^'"`."""
     jobs = []
     for line in text.splitlines():
         parts = [p.strip() for p in line.split("^")]
-        if len(parts) != 4 or not parts[0].isdigit():
+        if len(parts) != 5 or not parts[0].isdigit():
             continue
-        job_id, stat, submitted, started = parts
+        job_id, stat, submitted, started, queue = parts
         phase = "pending" if stat in ("PEND", "PSUSP", "WAIT") else "running" if stat == "RUN" else "finished"
         jobs.append(
             QueueJob(
@@ -267,6 +271,7 @@ def parse_bjobs_queue(text: str, year: int) -> list[QueueJob]:
                 lsf_short(started if started != "-" else None, year),
                 None,
                 None,
+                queue in PREEMPTIBLE_QUEUES,
             )
         )
     return jobs

@@ -38,6 +38,7 @@ class JobShape:
 class RunningJob:
     expected_end: float | None
     gpus: int
+    preemptible: bool = False  # backfill that yields: its GPUs are a real job's for the asking
 
 
 def shape_of_workload(workload_file: str) -> JobShape:
@@ -66,7 +67,10 @@ def estimate_wait(
     now: float,
 ) -> WaitEstimate:
     need = max(shape.gpus, 0)
-    free_total = sum(n.gpus_free for n in nodes)
+    # GPUs held by backfill that yields are as good as free for a real job: it preempts them.
+    yielding = sum(j.gpus for j in running if j.preemptible)
+    running = [j for j in running if not j.preemptible]
+    free_total = sum(n.gpus_free for n in nodes) + yielding
     ahead = [need if g is None else g for g in pending_gpus if g is None or g > 0]
     waits = tuple(sorted(w for w in recent_waits_s if w >= 0))
     median = statistics.median(waits) if waits else None
@@ -79,9 +83,11 @@ def estimate_wait(
     if not usable:
         return result(None, f"no node here has {need} GPUs: a job of this shape would never start")
     best = max(usable, key=lambda n: n.gpus_free)
+    pace = f"median of {len(waits)} recent waits" if waits else "no recent start observed, so 0 s is assumed"
     if best.gpus_free >= need and not ahead:
-        pace = f"median of {len(waits)} recent waits" if waits else "no recent start observed, so 0 s is assumed"
         return result(latency, f"{best.gpus_free} GPUs free now on {best.name}, nothing pending ahead; {pace}")
+    if yielding and free_total >= need and not ahead:
+        return result(latency, f"{yielding} GPUs held by backfill that yields (preempted for this job); {pace}")
     wanted = need + sum(ahead)
     ends = sorted((j for j in running if j.expected_end is not None), key=lambda j: j.expected_end or 0.0)
     freed = free_total

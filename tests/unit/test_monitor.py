@@ -98,10 +98,11 @@ def test_lsload_gpu_reads_use_per_host_and_busy_gpus_as_allocated() -> None:
 
 def test_queue_listings_give_pending_gpus_waits_and_expected_ends() -> None:
     squeue = (
-        "7|RUNNING|2026-12-02T15:00:00|2026-12-02T15:00:10|2026-12-02T15:30:10|gres/gpu:2\n"
-        "8|PENDING|2026-12-02T15:01:00|N/A|N/A|gres/gpu:1\n"
-        "9|COMPLETED|2026-12-02T14:00:00|2026-12-02T14:00:03|2026-12-02T14:10:00|N/A\n"
-        "10|CANCELLED|2026-12-02T14:00:00|2026-12-02T14:05:00|2026-12-02T14:05:00|gres/gpu:1\n"
+        "7|RUNNING|2026-12-02T15:00:00|2026-12-02T15:00:10|2026-12-02T15:30:10|gres/gpu:2|normal\n"
+        "8|PENDING|2026-12-02T15:01:00|N/A|N/A|gres/gpu:1|normal\n"
+        "9|COMPLETED|2026-12-02T14:00:00|2026-12-02T14:00:03|2026-12-02T14:10:00|N/A|debug\n"
+        "10|CANCELLED|2026-12-02T14:00:00|2026-12-02T14:05:00|2026-12-02T14:05:00|gres/gpu:1|normal\n"
+        "11|RUNNING|2026-12-02T15:00:00|2026-12-02T15:00:01|2026-12-02T15:30:01|gres/gpu:1|backfill\n"
     )
     jobs = {j.job_id: j for j in parse_squeue_queue(squeue)}
     assert jobs["7"].state == "running" and jobs["7"].gpus == 2
@@ -111,11 +112,12 @@ def test_queue_listings_give_pending_gpus_waits_and_expected_ends() -> None:
     assert (jobs["8"].state, jobs["8"].started_at, jobs["8"].gpus) == ("pending", None, 1)
     assert (jobs["9"].state, jobs["9"].gpus) == ("finished", 0)
     assert jobs["10"].started_at is None  # cancelled while pending: no wait to learn from
-    bjobs = "11^RUN^Dec  2 15:00:00^Dec  2 15:00:04\n12^PEND^Dec  2 15:01:00^-\n"
+    assert jobs["11"].preemptible and not jobs["7"].preemptible
+    bjobs = "11^RUN^Dec  2 15:00:00^Dec  2 15:00:04^normal\n12^PEND^Dec  2 15:01:00^-^backfill\n"
     lsf = {j.job_id: j for j in parse_bjobs_queue(bjobs, 2026)}
     assert lsf["11"].started_at is not None and lsf["11"].submitted_at is not None
     assert lsf["11"].started_at - lsf["11"].submitted_at == 4
-    assert lsf["12"].state == "pending" and lsf["12"].gpus is None
+    assert lsf["12"].state == "pending" and lsf["12"].gpus is None and lsf["12"].preemptible
 
 
 def test_telemetry_tail_and_training_log_give_the_step_s_current_use_and_rate() -> None:

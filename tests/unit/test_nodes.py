@@ -119,6 +119,12 @@ def test_a_full_cluster_waits_for_running_jobs_to_reach_their_limits() -> None:
     assert (estimate.free_gpus, estimate.pending_ahead) == (0, 1)
 
 
+def test_gpus_held_by_backfill_that_yields_count_as_free() -> None:
+    running = [RunningJob(NOW + 1800, 3, preemptible=True), RunningJob(NOW + 600, 1)]
+    estimate = estimate_wait("satori-slurm", SHAPE, [node("vm", 4, 4)], [], running, [2.0], NOW)
+    assert estimate.seconds == 2.0 and "backfill that yields" in estimate.basis and estimate.free_gpus == 3
+
+
 def test_without_limits_the_recent_waits_decide_and_without_those_it_says_so() -> None:
     full = [node("vm", 4, 4)]
     assert estimate_wait("x", SHAPE, full, [None], [RunningJob(None, 4)], [50.0, 70.0], NOW).seconds == 60.0
