@@ -426,6 +426,20 @@ def build_venv(pins: Pins, progress: Progress) -> None:
     stamp.write_text(venv_key())
 
 
+def compile_project_bytecode() -> None:
+    """Bytecode for the project's own modules, refreshed where a source changed.
+
+    Every `pulumi up` starts the program and the dynamic-provider plugin as new Python
+    processes; where PYTHONDONTWRITEBYTECODE is set (as on the machines Atlas is built on),
+    Python would compile each module from source in every one of them. The variable stops
+    Python writing .pyc files, not reading them, and compileall writes them regardless.
+    """
+    import compileall
+
+    for folder in ("infra", "stacks", "workloads"):
+        compileall.compile_dir(str(REPO_ROOT / folder), quiet=1, workers=1)
+
+
 BINARY_STEPS: tuple[Step, ...] = (
     Step("pulumi", ("pulumi",), "the Pulumi CLI (engine)", build_pulumi),
     Step(
@@ -495,6 +509,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         (VENV_DIR / ".atlas-stamp").exists() and (VENV_DIR / ".atlas-stamp").read_text() == venv_key()
     )
     progress = Progress(len(todo) + int(venv_stale))
+    if venv_wanted and not venv_stale:
+        compile_project_bytecode()
     if not todo and not venv_stale:
         progress.say(f"toolchain up to date in {root / 'bin'}")
         return 0
@@ -502,6 +518,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if venv_stale:
             progress.step("venv", f"Python virtual environment in {VENV_DIR}")
             build_venv(pins, progress)
+            compile_project_bytecode()
         if todo:
             progress.say(check_go())
         for step in todo:
