@@ -129,7 +129,9 @@ def namespace(kube_env: Layout) -> Iterator[str]:
     name = f"h10-{uuid.uuid4().hex[:8]}"
     apply(kube_env, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     yield name
-    kube.kubectl(kube_env, "delete", "namespace", name, "--wait=false")
+    # Waited for: a Job in a namespace being deleted can still start a pod, which would move
+    # the next test's numbers under it.
+    kube.kubectl(kube_env, "delete", "namespace", name, "--wait=true", "--timeout=120s")
 
 
 def api_gpu_allocation(layout: Layout) -> dict[str, tuple[int, int]]:
