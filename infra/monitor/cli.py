@@ -77,7 +77,10 @@ def load_access(args: argparse.Namespace, project: Path) -> Access:
 def read_outputs(args: argparse.Namespace) -> dict[str, Any]:
     if not (args.stack or args.outputs):
         raise UsageError("give -s STACK or --outputs FILE|-")
-    outputs = _read_outputs(args)
+    try:
+        outputs = _read_outputs(args)
+    except (OSError, ValueError) as error:
+        raise UsageError(f"--outputs {args.outputs}: cannot be read as `pulumi stack output --json` ({error})") from None
     if not outputs or not outputs.get("environments"):
         raise UsageError("the stack outputs name no environment (is the stack deployed? `pulumi up` first)")
     return outputs
