@@ -80,7 +80,8 @@ def read_outputs(args: argparse.Namespace) -> dict[str, Any]:
     try:
         outputs = _read_outputs(args)
     except (OSError, ValueError) as error:
-        raise UsageError(f"--outputs {args.outputs}: cannot be read as `pulumi stack output --json` ({error})") from None
+        what = "cannot be read as `pulumi stack output --json`"
+        raise UsageError(f"--outputs {args.outputs}: {what} ({error})") from None
     if not outputs or not outputs.get("environments"):
         raise UsageError("the stack outputs name no environment (is the stack deployed? `pulumi up` first)")
     return outputs
