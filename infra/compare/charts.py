@@ -19,6 +19,7 @@ matplotlib.use("Agg")  # files only; never a display
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
 
 from infra.compare.metrics import EnvironmentMetrics, Report, Value
 
@@ -170,7 +171,8 @@ def performance_chart(report: Report) -> Chart:
         if drawn:
             ax.set_ylabel(unit, fontsize=8)
             ax.set_xlabel("s since the step started", fontsize=8)
-            ax.legend(fontsize=8)
+            # A fixed corner: "best" tests every candidate place against every plotted point.
+            ax.legend(fontsize=8, loc="upper right")
         else:
             reasons = sorted({_reason_for(env, name) for env in report.environments})
             _nothing(ax, "not measured\n" + "\n".join(r[:100] for r in reasons[:4]))
@@ -244,9 +246,16 @@ def scalability_chart(report: Report) -> Chart:
     if drawn:
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        # GPU counts as plain numbers at the projected points; decades only on the rate axis
+        # (minor-tick labels on a short log range are many texts to lay out, and noise).
+        counts = sorted({n for env in report.environments for n, _ in env.scalability.projection})
+        ax.xaxis.set_major_locator(FixedLocator(counts))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:g}"))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("GPUs")
         ax.set_ylabel("images/s")
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper left")
     else:
         reasons = sorted({f"{e.name}: {e.performance.images_per_s.note}" for e in report.environments})
         _nothing(ax, "not measured\n" + "\n".join(r[:100] for r in reasons[:4]))
