@@ -17,10 +17,9 @@ Everything is rendered before any resource is registered (no resources inside `a
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -28,9 +27,16 @@ import pulumi
 from infra.aws.launch import LaunchSpec, render_launch_script
 from infra.aws.providers import DataBucket, Instance, InstanceRole, KeyPair, SecurityGroup, StagedObjects, common_inputs
 from infra.aws.settings import AwsConfigError, AwsSettings
-from infra.hpc.components import JOBS_DIR, PYTHON_DIR, TELEMETRY_FILES, StagedFile
-from infra.hpc.providers import BatchJob, StagedFiles, job_name_for, ssh_inputs
-from infra.hpc.scheduler import JobSpec, render_job_script, scheduler_for
+from infra.hpc.pipeline import (
+    RunIdentity,
+    StagedFile,
+    run_directories,
+    staged_file_entries,
+    step_scripts,
+    submit_pipeline,
+)
+from infra.hpc.providers import BatchJob, StagedFiles, ssh_inputs
+from infra.hpc.scheduler import scheduler_for
 from infra.workload import Workload, render_step
 
 TYPE_TOKEN = "atlas:aws:AwsEnvironment"  # noqa: S105 (a type token, not a password)
@@ -59,52 +65,6 @@ def name_prefix(project: str, stack: str, environment: str) -> str:
     return re.sub(r"-{2,}", "-", text)[:32].rstrip("-") or "atlas"
 
 
-def staged_file_entries(
-    args: AwsEnvironmentArgs, run_dir: str
-) -> tuple[list[dict[str, Any]], dict[str, tuple[str, str, str]]]:
-    """The files every instance gets (job scripts, sampler, workload source) and the scripts per step."""
-    workload = args.workload
-    scheduler = scheduler_for(SCHEDULER)
-    scripts: dict[str, tuple[str, str, str]] = {}
-    for step in workload.steps:
-        rendered = render_step(workload, step.name, args.environment)
-        job_name = job_name_for(args.project, args.stack, args.environment, step.name, args.run_id, run_dir)
-        spec = JobSpec(
-            job_name=job_name,
-            step=rendered.name,
-            workdir=run_dir,
-            log_dir=workload.logs.root,
-            command=rendered.argv,
-            env=rendered.env,
-            nodes=rendered.resources.nodes,
-            gpus_per_node=rendered.resources.gpus_per_node,
-            cpus_per_task=rendered.resources.cpus_per_task,
-            memory_mib=rendered.resources.memory_mib,
-            walltime_seconds=rendered.resources.walltime_seconds,
-            queue=QUEUE,
-            telemetry_out=f"{workload.telemetry.root}/{rendered.name}.jsonl",
-            telemetry_interval_s=workload.telemetry.interval_seconds,
-            python_path=PYTHON_DIR,
-            description=step.description,
-        )
-        scripts[step.name] = (
-            job_name,
-            f"{JOBS_DIR}/{step.name}{scheduler.script_suffix}",
-            render_job_script(scheduler, spec),
-        )
-    files: list[dict[str, Any]] = [
-        {"path": path, "content": script, "sha256": hashlib.sha256(script.encode()).hexdigest(), "mode": 0o644}
-        for _, path, script in scripts.values()
-    ]
-    staged = [*args.extra_files, *(StagedFile(_INFRA_DIR / f, f"{PYTHON_DIR}/infra/{f}") for f in TELEMETRY_FILES)]
-    for item in staged:
-        if not item.source.is_file():
-            raise AwsConfigError(f"extra_files: {item.source} is not a file; stage files, not directories")
-        digest = hashlib.sha256(item.source.read_bytes()).hexdigest()
-        files.append({"path": item.path, "source": str(item.source), "sha256": digest, "mode": 0o644})
-    return files, scripts
-
-
 class AwsEnvironment(pulumi.ComponentResource):
     outputs: pulumi.Output[dict[str, Any]]
 
@@ -129,7 +89,10 @@ class AwsEnvironment(pulumi.ComponentResource):
         super().__init__(TYPE_TOKEN, name, None, opts)
         run_dir = f"{REMOTE_WORK_DIR}/{args.stack}/{args.environment}/{workload.name}"
         prefix = f"{args.project}/{args.stack}/{args.environment}/{workload.name}"
-        files, scripts = staged_file_entries(args, run_dir)
+        scheduler = scheduler_for(SCHEDULER)
+        run = RunIdentity(args.project, args.stack, args.environment, args.run_id, run_dir)
+        scripts = step_scripts(workload, scheduler, run, QUEUE)
+        files = staged_file_entries(scripts, args.extra_files, True, AwsConfigError)
 
         credentials = settings.credentials
         aws_secret = pulumi.Output.secret(
@@ -179,7 +142,7 @@ class AwsEnvironment(pulumi.ComponentResource):
                 ssh_user=settings.ssh_user,
                 run_dir=run_dir,
                 bucket_prefix=prefix,
-                directories=tuple(sorted({workload.logs.root, workload.telemetry.root, JOBS_DIR})),
+                directories=tuple(run_directories(workload)),
             )
         )
         private_key_file = str(settings.ssh_private_key_file) if settings.ssh_private_key_file else None
@@ -232,30 +195,25 @@ class AwsEnvironment(pulumi.ComponentResource):
                 ssh_secret=ssh_secret,
                 run_dir=run_dir,
                 files=files,
-                directories=sorted({workload.logs.root, workload.telemetry.root, str(PurePosixPath(JOBS_DIR))}),
+                directories=run_directories(workload),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[head]),
             )
-            scheduler = scheduler_for(SCHEDULER)
-            for step in workload.steps:
-                job_name, script_path, script = scripts[step.name]
-                self.jobs[step.name] = BatchJob(
-                    f"{name}-{step.name}",
-                    ssh_target=ssh_target,
-                    ssh_secret=ssh_secret,
-                    scheduler=SCHEDULER,
-                    step=step.name,
-                    job_name=job_name,
-                    run_dir=run_dir,
-                    script_path=script_path,
-                    script=script,
-                    log_pattern=f"{workload.logs.root}/{step.name}.{scheduler.log_placeholder}",
-                    requested_queue=QUEUE,
-                    after_job_ids=[self.jobs[d].job_id for d in workload.depends_on(step.name)],
-                    wait=step.name in args.wait_for_steps,
-                    wait_timeout_s=args.wait_timeout_s,
-                    poll_interval_s=settings.poll_interval_s,
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=[staged_files]),
-                )
+            pipeline = submit_pipeline(
+                name,
+                self,
+                workload=workload,
+                scheduler=scheduler,
+                scripts=scripts,
+                run_dir=run_dir,
+                ssh_target=ssh_target,
+                ssh_secret=ssh_secret,
+                queue=QUEUE,
+                poll_interval_s=settings.poll_interval_s,
+                wait_for_steps=args.wait_for_steps,
+                wait_timeout_s=args.wait_timeout_s,
+                depends_on=[staged_files],
+            )
+            self.jobs = pipeline.jobs
 
         step_names = [s.name for s in workload.steps]
         instance_outputs = [
@@ -285,7 +243,7 @@ class AwsEnvironment(pulumi.ComponentResource):
                 {
                     "name": s,
                     "state": "not-executed",
-                    "script_sha256": hashlib.sha256(scripts[s][2].encode()).hexdigest(),
+                    "script_sha256": scripts[s].sha256,
                 }
                 for s in step_names
             ]

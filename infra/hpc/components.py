@@ -16,39 +16,29 @@ Everything is rendered in Python before any resource is registered (no resources
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import pulumi
 
-from infra.hpc.providers import BatchJob, JobCompletion, StagedFiles, job_name_for, ssh_inputs
-from infra.hpc.scheduler import JobSpec, render_job_script, scheduler_for
+from infra.hpc.pipeline import (
+    PYTHON_DIR,
+    RunIdentity,
+    StagedFile,
+    run_directories,
+    staged_file_entries,
+    step_scripts,
+    submit_pipeline,
+)
+from infra.hpc.providers import StagedFiles, ssh_inputs
+from infra.hpc.scheduler import scheduler_for
 from infra.hpc.target import HpcConfigError, HpcTarget, validate_remote_path
-from infra.workload import InTreeSource, RenderedStep, Workload, render_step
+from infra.workload import InTreeSource, Workload, render_step
 
 TYPE_TOKEN = "atlas:hpc:HpcEnvironment"  # noqa: S105 (a type token, not a password)
-JOBS_DIR = ".atlas/jobs"
-PYTHON_DIR = ".atlas/python"
-_INFRA_DIR = Path(__file__).resolve().parents[1]
-# The sampler and what it imports: stdlib only, so any python3 on the cluster runs it.
-TELEMETRY_FILES = (
-    "__init__.py",
-    "telemetry/__init__.py",
-    "telemetry/sampler.py",
-    "telemetry/gpu.py",
-    "telemetry/procfs.py",
-    "telemetry/columns.py",
-)
-
-
-@dataclass(frozen=True)
-class StagedFile:
-    """A local file to upload, and where it goes relative to the run directory."""
-
-    source: Path
-    path: str
+# StagedFile is the pipeline's; re-exported here, where the stack program finds it.
+__all__ = ["HpcEnvironment", "HpcEnvironmentArgs", "StagedFile", "workload_source_files"]
 
 
 def workload_source_files(workload: Workload, repo_root: Path) -> tuple[StagedFile, ...]:
@@ -83,32 +73,6 @@ class HpcEnvironmentArgs:
     extra_files: tuple[StagedFile, ...] = ()
     # The private key as a Pulumi secret (config.require_secret); otherwise the target's.
     private_key: pulumi.Input[str] | None = None
-
-
-def _sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _job_spec(args: HpcEnvironmentArgs, rendered: RenderedStep, run_dir: str, job_name: str) -> JobSpec:
-    workload = args.workload
-    return JobSpec(
-        job_name=job_name,
-        step=rendered.name,
-        workdir=run_dir,
-        log_dir=workload.logs.root,
-        command=rendered.argv,
-        env=rendered.env,
-        nodes=rendered.resources.nodes,
-        gpus_per_node=rendered.resources.gpus_per_node,
-        cpus_per_task=rendered.resources.cpus_per_task,
-        memory_mib=rendered.resources.memory_mib,
-        walltime_seconds=rendered.resources.walltime_seconds,
-        queue=args.target.queue,
-        telemetry_out=f"{workload.telemetry.root}/{rendered.name}.jsonl" if args.telemetry else None,
-        telemetry_interval_s=workload.telemetry.interval_seconds,
-        python_path=PYTHON_DIR if args.telemetry else None,
-        description=workload.step(rendered.name).description,
-    )
 
 
 class HpcEnvironment(pulumi.ComponentResource):
@@ -146,66 +110,34 @@ class HpcEnvironment(pulumi.ComponentResource):
             )
         )
 
-        scripts: dict[str, tuple[str, str, str]] = {}  # step -> (job name, script path, script)
-        for step in workload.steps:
-            rendered = render_step(workload, step.name, args.environment)
-            job_name = job_name_for(args.project, args.stack, args.environment, step.name, args.run_id, run_dir)
-            script = render_job_script(scheduler, _job_spec(args, rendered, run_dir, job_name))
-            scripts[step.name] = (job_name, f"{JOBS_DIR}/{step.name}{scheduler.script_suffix}", script)
-
-        files: list[dict[str, Any]] = [
-            {"path": path, "content": script, "sha256": hashlib.sha256(script.encode()).hexdigest(), "mode": 0o644}
-            for _, path, script in scripts.values()
-        ]
-        staged_locals = list(args.extra_files)
-        if args.telemetry:
-            staged_locals += [StagedFile(_INFRA_DIR / f, f"{PYTHON_DIR}/infra/{f}") for f in TELEMETRY_FILES]
-        for item in staged_locals:
-            if not item.source.is_file():
-                raise HpcConfigError(f"extra_files: {item.source} is not a file; stage files, not directories")
-            files.append(
-                {"path": item.path, "source": str(item.source), "sha256": _sha256_file(item.source), "mode": 0o644}
-            )
-
-        directories = sorted({workload.logs.root, workload.telemetry.root, str(PurePosixPath(JOBS_DIR))})
+        run = RunIdentity(args.project, args.stack, args.environment, args.run_id, run_dir)
+        scripts = step_scripts(workload, scheduler, run, target.queue, args.telemetry)
         staged = StagedFiles(
             f"{name}-staged-files",
             ssh_target=ssh_target,
             ssh_secret=ssh_secret,
             run_dir=run_dir,
-            files=files,
-            directories=directories,
+            files=staged_file_entries(scripts, args.extra_files, args.telemetry, HpcConfigError),
+            directories=run_directories(workload),
             opts=pulumi.ResourceOptions(parent=self),
         )
-
-        self.jobs: dict[str, BatchJob] = {}
-        for step in workload.steps:
-            job_name, script_path, script = scripts[step.name]
-            after = [self.jobs[d].job_id for d in workload.depends_on(step.name)]
-            self.jobs[step.name] = BatchJob(
-                f"{name}-{step.name}",
-                ssh_target=ssh_target,
-                ssh_secret=ssh_secret,
-                scheduler=target.scheduler,
-                step=step.name,
-                job_name=job_name,
-                run_dir=run_dir,
-                script_path=script_path,
-                script=script,
-                log_pattern=f"{workload.logs.root}/{step.name}.{scheduler.log_placeholder}",
-                requested_queue=target.queue,
-                after_job_ids=after,
-                poll_interval_s=target.poll_interval_s,
-                lsf_memory_unit=target.lsf_memory_unit,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[staged]),
-            )
-        # Every step is in the queue, chained by the scheduler, before any is awaited.
-        self.completions = {
-            step: JobCompletion(
-                f"{name}-{step}-done", self.jobs[step], args.wait_timeout_s, pulumi.ResourceOptions(parent=self)
-            )
-            for step in args.wait_for_steps
-        }
+        pipeline = submit_pipeline(
+            name,
+            self,
+            workload=workload,
+            scheduler=scheduler,
+            scripts=scripts,
+            run_dir=run_dir,
+            ssh_target=ssh_target,
+            ssh_secret=ssh_secret,
+            queue=target.queue,
+            poll_interval_s=target.poll_interval_s,
+            wait_for_steps=args.wait_for_steps,
+            wait_timeout_s=args.wait_timeout_s,
+            depends_on=[staged],
+            lsf_memory_unit=target.lsf_memory_unit,
+        )
+        self.jobs, self.completions = pipeline.jobs, pipeline.completions
 
         gpus = max(
             (render_step(workload, s.name, args.environment).resources.total_gpus for s in workload.steps), default=0

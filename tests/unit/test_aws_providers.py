@@ -279,7 +279,11 @@ def test_aws_environment_executing_runs_each_step_as_a_slurm_job_over_ssh(mocks:
         train = by_name["aws-train"].inputs
         assert train["scheduler"] == "slurm" and train["script"].startswith("#!/bin/bash\n#SBATCH")
         assert len(train["after_job_ids"]) == 2 and train["wait"] is False
-        assert by_name["aws-make-hdf5"].inputs["wait"] is True
+        # The whole pipeline is submitted; the preparation steps are awaited after, as on Satori.
+        assert by_name["aws-make-hdf5"].inputs["wait"] is False
+        assert {"aws-make-hdf5-done", "aws-inception-moments-done"} <= set(by_name)
+        assert "aws-train-done" not in by_name
+        assert by_name["aws-make-hdf5-done"].inputs["job_name"] == by_name["aws-make-hdf5"].inputs["job_name"]
         assert out["executed"] is True and out["not_executed_reason"] == ""
         assert out["scheduler"] == "slurm" and out["host"] == out["instances"][0]["public_ip"] and out["port"] == 22
         assert out["known_hosts"] == f"{out['host']} ssh-ed25519 AAAAHOSTKEY"
