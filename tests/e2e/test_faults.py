@@ -11,8 +11,8 @@ asserts, through the schedulers themselves (squeue / bjobs over SSH):
   and in the outputs are the scheduler's, with the scheduler's states, and
   `pulumi preview --expect-no-changes` holds.
 
-Faults: (a) SIGINT to `pulumi up` while the preparation jobs are awaited (once, as a
-user's Ctrl-C; then twice, the forced stop that leaves pending operations), (b) slurmctld
+Faults: (a) SIGINT to `pulumi up` while the preparation jobs are awaited (twice, the forced
+stop that leaves pending operations; then, after `pulumi refresh`, once, as a user's Ctrl-C), (b) slurmctld
 stopped while `up` waits for the preparation steps, (c) the training job killed outside
 Atlas (scancel / bkill), (d) the provider's SSH connection dropped during `bsub`/`sbatch`
 (its sshd session killed on the login node while the submission runs), and sshd itself
@@ -27,6 +27,7 @@ import contextlib
 import json
 import os
 import pwd
+import shlex
 import signal
 import subprocess
 import threading
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from infra.hpc.providers import job_name_for
 from infra.localenv import satori
@@ -203,6 +205,23 @@ class FaultStack:
         return counts
 
 
+# Atlas submits the whole pipeline at once and then awaits the preparation steps; the probe's
+# take about a second, too short a window for a fault to land "while they are awaited". The
+# second is held longer: a Ctrl-C lets the operations in flight finish (the first step's wait
+# among them), so the re-run must still find the second one running.
+PREP_HOLD_S = {"make-hdf5": 4, "inception-moments": 25}
+
+
+def _hold_preparation_steps(path: Path, hold_s: dict[str, int]) -> None:
+    """In the project's copy of the workload: each preparation step sleeps first, then runs as written."""
+    doc = yaml.safe_load(path.read_text())
+    for step in doc["steps"]:
+        if step["name"] in hold_s:
+            line = shlex.join([str(t) for t in [*step["command"], *step.get("args", [])]])
+            step["command"], step["args"] = ["sh", "-c", f"sleep {hold_s[step['name']]} && {line}"], []
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
 @pytest.fixture
 def stack(tmp_path: Path, satori_env: Layout) -> Iterator[FaultStack]:
     proj = PulumiProject.create(tmp_path)
@@ -217,6 +236,7 @@ def stack(tmp_path: Path, satori_env: Layout) -> Iterator[FaultStack]:
             "private_key_file": info["key_file"], "remote_work_dir": remote,
         }
     proj.set_stack_config(STACK, config)
+    _hold_preparation_steps(proj.root / "workloads" / "probe" / "workload.yaml", PREP_HOLD_S)
     proj.run("stack", "init", STACK)
     fs = FaultStack(proj, satori_env, remote)
     yield fs
@@ -245,26 +265,10 @@ def _stop_after(proc: subprocess.Popen[str], timeout: float) -> tuple[int, str]:
 
 
 def test_sigint_during_up_then_up_again(stack: FaultStack) -> None:
-    # Once: Pulumi's graceful cancel (it lets in-flight operations finish and records them).
+    # Twice, while the pipeline is submitted and its preparation steps awaited: the forced stop,
+    # which leaves the interrupted operations as pending operations in the checkpoint.
     proc = stack.up_in_background()
     stack.wait_for_first_job(proc)
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
-    rc, out = _stop_after(proc, 180)
-    assert rc != 0, out
-    after_once = stack.job_count()
-    recorded_once = len(stack.state_jobs())
-
-    # Twice, while the next steps are submitted and awaited: the forced stop, which leaves the
-    # interrupted creates as pending operations in the checkpoint.
-    before = set(local_squeue_names(stack.layout))
-    proc = stack.up_in_background()
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.stdout.read()
-        if any(n in stack.names and n not in before for n in local_squeue_names(stack.layout)):
-            break
-        time.sleep(0.1)
     time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
     time.sleep(0.3)
@@ -280,10 +284,23 @@ def test_sigint_during_up_then_up_again(stack: FaultStack) -> None:
     # job up by its unique name and adopts what the interrupted run had already submitted.
     stack.proj.run("refresh", "--yes", "--clear-pending-creates", "-s", STACK)
     assert not stack.export()["deployment"].get("pending_operations")
+
+    # Once, as a user's Ctrl-C, while the second preparation step (held 25 s) is still awaited:
+    # Pulumi's graceful cancel lets the operations in flight finish and records them.
+    proc = stack.up_in_background()
+    time.sleep(4)
+    assert proc.poll() is None, f"up ended before the Ctrl-C:\n{proc.stdout.read() if proc.stdout else ''}"
+    proc.send_signal(signal.SIGINT)
+    rc_once, out = _stop_after(proc, 180)
+    assert "received; cancelling" in out, out
+    assert not stack.export()["deployment"].get("pending_operations"), "a graceful cancel left pending operations"
+    after_once = stack.job_count()
+    recorded_once = len(stack.state_jobs())
+
     stack.proj.run(*UP)
     stack.counts = {
-        "sigint_once": {"jobs_after": after_once, "jobs_in_state": recorded_once},
         "sigint_twice": {"jobs_after": after_twice, "pending_operations": len(pending)},
+        "sigint_once": {"exit_code": rc_once, "jobs_after": after_once, "jobs_in_state": recorded_once},
     }
     stack.verify("a-sigint")
 
