@@ -562,9 +562,16 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         job = _job(props)
+        # The state recorded at submission is stale (the pipeline is awaited by JobCompletion, not
+        # here): ask the scheduler, in one batched query for every job being deleted, so a job
+        # that already ended is retired without a cancel and never reported as cancelled.
+        seen = job.board_states([id_]).get(id_)
+        last_state = seen.phase.value if seen is not None else props.get("state")
         # Cancelling twice is harmless, so the cancel may be retried over a new connection.
-        result = job.run(job.scheduler.cancel_command(id_))
-        outcome = job.scheduler.parse_cancel(id_, result)
+        finished = {Phase.SUCCEEDED.value, Phase.FAILED.value, Phase.CANCELLED.value}
+        outcome = CancelOutcome.ALREADY_FINISHED
+        if last_state not in finished:
+            outcome = job.scheduler.parse_cancel(id_, job.run(job.scheduler.cancel_command(id_)))
         retired = _join(job.run_dir, RETIRED_JOBS_FILE)
         retire = f"mkdir -p -- {shlex.quote(str(PurePosixPath(retired).parent))}"
         retire += f" && echo {shlex.quote(f'{id_} {job.name}')} >> {shlex.quote(retired)}"
@@ -572,9 +579,7 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
         board_for(job.conn.endpoint.pool_key, float(props.get("poll_interval_s") or 60.0), job.scheduler.name).forget(
             [id_]
         )
-        # scancel answers the same for a finished job: say "cancelled" only for one last seen live.
-        finished = {Phase.SUCCEEDED.value, Phase.FAILED.value, Phase.CANCELLED.value}
-        if outcome is CancelOutcome.CANCELLED and props.get("state") not in finished:
+        if outcome is CancelOutcome.CANCELLED:
             pulumi.log.info(f"cancelled job {id_} ({job.name})")
 
 
