@@ -22,6 +22,7 @@ from infra.errors import AtlasConfigError
 from infra.hpc.target import HpcTarget, parse_hpc_target
 from infra.nodes.settings import BackfillSettings, check_backfill_targets, parse_backfill_settings
 from infra.openshift.settings import SETTINGS_KEYS, TARGET_KEYS, OpenShiftSettings, parse_openshift_settings
+from infra.validation import Fields
 
 __all__ = ["AtlasConfigError", "KubernetesTarget", "StackConfig", "load_stack_config", "parse_stack_config"]
 PROJECT = "atlas"
@@ -40,18 +41,11 @@ def _key(section: str, field: str | None = None) -> str:
     return f"{PROJECT}:{section}" + (f".{field}" if field else "")
 
 
-def _expect_mapping(value: Any, key: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise AtlasConfigError(f"{key}: expected an object, found {type(value).__name__} {value!r}")
-    return value
-
-
-def _reject_unknown(section: Mapping[str, Any], allowed: set[str], key: str) -> None:
-    unknown = sorted(set(section) - allowed)
-    if unknown:
-        raise AtlasConfigError(
-            f"{key}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
-        )
+# The shared section readers (infra/validation.py): `<key>: <problem>; <fix>`, values never echoed.
+_fields = Fields(AtlasConfigError)
+_expect_mapping = _fields.mapping
+_reject_unknown = _fields.reject_unknown
+_bool = _fields.boolean
 
 
 def _string(section: Mapping[str, Any], field: str, key: str, default: str | None = None) -> str:
@@ -60,15 +54,6 @@ def _string(section: Mapping[str, Any], field: str, key: str, default: str | Non
         raise AtlasConfigError(f"{key}.{field}: required; set it with `pulumi config set --path {key}.{field} ...`")
     if not isinstance(value, str) or not value:
         raise AtlasConfigError(f"{key}.{field}: expected a non-empty string, found {value!r}")
-    return value
-
-
-def _bool(section: Mapping[str, Any], field: str, key: str, default: bool) -> bool:
-    value = section.get(field, default)
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    if not isinstance(value, bool):
-        raise AtlasConfigError(f"{key}.{field}: expected true or false, found {value!r}")
     return value
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping
 from typing import Any, Generic, TypeVar
 
 ErrorT = TypeVar("ErrorT", bound=Exception)
@@ -42,7 +42,7 @@ class Fields(Generic[ErrorT]):
             raise self.fail(key, f"expected an object, found {type(value).__name__}", "write it as `key: value` lines")
         return value
 
-    def reject_unknown(self, section: Mapping[str, Any], allowed: Sequence[str] | frozenset[str], key: str) -> None:
+    def reject_unknown(self, section: Mapping[str, Any], allowed: Collection[str], key: str) -> None:
         unknown = sorted(str(k) for k in section if k not in allowed)
         if unknown:
             names = sorted(allowed)
