@@ -9,8 +9,10 @@ Both sides, in the same run, alternating (the order flips every round), median o
   Kubernetes and HPC halves run concurrently, as Atlas runs them.
   - Kubernetes: one `kubectl apply` of the namespace-level objects (namespace, quota, limits,
     service account, PVCs, monitor), then each Job in Atlas's order, `kubectl apply` and, for the
-    Jobs Pulumi awaits (no `pulumi.com/skipAwait`), `kubectl wait --for=condition=complete`
-    before the next one, as pulumi-kubernetes sequences them;
+    Jobs Atlas awaits (those with a JobCompletion), `kubectl wait --for=condition=complete`
+    before the next one: the way to wait for a Job that kubectl and its docs give. Atlas's
+    completion ends on the pod's success instead, a second before the job controller posts
+    Complete (infra/openshift/completion.py): that is Atlas's doing, and counted for it;
   - HPC: `ssh mkdir -p`, one `scp -r` of the job scripts and the staged Python, then one
     `ssh host 'cd dir && bsub [-w "done(id)"] < script'` per step, then `ssh bjobs` every 2 s
     (Atlas's poll interval on this stack) until the preparation steps are DONE.
@@ -53,7 +55,7 @@ from tests.e2e.pulumi_cli import PulumiProject
 
 STACK = "local"
 POLL_S = 2.0
-SKIP_AWAIT = "pulumi.com/skipAwait"
+KUBE_COMPLETION = "pulumi-python:dynamic/openshift:JobCompletion"
 DROP_ANNOTATIONS = re.compile(r"^(kubectl\.kubernetes\.io/last-applied-configuration|pv\.kubernetes\.io/|"
                               r"volume\.beta\.kubernetes\.io/|volume\.kubernetes\.io/)")
 DROP_LABELS = {"controller-uid", "job-name", "batch.kubernetes.io/controller-uid", "batch.kubernetes.io/job-name"}
@@ -171,9 +173,11 @@ def _clean_object(obj: dict[str, Any], ns: str) -> dict[str, Any]:
     return obj
 
 
-def capture_objects(env: Env, ns: str) -> list[dict[str, Any]]:
-    """Every Kubernetes object the warm-up `pulumi up` created, as the cluster has it."""
+def capture_objects(env: Env, ns: str) -> tuple[list[dict[str, Any]], set[str]]:
+    """Every Kubernetes object the warm-up `pulumi up` created, as the cluster has it, and the
+    names of the Jobs Atlas awaited."""
     resources = json.loads(env.proj.run("stack", "export", "-s", STACK).stdout)["deployment"]["resources"]
+    awaited = {str((r.get("outputs") or {}).get("job_name")) for r in resources if r["type"] == KUBE_COMPLETION}
     objects = []
     for r in resources:
         if not r["type"].startswith("kubernetes:") or r.get("custom") is False or "providers" in r["type"]:
@@ -188,7 +192,7 @@ def capture_objects(env: Env, ns: str) -> list[dict[str, Any]]:
         args = ["get", resource, name, "-o", "json"] + ([] if kind == "Namespace" else ["-n", ns])
         objects.append(json.loads(env.kubectl(*args)))
     objects.sort(key=lambda o: (o["kind"] != "Namespace", o["metadata"]["creationTimestamp"]))
-    return objects
+    return objects, awaited
 
 
 def capture_hpc_tree(env: Env, remote: str, into: Path) -> None:
@@ -204,9 +208,12 @@ def capture_hpc_tree(env: Env, remote: str, into: Path) -> None:
 
 
 class Script:
-    def __init__(self, env: Env, objects: list[dict[str, Any]], tree: Path, atlas_remote: str) -> None:
+    def __init__(
+        self, env: Env, objects: list[dict[str, Any]], awaited: set[str], tree: Path, atlas_remote: str
+    ) -> None:
         self.env = env
         self.objects = objects
+        self.awaited = awaited
         self.tree = tree
         self.atlas_run_dir = f"{atlas_remote}/{STACK}/satori/probe"
         scripts = sorted((tree / ".atlas" / "jobs").glob("*.lsf"))
@@ -219,7 +226,7 @@ class Script:
         self.env.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": base}))
         for job in jobs:
             self.env.kubectl("apply", "-f", "-", stdin=json.dumps(job))
-            if (job["metadata"].get("annotations") or {}).get(SKIP_AWAIT) != "true":
+            if job["metadata"]["name"] in self.awaited:
                 self.env.kubectl("wait", "-n", ns, "--for=condition=complete", "--timeout=600s",
                                  f"job/{job['metadata']['name']}")
 
@@ -341,10 +348,10 @@ def _bench(env: Env, tmp: Path, rounds: int) -> dict[str, Any]:
     proj.run("stack", "init", STACK)
     say("warm-up pulumi up (untimed): the objects and job scripts the script is given")
     warm = atlas_up(env)
-    objects = capture_objects(env, "atlas-bench-warmup")
+    objects, awaited = capture_objects(env, "atlas-bench-warmup")
     capture_hpc_tree(env, "atlas-bench-warmup", tmp / "tree")
-    script = Script(env, objects, tmp / "tree", "atlas-bench-warmup")
-    say(f"warm-up {warm:.1f}s; {len(objects)} Kubernetes objects "
+    script = Script(env, objects, awaited, tmp / "tree", "atlas-bench-warmup")
+    say(f"warm-up {warm:.1f}s; {len(awaited)} awaited Jobs; {len(objects)} Kubernetes objects "
         f"({', '.join(sorted({o['kind'] for o in objects}))}), {len(script.templates)} job scripts")
     # Pulumi's fixed cost per invocation (CLI, language host, program, plugins, diff): a no-change up.
     noop = [atlas_up(env) for _ in range(3)]

@@ -1,34 +1,28 @@
 """The Kubernetes side's own records, through its API: Jobs, pods, events, nodes.
 
-`KubeApi` is a tiny REST client over a kubeconfig (client certificate or token), like
-`infra.localenv.kube.api_get`; the `kubernetes` package is not a dependency. Parsing is pure:
+Requests go through `infra.kubeapi.KubeApi` (a small REST client over a kubeconfig; the
+`kubernetes` package is not a dependency). Parsing is pure:
 `records_from_api` takes the API's JSON documents, so tests feed recorded responses.
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import json
-import os
 import posixpath
-import shutil
-import ssl
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from infra.compare.hpc_collector import RemoteFile, RemoteFiles, collect_telemetry
 from infra.compare.records import EnvironmentRecords, EventRecord, Missing, NodeRecord, StagingRecord, StepRecord
 from infra.compare.timeparse import rfc3339
 from infra.compare.training import load_training_log
+from infra.kubeapi import KubeApi
+
+__all__ = ["KubeApi", "MonitorFiles", "collect_kubernetes", "records_from_api"]
 
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -36,53 +30,6 @@ STAGING_COMPONENTS = ("staging", "prepare-volumes")
 SIMULATED_TELEMETRY = "not measured: simulated node, no container ran"
 
 ApiGet = Callable[[str], Any]
-
-
-class KubeApi:
-    """GET JSON from the API server named by a kubeconfig's current context."""
-
-    def __init__(self, kubeconfig: Path, timeout_s: float = 10.0) -> None:
-        config = yaml.safe_load(kubeconfig.read_text())
-        context_name = config.get("current-context")
-        context = next(c["context"] for c in config["contexts"] if c["name"] == context_name)
-        cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
-        user = next(u["user"] for u in config["users"] if u["name"] == context["user"])
-        self.server = str(cluster["server"]).rstrip("/")
-        self.timeout_s = timeout_s
-        self.token = user.get("token")
-        base = kubeconfig.parent
-        with _material(cluster, "certificate-authority", base) as ca:
-            self.context = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
-        with _material(user, "client-certificate", base) as cert, _material(user, "client-key", base) as key:
-            if cert and key:
-                self.context.load_cert_chain(cert, key)
-
-    def _request(self, path: str, accept: str) -> urllib.request.Request:
-        headers = {"Accept": accept}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        return urllib.request.Request(self.server + path, headers=headers)  # noqa: S310 (https from kubeconfig)
-
-    def get(self, path: str) -> Any:
-        request = self._request(path, "application/json")
-        with urllib.request.urlopen(request, context=self.context, timeout=self.timeout_s) as response:  # noqa: S310
-            return json.loads(response.read())
-
-    def download(self, path: str, local: Path) -> bool:
-        """Stream a GET's body into `local`; False where the API answers 404 (nothing there)."""
-        request = self._request(path, "*/*")
-        try:
-            with (
-                urllib.request.urlopen(request, context=self.context, timeout=self.timeout_s) as response,  # noqa: S310
-                local.open("wb") as out,
-            ):
-                shutil.copyfileobj(response, out, 1 << 20)
-        except urllib.error.HTTPError as error:
-            if error.code == 404:
-                local.unlink(missing_ok=True)
-                return False
-            raise
-        return True
 
 
 class MonitorFiles(RemoteFiles):
@@ -113,26 +60,6 @@ class MonitorFiles(RemoteFiles):
 
     def fetch(self, path: str, local: Path) -> bool:
         return self.download(self._url(path), local)
-
-
-@contextmanager
-def _material(section: Mapping[str, Any], key: str, base: Path) -> Iterator[str | None]:
-    """A kubeconfig file reference, or its inline `-data` written to a private temp file for ssl."""
-    if section.get(key):
-        path = Path(section[key])
-        yield str(path if path.is_absolute() else base / path)
-        return
-    data = section.get(f"{key}-data")
-    if not data:
-        yield None
-        return
-    fd, name = tempfile.mkstemp(prefix="atlas-kube-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(base64.b64decode(data))
-        yield name
-    finally:
-        os.unlink(name)
 
 
 def _limits(container: Mapping[str, Any]) -> Mapping[str, Any]:

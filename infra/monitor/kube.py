@@ -1,7 +1,7 @@
 """The Kubernetes side of the monitor: list once, then follow watches; never poll.
 
-`KubeClient` extends the comparison's small REST client (infra.compare.kube_collector.KubeApi)
-with a watch stream and writes (the backfill uses those). `KubeCache` keeps nodes, pods and
+`KubeClient` is the shared REST client (infra.kubeapi.KubeApi), counting its requests.
+`KubeCache` keeps nodes, pods and
 the run's Jobs current: one LIST each, then one WATCH each in a thread (resourceVersion
 from the list, bookmarks on, a fresh LIST only after `410 Gone`). A snapshot reads the cache.
 
@@ -12,8 +12,6 @@ count the run's own pods.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import threading
 import time
 import urllib.error
@@ -24,21 +22,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.compare.kube_collector import GPU_RESOURCE, KWOK_NODE_ANNOTATION, KubeApi
-
-WATCH_TIMEOUT_S = 240  # server-side timeoutSeconds of one watch request; then it is renewed
-
-
-class KubeRequestError(Exception):
-    """A write or list the API refused; carries the status and the API's message."""
-
-    def __init__(self, method: str, path: str, status: int, message: str) -> None:
-        self.status = status
-        super().__init__(f"{method} {path}: HTTP {status}: {message}")
+from infra.compare.kube_collector import GPU_RESOURCE, KWOK_NODE_ANNOTATION
+from infra.kubeapi import WATCH_TIMEOUT_S, KubeApi, KubeRequestError
 
 
 class KubeClient(KubeApi):
-    """KubeApi plus writes and watch streams. Counts requests by kind (tests read it)."""
+    """KubeApi that counts its requests by kind (tests read it)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -49,51 +38,19 @@ class KubeClient(KubeApi):
         return self.request("GET", path)
 
     def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
-        headers = {"Accept": "application/json"}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = content_type
         if method != "GET":
             self.calls[method] += 1
-        request = urllib.request.Request(self.server + path, data=data, headers=headers, method=method)  # noqa: S310
-        try:
-            with urllib.request.urlopen(request, context=self.context, timeout=self.timeout_s) as response:  # noqa: S310
-                raw = response.read()
-        except urllib.error.HTTPError as error:
-            detail = error.read().decode(errors="replace")
-            with contextlib.suppress(ValueError):
-                detail = str(json.loads(detail).get("message", detail))
-            raise KubeRequestError(method, path, error.code, detail) from None
-        return json.loads(raw) if raw[:1] in (b"{", b"[") else raw.decode()
+        return super().request(method, path, body, content_type)
 
-    def watch(self, path: str, resource_version: str, stop: threading.Event) -> Iterator[Mapping[str, Any]]:
-        """The events of one watch request (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR)."""
+    def watch(
+        self,
+        path: str,
+        resource_version: str,
+        stop: threading.Event | None = None,
+        timeout_s: int = WATCH_TIMEOUT_S,
+    ) -> Iterator[Mapping[str, Any]]:
         self.calls["WATCH"] += 1
-        sep = "&" if "?" in path else "?"
-        query = urllib.parse.urlencode(
-            {
-                "watch": "1",
-                "resourceVersion": resource_version,
-                "allowWatchBookmarks": "true",
-                "timeoutSeconds": str(WATCH_TIMEOUT_S),
-            }
-        )
-        headers = {"Accept": "application/json"}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        request = urllib.request.Request(f"{self.server}{path}{sep}{query}", headers=headers)  # noqa: S310
-        with urllib.request.urlopen(  # noqa: S310 (the kubeconfig's https server)
-            request, context=self.context, timeout=WATCH_TIMEOUT_S + 30
-        ) as response:
-            while not stop.is_set():
-                line = response.readline()
-                if not line:
-                    return
-                if line.strip():
-                    yield json.loads(line)
+        return super().watch(path, resource_version, stop, timeout_s)
 
 
 class GoneError(Exception):

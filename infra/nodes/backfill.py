@@ -30,7 +30,8 @@ from typing import Any
 
 from infra.hpc.scheduler import JobSpec, render_job_script, scheduler_for
 from infra.hpc.ssh import RemoteResult
-from infra.monitor.kube import KubeClient, KubeRequestError
+from infra.kubeapi import KubeRequestError
+from infra.monitor.kube import KubeClient
 from infra.workload import Workload, render_step
 
 PRIORITY_CLASS = "atlas-backfill"

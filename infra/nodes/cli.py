@@ -28,6 +28,7 @@ from rich.table import Table
 
 from infra.hpc import ssh
 from infra.hpc.scheduler import SchedulerError
+from infra.kubeapi import KubeRequestError
 from infra.monitor.build import Monitor
 from infra.monitor.cli import (
     UsageError,
@@ -38,7 +39,7 @@ from infra.monitor.cli import (
     read_outputs,
     workload_shape,
 )
-from infra.monitor.kube import KubeClient, KubeRequestError
+from infra.monitor.kube import KubeClient
 from infra.monitor.model import Snapshot, WaitEstimate
 from infra.monitor.render import duration, estimate_text
 from infra.nodes import backfill

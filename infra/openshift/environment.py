@@ -20,6 +20,7 @@ import pulumi_kubernetes as k8s
 
 from infra.config import KubernetesTarget
 from infra.openshift import manifests
+from infra.openshift.completion import ApiAccess
 from infra.openshift.image import WorkloadImage, WorkloadImageArgs
 from infra.openshift.monitor import RunMonitor, RunMonitorArgs
 from infra.openshift.objects import KubernetesObject
@@ -182,7 +183,13 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
             volume = getattr(settings.storage, role)
             self.claims[role] = k8s.core.v1.PersistentVolumeClaim(
                 f"{name}-{role}",
-                metadata={"namespace": namespace, "labels": identity.labels(f"{role}-volume")},
+                # Not awaited until Bound: the first Job's pod waits for its claims anyway, and its
+                # completion fails, naming the claim, if one stays unbound (completion.py).
+                metadata={
+                    "namespace": namespace,
+                    "labels": identity.labels(f"{role}-volume"),
+                    "annotations": {manifests.SKIP_AWAIT: "true"},
+                },
                 spec=manifests.pvc_spec(volume),
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=constraints)),
             )
@@ -208,12 +215,14 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
             openshift=settings.is_openshift,
         )
         before_pods = [*constraints, *self.image.ready]
+        # The Jobs' completions reach the API server as the provider does.
+        access = ApiAccess(str(target.kubeconfig_path) if target.kubeconfig_path else None, target.context)
         self.staging = DataStaging(
-            f"{name}-staging", DataStagingArgs(workload, settings, context, before_pods), opts=component
+            f"{name}-staging", DataStagingArgs(workload, settings, context, access, before_pods), opts=component
         )
         self.pipeline = TrainingPipeline(
             f"{name}-pipeline",
-            TrainingPipelineArgs(workload, steps, settings, context, [*before_pods, *self.staging.ready]),
+            TrainingPipelineArgs(workload, steps, settings, context, access, [*before_pods, *self.staging.ready]),
             opts=component,
         )
         outputs: dict[str, Any] = {

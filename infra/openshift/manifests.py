@@ -405,7 +405,9 @@ def _job(
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": metadata,
+        # Atlas waits for the Jobs it must itself (completion.py): sooner than pulumi-kubernetes,
+        # which waits for the Job's Complete condition, a second after the pod succeeded.
+        "metadata": {**metadata, "annotations": {**(metadata.get("annotations") or {}), SKIP_AWAIT: "true"}},
         "spec": {
             "backoffLimit": backoff_limit,
             "activeDeadlineSeconds": deadline_s,
@@ -431,7 +433,6 @@ def step_job(
     workload: Workload,
     settings: OpenShiftSettings,
     context: PodContext,
-    awaited: bool,
 ) -> Manifest:
     """One step as a Job: the same argv as the HPC side, wrapped by the telemetry sampler."""
     resources = step.resources
@@ -480,8 +481,7 @@ def step_job(
         "volumeMounts": mounts,
         "securityContext": dict(CONTAINER_SECURITY),
     }
-    annotations = {} if awaited else {SKIP_AWAIT: "true"}
-    metadata = _metadata(labels, context.namespace, annotations)
+    metadata = _metadata(labels, context.namespace)
     return _job(
         metadata,
         labels,

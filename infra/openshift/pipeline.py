@@ -1,11 +1,12 @@
 """TrainingPipeline: one Job per workload step, in the definition's order.
 
-A step's Job is registered with `depends_on` its predecessor, and pulumi-kubernetes awaits a
-preparation Job until it completes (for as long as its walltime), so a later step is created
-only after the earlier one succeeded. The last step (training) carries
-`pulumi.com/skipAwait`: `pulumi up` returns once it is created, not days later.
-Jobs are immutable, so a changed step is replaced: auto-named, and deleted before its
-replacement is created, so two copies never hold GPUs against the quota at once.
+Every Job carries `pulumi.com/skipAwait`; a preparation step's Job is followed by a
+`JobCompletion` (completion.py) named `{name}-<step>-done`, which holds until its pod
+succeeded (for as long as the step's walltime), and the next step's Job depends on it, so a
+later step is created only after the earlier one succeeded. The last step (training) has no
+completion unless `pipeline.await_last_step`: `pulumi up` returns once it is created, not
+days later. Jobs are immutable, so a changed step is replaced: auto-named, and deleted before
+its replacement is created, so two copies never hold GPUs against the quota at once.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.openshift import manifests
+from infra.openshift.completion import ApiAccess, JobCompletion
 from infra.openshift.settings import OpenShiftSettings
 from infra.openshift.staging import AWAIT_MARGIN_S
 from infra.workload import RenderedStep, Workload
@@ -27,6 +29,7 @@ class TrainingPipelineArgs:
     steps: tuple[RenderedStep, ...]  # render_steps(workload, "openshift")
     settings: OpenShiftSettings
     context: manifests.PodContext
+    access: ApiAccess
     depends_on: list[pulumi.Resource] = field(default_factory=list)
 
 
@@ -36,25 +39,29 @@ class TrainingPipeline(pulumi.ComponentResource):
     def __init__(self, name: str, args: TrainingPipelineArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("atlas:openshift:TrainingPipeline", name, None, opts)
         self.jobs: dict[str, k8s.batch.v1.Job] = {}
+        self.completions: dict[str, JobCompletion] = {}
         previous: list[pulumi.Resource] = list(args.depends_on)
         for index, step in enumerate(args.steps):
-            awaited = manifests.is_awaited(index, args.steps, args.settings)
-            job = manifests.step_job(step, args.workload, args.settings, args.context, awaited)
-            timeouts = (
-                pulumi.CustomTimeouts(create=f"{step.resources.walltime_seconds + AWAIT_MARGIN_S}s")
-                if awaited
-                else None
-            )
+            job = manifests.step_job(step, args.workload, args.settings, args.context)
             resource = k8s.batch.v1.Job(
                 f"{name}-{step.name}",
                 metadata=job["metadata"],
                 spec=job["spec"],
-                opts=pulumi.ResourceOptions(
-                    parent=self, depends_on=previous, delete_before_replace=True, custom_timeouts=timeouts
-                ),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=previous, delete_before_replace=True),
             )
             self.jobs[step.name] = resource
             previous = [resource]
+            if manifests.is_awaited(index, args.steps, args.settings):
+                done = JobCompletion(
+                    f"{name}-{step.name}-done",
+                    job=resource,
+                    step=step.name,
+                    access=args.access,
+                    timeout_s=step.resources.walltime_seconds + AWAIT_MARGIN_S,
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+                self.completions[step.name] = done
+                previous = [done]
         self.steps = pulumi.Output.all(*[_step_output(step, job) for step, job in self.jobs.items()])
         self.register_outputs({"steps": self.steps})
 

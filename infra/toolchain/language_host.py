@@ -91,6 +91,8 @@ def executor_command(request: Any, engine_address: str) -> list[str]:
     return [
         sys.executable,
         "-u",
+        # The executor, run so that its process skips Python's teardown (program_exec.py says why).
+        "-m", "infra.toolchain.program_exec",
         executor_path(),
         "--monitor", request.monitor_address,
         "--engine", engine_address,

@@ -24,8 +24,8 @@ def _request(**overrides) -> language_pb2.RunRequest:  # type: ignore[no-untyped
 def test_executor_command_matches_upstream(monkeypatch):
     monkeypatch.setattr(language_host, "executor_path", lambda: "/bin/pulumi-language-python-exec")
     cmd = language_host.executor_command(_request(), "127.0.0.1:4002")
-    assert cmd[1:3] == ["-u", "/bin/pulumi-language-python-exec"]
-    flags = dict(zip(cmd[3:-1:2], cmd[4:-1:2], strict=True))
+    assert cmd[1:5] == ["-u", "-m", "infra.toolchain.program_exec", "/bin/pulumi-language-python-exec"]
+    flags = dict(zip(cmd[5:-1:2], cmd[6:-1:2], strict=True))
     assert flags == {
         "--monitor": "127.0.0.1:4001", "--engine": "127.0.0.1:4002", "--project": "atlas",
         "--root_directory": "/srv/atlas", "--stack": "local", "--pwd": "/srv/atlas", "--dry_run": "true",
@@ -58,3 +58,26 @@ def test_the_launcher_stops_when_its_engine_is_gone(monkeypatch):
     stop = threading.Event()
     language_host._exit_with_parent(100, stop, interval_s=0.01)
     assert stop.is_set()
+
+
+def test_the_program_runner_keeps_the_executors_exit_code_and_output(tmp_path):
+    """program_exec runs a script as __main__ with its own argv and exits with its code, output
+    flushed and atexit handlers run, though it skips the interpreter's teardown."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "executor"
+    script.write_text(
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('atexit ran', flush=True))\n"
+        "print('name', __name__, 'argv', sys.argv[1:])\n"
+        "sys.stdout.write('unflushed')\n"
+        "sys.exit(int(sys.argv[1]))\n"
+    )
+    for code in (0, 32, 3):
+        proc = subprocess.run(
+            [sys.executable, "-m", "infra.toolchain.program_exec", str(script), str(code), "--x"],
+            capture_output=True, text=True, check=False,
+        )
+        assert proc.returncode == code
+        assert proc.stdout.splitlines() == [f"name __main__ argv ['{code}', '--x']", "unflushedatexit ran"]

@@ -204,22 +204,42 @@ def test_pipeline_runs_after_staging_in_order_and_replaces_cleanly(mocks):
     def check(_: Any) -> None:
         volumes = mocks.named("openshift-staging-volumes")
         staging = [mocks.named("openshift-staging-imagenet-train"), mocks.named("openshift-staging-inception-weights")]
-        for job in staging:
-            assert volumes.urn in job.dependencies
         first, second, train = (
             mocks.named(f"openshift-pipeline-{s}") for s in ("make-hdf5", "inception-moments", "train")
         )
-        assert {volumes.urn, *(j.urn for j in staging)} <= set(first.dependencies)
-        assert first.urn in second.dependencies
-        assert second.urn in train.dependencies
+        # Each awaited Job is followed by its completion, which the next Job waits for.
+        done = {r.name: r for r in mocks.registered if r.typ == "pulumi-python:dynamic/openshift:JobCompletion"}
+        assert sorted(done) == sorted(
+            f"{j.name}-done" for j in [volumes, *staging, first, second]
+        ), "training is not awaited"
+        for job in [volumes, *staging, first, second]:
+            completion = done[f"{job.name}-done"]
+            assert job.urn in completion.dependencies, job.name
+            assert completion.inputs["job_urn"] == job.urn
+        for job in staging:
+            assert done["openshift-staging-volumes-done"].urn in job.dependencies
+        assert {done[f"{j.name}-done"].urn for j in [volumes, *staging]} <= set(first.dependencies)
+        assert done["openshift-pipeline-make-hdf5-done"].urn in second.dependencies
+        assert done["openshift-pipeline-inception-moments-done"].urn in train.dependencies
         for job in [volumes, *staging, first, second, train]:
             assert job.delete_before_replace, job.name
-        # Preparation is awaited (for longer than its deadline), training is not.
-        assert first.create_timeout == f"{24 * 3600 + 600}s"
-        assert second.create_timeout == f"{12 * 3600 + 600}s"
-        assert "annotations" not in first.inputs["metadata"]
-        assert train.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
-        assert train.create_timeout == ""
+            # pulumi-kubernetes awaits none of them: Atlas does, for as long as the step may run.
+            assert job.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}, job.name
+            assert job.create_timeout == "", job.name
+        assert done["openshift-pipeline-make-hdf5-done"].inputs["timeout_s"] == 24 * 3600 + 600
+        assert done["openshift-pipeline-inception-moments-done"].inputs["timeout_s"] == 12 * 3600 + 600
+        assert done["openshift-pipeline-make-hdf5-done"].inputs["step"] == "make-hdf5"
+        assert done["openshift-staging-volumes-done"].inputs["step"] == "prepare-volumes"
+        # The claims are not awaited either: the first pod waits for them, and its completion
+        # reports a claim that never binds.
+        for role in ("data", "results", "logs"):
+            claim = mocks.named(f"openshift-{role}")
+            assert claim.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
+            assert claim.urn in mocks.depends_on("openshift-staging-volumes")
+        # The completions reach the cluster as the provider does.
+        provider = mocks.named("openshift-provider")
+        for completion in done.values():
+            assert completion.inputs.get("kubeconfig") == provider.inputs.get("kubeconfig")
         pod = train.inputs["spec"]["template"]["spec"]
         assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "2"
         assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "Tesla-V100-SXM2-32GB"}
@@ -241,9 +261,13 @@ def test_changing_training_arguments_changes_only_the_training_job(mocks):
 
     def check(_: Any) -> None:
         def inputs_by_role(prefix: str) -> dict[str, str]:
-            # The same object in both programs, with the program's name prefix taken out.
+            # The same object in both programs, with the program's name prefix taken out (of
+            # names, and of the URNs and mock uids a completion names its Job by).
             return {
-                r.name.removeprefix(prefix): repr(r.inputs).replace(f"'{prefix}", "'")
+                r.name.removeprefix(prefix): repr(r.inputs)
+                .replace(f"'{prefix}", "'")
+                .replace(f"::{prefix}", "::")
+                .replace(f"'uid-{prefix}", "'uid-")
                 for r in mocks.registered
                 if r.name.startswith(prefix)
             }
@@ -251,6 +275,7 @@ def test_changing_training_arguments_changes_only_the_training_job(mocks):
         a, b = inputs_by_role("a-"), inputs_by_role("b-")
         assert a.keys() == b.keys()
         assert [role for role in a if a[role] != b[role]] == ["pipeline-train"]
+        assert "pipeline-train-done" not in a
 
     return pulumi.Output.all(resolved(first), resolved(second)).apply(check)
 

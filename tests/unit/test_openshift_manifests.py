@@ -28,11 +28,9 @@ def context(openshift: bool = True) -> manifests.PodContext:
     )
 
 
-def step_job(name: str, workload: Workload | None = None, awaited: bool = True) -> dict[str, Any]:
+def step_job(name: str, workload: Workload | None = None) -> dict[str, Any]:
     workload = workload or biggan()
-    return manifests.step_job(
-        render_step(workload, name, "openshift"), workload, example_settings(), context(), awaited
-    )
+    return manifests.step_job(render_step(workload, name, "openshift"), workload, example_settings(), context())
 
 
 def pod_of(job: dict[str, Any]) -> dict[str, Any]:
@@ -69,9 +67,7 @@ def test_shared_memory_is_memory_backed_and_sized():
     # Without pipeline.shm_size: a quarter of the step's memory (32Gi for make-hdf5's 64Gi... capped at 16Gi).
     settings = parse_openshift_settings(modified(example_raw(), lambda r: r["pipeline"].pop("shm_size")), KEY)
     workload = biggan()
-    job = manifests.step_job(
-        render_step(workload, "inception-moments", "openshift"), workload, settings, context(), True
-    )
+    job = manifests.step_job(render_step(workload, "inception-moments", "openshift"), workload, settings, context())
     (shm,) = [v for v in pod_of(job)["volumes"] if v["name"] == "dshm"]
     assert shm["emptyDir"]["sizeLimit"] == "8Gi"
 
@@ -120,12 +116,16 @@ def test_labels_tie_job_and_pods_to_stack_run_and_step():
         assert expected.items() <= labels.items()
 
 
-def test_only_the_training_job_skips_the_await():
+def test_atlas_awaits_the_preparation_steps_and_pulumi_kubernetes_awaits_no_job():
     settings = example_settings()
     steps = render_steps(biggan(), "openshift")
     assert [manifests.is_awaited(i, steps, settings) for i in range(len(steps))] == [True, True, False]
-    assert step_job("train", awaited=False)["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
-    assert "annotations" not in step_job("make-hdf5")["metadata"]
+    awaited_last = dataclasses.replace(settings, pipeline=dataclasses.replace(settings.pipeline, await_last_step=True))
+    assert [manifests.is_awaited(i, steps, awaited_last) for i in range(len(steps))] == [True, True, True]
+    for step in ("make-hdf5", "train"):
+        assert step_job(step)["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
+    prepare = manifests.prepare_volumes_job(biggan(), context())
+    assert prepare["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
 
 
 def test_volume_layout_mirrors_the_working_directory():

@@ -1,0 +1,195 @@
+"""A small REST client for the Kubernetes API over a kubeconfig: GET, writes, watch streams.
+
+Used by the comparison (infra/compare), the monitor and backfill (infra/monitor,
+infra/nodes) and the OpenShift side's step completions (infra/openshift/completion.py).
+The `kubernetes` package is not a dependency: these few calls over urllib are all Atlas
+needs, and they start in milliseconds inside a dynamic-provider process.
+
+Authentication is what `oc login` and the local cluster write: a bearer token or a client
+certificate, with the cluster's CA, from the named context or the current one. Credentials
+are read from the kubeconfig at construction and never logged or returned.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import shutil
+import ssl
+import tempfile
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+WATCH_TIMEOUT_S = 240  # server-side timeoutSeconds of one watch request, unless the caller asks for less
+
+
+class KubeConfigError(Exception):
+    """The kubeconfig is missing, unreadable or lacks the context asked for."""
+
+
+class KubeRequestError(Exception):
+    """A request the API refused; carries the status and the API's message."""
+
+    def __init__(self, method: str, path: str, status: int, message: str) -> None:
+        self.status = status
+        super().__init__(f"{method} {path}: HTTP {status}: {message}")
+
+
+def default_kubeconfig() -> Path:
+    """Where kubectl looks when no file is named: the first file of $KUBECONFIG, or ~/.kube/config."""
+    listed = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    return Path(listed[0]) if listed else Path.home() / ".kube" / "config"
+
+
+class KubeApi:
+    """Requests to the API server named by a kubeconfig's context (the current one by default)."""
+
+    def __init__(self, kubeconfig: Path, timeout_s: float = 10.0, context: str | None = None) -> None:
+        try:
+            config = yaml.safe_load(kubeconfig.read_text()) or {}
+        except (OSError, yaml.YAMLError) as error:
+            raise KubeConfigError(f"cannot read the kubeconfig {kubeconfig}: {error}") from None
+        context_name = context or config.get("current-context")
+        try:
+            ctx = next(c["context"] for c in config.get("contexts") or () if c["name"] == context_name)
+            cluster = next(c["cluster"] for c in config.get("clusters") or () if c["name"] == ctx["cluster"])
+            users = config.get("users") or ()
+            user: Mapping[str, Any] = next((u["user"] for u in users if u["name"] == ctx.get("user")), {})
+        except (StopIteration, KeyError, TypeError):
+            raise KubeConfigError(
+                f"the kubeconfig {kubeconfig} has no usable context {context_name!r} (with its cluster)"
+            ) from None
+        self.server = str(cluster["server"]).rstrip("/")
+        self.timeout_s = timeout_s
+        self.token = user.get("token")
+        base = kubeconfig.parent
+        with _material(cluster, "certificate-authority", base) as ca:
+            self.context = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
+        if cluster.get("insecure-skip-tls-verify"):
+            self.context.check_hostname = False
+            self.context.verify_mode = ssl.CERT_NONE
+        with _material(user, "client-certificate", base) as cert, _material(user, "client-key", base) as key:
+            if cert and key:
+                self.context.load_cert_chain(cert, key)
+
+    def _headers(self, accept: str = "application/json") -> dict[str, str]:
+        headers = {"Accept": accept}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        return headers
+
+    def _request(self, path: str, accept: str) -> urllib.request.Request:
+        return urllib.request.Request(self.server + path, headers=self._headers(accept))  # noqa: S310 (kubeconfig https)
+
+    def get(self, path: str) -> Any:
+        request = self._request(path, "application/json")
+        with urllib.request.urlopen(request, context=self.context, timeout=self.timeout_s) as response:  # noqa: S310
+            return json.loads(response.read())
+
+    def text(self, path: str) -> str:
+        """A plain-text GET (a pod's log), raising KubeRequestError with the API's message."""
+        try:
+            with urllib.request.urlopen(  # noqa: S310
+                self._request(path, "*/*"), context=self.context, timeout=self.timeout_s
+            ) as response:
+                return str(response.read().decode(errors="replace"))
+        except urllib.error.HTTPError as error:
+            raise _request_error("GET", path, error) from None
+
+    def download(self, path: str, local: Path) -> bool:
+        """Stream a GET's body into `local`; False where the API answers 404 (nothing there)."""
+        request = self._request(path, "*/*")
+        try:
+            with (
+                urllib.request.urlopen(request, context=self.context, timeout=self.timeout_s) as response,  # noqa: S310
+                local.open("wb") as out,
+            ):
+                shutil.copyfileobj(response, out, 1 << 20)
+        except urllib.error.HTTPError as error:
+            if error.code == 404:
+                local.unlink(missing_ok=True)
+                return False
+            raise
+        return True
+
+    def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
+        """Any verb; JSON in and out. Raises KubeRequestError with the API's own message."""
+        headers = self._headers()
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = content_type
+        request = urllib.request.Request(self.server + path, data=data, headers=headers, method=method)  # noqa: S310
+        try:
+            with urllib.request.urlopen(request, context=self.context, timeout=self.timeout_s) as response:  # noqa: S310
+                raw = response.read()
+        except urllib.error.HTTPError as error:
+            raise _request_error(method, path, error) from None
+        return json.loads(raw) if raw[:1] in (b"{", b"[") else raw.decode()
+
+    def watch(
+        self,
+        path: str,
+        resource_version: str,
+        stop: threading.Event | None = None,
+        timeout_s: int = WATCH_TIMEOUT_S,
+    ) -> Iterator[Mapping[str, Any]]:
+        """The events of one watch request (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR), until the
+        server ends it after `timeout_s` or `stop` is set (checked between events)."""
+        sep = "&" if "?" in path else "?"
+        query = urllib.parse.urlencode(
+            {
+                "watch": "1",
+                "resourceVersion": resource_version,
+                "allowWatchBookmarks": "true",
+                "timeoutSeconds": str(max(1, int(timeout_s))),
+            }
+        )
+        request = urllib.request.Request(f"{self.server}{path}{sep}{query}", headers=self._headers())  # noqa: S310
+        try:
+            response = urllib.request.urlopen(request, context=self.context, timeout=timeout_s + 30)  # noqa: S310
+        except urllib.error.HTTPError as error:
+            raise _request_error("WATCH", path, error) from None
+        with response:
+            while stop is None or not stop.is_set():
+                line = response.readline()
+                if not line:
+                    return
+                if line.strip():
+                    yield json.loads(line)
+
+
+def _request_error(method: str, path: str, error: urllib.error.HTTPError) -> KubeRequestError:
+    detail = error.read().decode(errors="replace")
+    with contextlib.suppress(ValueError, AttributeError):
+        detail = str(json.loads(detail).get("message", detail))
+    return KubeRequestError(method, path, error.code, detail)
+
+
+@contextlib.contextmanager
+def _material(section: Mapping[str, Any], key: str, base: Path) -> Iterator[str | None]:
+    """A kubeconfig file reference, or its inline `-data` written to a private temp file for ssl."""
+    if section.get(key):
+        path = Path(section[key])
+        yield str(path if path.is_absolute() else base / path)
+        return
+    data = section.get(f"{key}-data")
+    if not data:
+        yield None
+        return
+    fd, name = tempfile.mkstemp(prefix="atlas-kube-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(base64.b64decode(data))
+        yield name
+    finally:
+        os.unlink(name)

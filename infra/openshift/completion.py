@@ -1,0 +1,410 @@
+"""JobCompletion: the end of a Job's step on Kubernetes, awaited by Atlas rather than by
+pulumi-kubernetes.
+
+The Jobs themselves carry `pulumi.com/skipAwait`; a JobCompletion per awaited Job holds the
+next step (and `pulumi up`) until the step has succeeded, as the HPC side's JobCompletion
+does for a scheduler job. Two reasons to wait here rather than in pulumi-kubernetes:
+- Sooner. pulumi-kubernetes (like `kubectl wait --for=condition=complete`) waits for the
+  Job's `Complete` condition, which the job controller posts a second after the pod ended:
+  it batches pod updates (`syncJobBatchPeriod`, 1 s, not configurable). A Job of one
+  completion whose pod Succeeded has done its work and cannot fail any more, so the next
+  step is created as soon as the pod says so: a second saved per step.
+- Clearer. A failed step names the pod, its exit code and reason and the end of its log,
+  with the command that runs it again unchanged; while it waits, why a pod does not start
+  (unschedulable, an unbound claim, an image that cannot be pulled) is logged when it changes.
+
+The wait follows the Job's pods with one watch (list, then watch from that version); it asks
+for the Job itself when a watch window ends or a pod failed, because `Failed` (retries
+exhausted, deadline passed) is the controller's verdict, not a pod's. The provider holds no
+live objects: the API client is made from the kubeconfig path on each call.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import time
+import urllib.error
+import urllib.parse
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi.dynamic
+from pulumi.runtime import rpc
+
+from infra.kubeapi import KubeApi, KubeRequestError, default_kubeconfig
+
+PROVIDER_VERSION = "1+" + hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
+LOG_TAIL_LINES = 20
+# How long one watch window runs before the Job itself is asked again; shorter once a pod
+# failed, so that the controller's `Failed` verdict is seen within a second or so.
+WATCH_WINDOW_S = 10
+AFTER_FAILURE_WINDOW_S = 1
+RETRY_S = 2.0  # after the API server did not answer
+# How long a pod may wait for a claim to bind before the step is failed: what pulumi-kubernetes
+# gives a claim to bind when it awaits one (the claims are created with skipAwait).
+UNBOUND_CLAIM_LIMIT_S = 300
+_OUTCOME_FIELDS = ("state", "pod", "exit_code", "finished_at")
+
+
+class StepFailed(Exception):
+    """A step's Job failed, vanished or outlasted the wait; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class StepProgress:
+    """Where a step's Job stands, from the Job and its pods (see `assess`)."""
+
+    finished: bool
+    succeeded: bool
+    note: str  # what is happening, or how it ended
+    pod: str = ""
+    exit_code: int | None = None
+    finished_at: str | None = None
+    retry_pending: bool = False  # a pod failed and the controller has not yet decided
+
+
+def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    for condition in (obj.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == kind and condition.get("status") == "True":
+            return condition  # type: ignore[no-any-return]
+    return None
+
+
+def _terminated(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The first terminated container's state (the step's own container: Jobs here run one)."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or ():
+        terminated = (status.get("state") or {}).get("terminated")
+        if terminated:
+            return terminated  # type: ignore[no-any-return]
+    return {}
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name", ""))
+
+
+def _created(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("metadata") or {}).get("creationTimestamp", ""))
+
+
+def _pod_note(pod: Mapping[str, Any]) -> str:
+    """Why a pod that has not finished is where it is, in a line."""
+    status = pod.get("status") or {}
+    phase = status.get("phase", "Pending")
+    scheduled = next((c for c in status.get("conditions") or () if c.get("type") == "PodScheduled"), None)
+    if scheduled is not None and scheduled.get("status") == "False":
+        return f"pod {_name(pod)} is not scheduled: {scheduled.get('reason', '')}: {scheduled.get('message', '')}"
+    for container in status.get("containerStatuses") or ():
+        waiting = (container.get("state") or {}).get("waiting")
+        if waiting and waiting.get("reason") not in (None, "ContainerCreating", "PodInitializing"):
+            return f"pod {_name(pod)} is waiting: {waiting.get('reason')}: {waiting.get('message', '')}".rstrip(": ")
+    return f"pod {_name(pod)} is {phase}"
+
+
+def _failure_detail(pod: Mapping[str, Any]) -> tuple[str, int | None]:
+    terminated = _terminated(pod)
+    code = terminated.get("exitCode")
+    reason = terminated.get("reason") or (pod.get("status") or {}).get("reason") or "Failed"
+    if code is None:
+        return f"pod {_name(pod)} failed ({reason})", None
+    return f"pod {_name(pod)} exited {code} ({reason})", int(code)
+
+
+def _unbound_claim_since(pod: Mapping[str, Any]) -> float | None:
+    """When the scheduler first found a claim of this pod unbound (epoch seconds), if it did."""
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if (
+            condition.get("type") == "PodScheduled"
+            and condition.get("status") == "False"
+            and "unbound" in str(condition.get("message", "")).lower()
+            and "persistentvolumeclaim" in str(condition.get("message", "")).lower()
+        ):
+            return rfc3339_seconds(str(condition.get("lastTransitionTime", "")))
+    return None
+
+
+def rfc3339_seconds(text: str) -> float | None:
+    try:
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def assess(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], now: float | None = None) -> StepProgress:
+    """Where a Job of one completion stands: pure (`now` given), so the rules are table-tested.
+
+    - a pod Succeeded: done (the Job completes on the controller's next sync, whatever else);
+    - the Job is Complete (its pods may be gone already): done;
+    - the Job is Failed: failed, with the controller's reason and the last failed pod's exit;
+    - the newest pod has waited UNBOUND_CLAIM_LIMIT_S for a claim to bind: failed, so a claim
+      that will never bind is reported in minutes, not at the step's deadline;
+    - otherwise: still going, with a note about the newest pod.
+    """
+    ordered = sorted(pods, key=_created)
+    for pod in ordered:
+        if (pod.get("status") or {}).get("phase") == "Succeeded":
+            return StepProgress(
+                True, True, f"pod {_name(pod)} succeeded", _name(pod), 0, _terminated(pod).get("finishedAt")
+            )
+    if _condition(job, "Complete") or _condition(job, "SuccessCriteriaMet"):
+        return StepProgress(True, True, "the Job completed")
+    failed_pods = [p for p in ordered if (p.get("status") or {}).get("phase") == "Failed"]
+    verdict = _condition(job, "Failed") or _condition(job, "FailureTarget")
+    if verdict:
+        detail, code, pod_name, finished = "no pod ran", None, "", None
+        if failed_pods:
+            detail, code = _failure_detail(failed_pods[-1])
+            pod_name, finished = _name(failed_pods[-1]), _terminated(failed_pods[-1]).get("finishedAt")
+        reason = f"{verdict.get('reason', 'Failed')}: {verdict.get('message', '')}".rstrip(": ")
+        return StepProgress(True, False, f"{reason}; {detail}", pod_name, code, finished)
+    active = [p for p in ordered if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+    if active:
+        note = _pod_note(active[-1])
+        since = _unbound_claim_since(active[-1])
+        if since is not None and now is not None and now - since >= UNBOUND_CLAIM_LIMIT_S:
+            return StepProgress(
+                True,
+                False,
+                f"{note}; a claim it mounts has not bound in {now - since:.0f} s: see `kubectl describe pvc` in "
+                "the namespace (its storage class, size and access mode must match a volume or a provisioner)",
+                _name(active[-1]),
+            )
+        if failed_pods:
+            note += f" ({len(failed_pods)} earlier attempt(s) failed)"
+        return StepProgress(False, False, note)
+    if failed_pods:
+        detail, _ = _failure_detail(failed_pods[-1])
+        return StepProgress(False, False, f"{detail}; waiting for the Job's retry or verdict", retry_pending=True)
+    return StepProgress(False, False, "no pod yet")
+
+
+# --- waiting ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepJob:
+    """The Job a completion waits for, and how to reach it."""
+
+    namespace: str
+    name: str
+    uid: str
+    step: str
+    job_urn: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"step {self.step!r} (Job {self.namespace}/{self.name})"
+
+    @property
+    def job_path(self) -> str:
+        ns, name = urllib.parse.quote(self.namespace), urllib.parse.quote(self.name)
+        return f"/apis/batch/v1/namespaces/{ns}/jobs/{name}"
+
+    @property
+    def pods_path(self) -> str:
+        selector = urllib.parse.quote(f"{CONTROLLER_UID_LABEL}={self.uid}")
+        return f"/api/v1/namespaces/{urllib.parse.quote(self.namespace)}/pods?labelSelector={selector}"
+
+    def rerun_hint(self) -> str:
+        hint = "Fix the step and run `pulumi up` again: a changed step is a new Job"
+        return hint + (f" (to run it again unchanged: pulumi up --replace '{self.job_urn}')" if self.job_urn else "")
+
+
+def _read_job(api: KubeApi, job: StepJob) -> Mapping[str, Any]:
+    try:
+        current: Mapping[str, Any] = api.get(job.job_path)
+    except urllib.error.HTTPError as error:
+        if error.code != 404:
+            raise
+        current = {}
+    uid = (current.get("metadata") or {}).get("uid")
+    if uid != job.uid:
+        raise StepFailed(
+            f"{job.label} was deleted outside Atlas while Atlas waited for it: "
+            "run `pulumi refresh`, then `pulumi up` to create it again"
+        )
+    return current
+
+
+def _log_tail(api: KubeApi, namespace: str, pod: str) -> str:
+    ns, name = urllib.parse.quote(namespace), urllib.parse.quote(pod)
+    try:
+        return api.text(f"/api/v1/namespaces/{ns}/pods/{name}/log?tailLines={LOG_TAIL_LINES}").rstrip()
+    except (KubeRequestError, OSError):
+        return ""  # no log to show (a simulated node, or the pod is gone): the message stands without
+
+
+def wait_for_step(
+    api: KubeApi, job: StepJob, timeout_s: float, report: Callable[[str], None] = lambda _note: None
+) -> StepProgress:
+    """Follow a Job's pods until the step succeeded; raise StepFailed if it failed, vanished or
+    did not finish within `timeout_s`. `report` hears each new note while it waits. A dropped
+    connection to the API server is retried (the wait changes nothing, so it is safe to)."""
+    deadline = time.monotonic() + timeout_s
+    notes: list[str] = [""]
+
+    def note(text: str) -> None:
+        if text != notes[-1]:
+            report(text)
+            notes.append(text)
+
+    while True:
+        try:
+            progress = _follow(api, job, deadline, timeout_s, note)
+        except urllib.error.HTTPError:
+            raise
+        except (OSError, urllib.error.URLError) as error:  # refused, reset, timed out: not an answer
+            if time.monotonic() > deadline:
+                raise StepFailed(f"{job.label}: the API server did not answer ({error}) until the wait ended") from None
+            note(f"the API server did not answer ({error}); asking again")
+            time.sleep(RETRY_S)
+            continue
+        if progress.finished:
+            break
+    if progress.succeeded:
+        return progress
+    tail = _log_tail(api, job.namespace, progress.pod) if progress.pod else ""
+    raise StepFailed(
+        f"{job.label} failed: {progress.note}"
+        + (f"\n--- last lines of the log of pod {progress.pod}\n{tail}" if tail else "")
+        + f"\n{job.rerun_hint()}"
+    )
+
+
+def _follow(
+    api: KubeApi, job: StepJob, deadline: float, timeout_s: float, note: Callable[[str], None]
+) -> StepProgress:
+    """One list of the pods, then watches from its version until the step finished or the
+    watch has to start afresh (then the progress returned is unfinished)."""
+    current = _read_job(api, job)
+    listing = api.get(job.pods_path)
+    pods = {_name(p): p for p in listing.get("items") or ()}
+    version = str((listing.get("metadata") or {}).get("resourceVersion", ""))
+    progress = assess(current, pods.values(), time.time())
+    while not progress.finished:
+        note(progress.note)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise StepFailed(
+                f"{job.label} has not finished after {timeout_s:g} s ({progress.note}). The Job stays: "
+                "run `pulumi up` again to keep waiting (it is not created again)"
+            )
+        window = AFTER_FAILURE_WINDOW_S if progress.retry_pending else WATCH_WINDOW_S
+        for event in api.watch(job.pods_path, version, timeout_s=int(min(window, max(1.0, remaining)))):
+            kind, obj = event.get("type"), event.get("object") or {}
+            if kind == "ERROR":
+                return progress  # the version is too old (410), or the watch was refused: list afresh
+            version = str((obj.get("metadata") or {}).get("resourceVersion", version))
+            if kind == "DELETED":
+                pods.pop(_name(obj), None)
+            elif kind in ("ADDED", "MODIFIED"):
+                pods[_name(obj)] = obj
+            progress = assess(current, pods.values(), time.time())
+            if progress.finished or progress.retry_pending:
+                break
+            note(progress.note)
+        if progress.finished:
+            break
+        current = _read_job(api, job)  # the controller's verdict is on the Job, not on a pod
+        progress = assess(current, pods.values(), time.time())
+    return progress
+
+
+# --- the dynamic resource --------------------------------------------------------------------
+
+
+def _is_unknown(value: Any) -> bool:
+    return value == rpc.UNKNOWN or isinstance(value, pulumi.Output)
+
+
+def _api(props: Mapping[str, Any]) -> KubeApi:
+    kubeconfig = Path(props["kubeconfig"]) if props.get("kubeconfig") else default_kubeconfig()
+    return KubeApi(kubeconfig, timeout_s=30.0, context=props.get("context") or None)
+
+
+class JobCompletionProvider(pulumi.dynamic.ResourceProvider):
+    """Waits for a step's Job to succeed (see the module's docstring)."""
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
+        replaces = [k for k in ("job_uid",) if _is_unknown(news.get(k)) or olds.get(k) != news.get(k)]
+        updates = [
+            k
+            for k in ("provider_version", "kubeconfig", "context", "timeout_s", "job_urn", "namespace", "job_name")
+            if _is_unknown(news.get(k)) or olds.get(k) != news.get(k)
+        ]
+        return pulumi.dynamic.DiffResult(changes=bool(replaces or updates), replaces=replaces)
+
+    def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
+        job = StepJob(
+            namespace=str(props["namespace"]),
+            name=str(props["job_name"]),
+            uid=str(props["job_uid"]),
+            step=str(props["step"]),
+            job_urn=str(props.get("job_urn") or ""),
+        )
+        progress = wait_for_step(_api(props), job, float(props["timeout_s"]), lambda note: pulumi.log.info(note))
+        outs = {
+            **props,
+            "state": "succeeded",
+            "pod": progress.pod,
+            "exit_code": progress.exit_code,
+            "finished_at": progress.finished_at,
+        }
+        return pulumi.dynamic.CreateResult(f"{job.namespace}/{job.name}/done", outs)
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
+        return pulumi.dynamic.UpdateResult({**news, **{k: olds.get(k) for k in _OUTCOME_FIELDS}})
+
+    def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
+        # What the Job did afterwards is the Job resource's to report (refresh reads it there).
+        return pulumi.dynamic.ReadResult(id_, props)
+
+    def delete(self, _id: str, _props: dict[str, Any]) -> None:
+        return None  # nothing to undo: waiting changed nothing
+
+
+@dataclass(frozen=True)
+class ApiAccess:
+    """How a completion reaches the API server: the same kubeconfig and context as the
+    Kubernetes provider (None: kubectl's default file and its current context)."""
+
+    kubeconfig: str | None
+    context: str | None
+
+
+class JobCompletion(pulumi.dynamic.Resource, module="openshift", name="JobCompletion"):
+    """The success of one awaited Job (see JobCompletionProvider)."""
+
+    state: pulumi.Output[str]
+    pod: pulumi.Output[str]
+    finished_at: pulumi.Output[str | None]
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        job: pulumi.CustomResource,
+        step: str,
+        access: ApiAccess,
+        timeout_s: float,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        metadata: Any = job.metadata  # type: ignore[attr-defined]
+        props: dict[str, Any] = {
+            "provider_version": PROVIDER_VERSION,
+            "kubeconfig": access.kubeconfig,
+            "context": access.context,
+            "namespace": metadata.namespace,
+            "job_name": metadata.name,
+            "job_uid": metadata.uid,
+            "job_urn": job.urn,
+            "step": step,
+            "timeout_s": timeout_s,
+            **dict.fromkeys(_OUTCOME_FIELDS),
+        }
+        super().__init__(JobCompletionProvider(), name, props, opts)
