@@ -21,7 +21,6 @@ live objects: the API client is made from the kubeconfig path on each call.
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import time
 import urllib.error
@@ -33,8 +32,9 @@ from typing import Any
 
 import pulumi
 import pulumi.dynamic
-from pulumi.runtime import rpc
 
+from infra.compare.timeparse import rfc3339
+from infra.hpc.providers import is_unknown
 from infra.kubeapi import KubeApi, KubeRequestError, default_kubeconfig
 
 PROVIDER_VERSION = "1+" + hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
@@ -124,15 +124,8 @@ def _unbound_claim_since(pod: Mapping[str, Any]) -> float | None:
             and "unbound" in str(condition.get("message", "")).lower()
             and "persistentvolumeclaim" in str(condition.get("message", "")).lower()
         ):
-            return rfc3339_seconds(str(condition.get("lastTransitionTime", "")))
+            return rfc3339(condition.get("lastTransitionTime"))
     return None
-
-
-def rfc3339_seconds(text: str) -> float | None:
-    try:
-        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def assess(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], now: float | None = None) -> StepProgress:
@@ -318,10 +311,6 @@ def _follow(
 # --- the dynamic resource --------------------------------------------------------------------
 
 
-def _is_unknown(value: Any) -> bool:
-    return value == rpc.UNKNOWN or isinstance(value, pulumi.Output)
-
-
 def _api(props: Mapping[str, Any]) -> KubeApi:
     kubeconfig = Path(props["kubeconfig"]) if props.get("kubeconfig") else default_kubeconfig()
     return KubeApi(kubeconfig, timeout_s=30.0, context=props.get("context") or None)
@@ -331,11 +320,11 @@ class JobCompletionProvider(pulumi.dynamic.ResourceProvider):
     """Waits for a step's Job to succeed (see the module's docstring)."""
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
-        replaces = [k for k in ("job_uid",) if _is_unknown(news.get(k)) or olds.get(k) != news.get(k)]
+        replaces = [k for k in ("job_uid",) if is_unknown(news.get(k)) or olds.get(k) != news.get(k)]
         updates = [
             k
             for k in ("provider_version", "kubeconfig", "context", "timeout_s", "job_urn", "namespace", "job_name")
-            if _is_unknown(news.get(k)) or olds.get(k) != news.get(k)
+            if is_unknown(news.get(k)) or olds.get(k) != news.get(k)
         ]
         return pulumi.dynamic.DiffResult(changes=bool(replaces or updates), replaces=replaces)
 
@@ -347,7 +336,7 @@ class JobCompletionProvider(pulumi.dynamic.ResourceProvider):
             step=str(props["step"]),
             job_urn=str(props.get("job_urn") or ""),
         )
-        progress = wait_for_step(_api(props), job, float(props["timeout_s"]), lambda note: pulumi.log.info(note))
+        progress = wait_for_step(_api(props), job, float(props["timeout_s"]), pulumi.log.info)
         outs = {
             **props,
             "state": "succeeded",
