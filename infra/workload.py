@@ -133,6 +133,11 @@ class Step:
     outputs: tuple[str, ...]
     env: tuple[tuple[str, str], ...]  # sorted by name
     description: str
+    # What backfill (infra/nodes/backfill.py) appends so a preempted, restarted copy continues from
+    # its own checkpoint. Only for a program whose resume starts afresh where there is no checkpoint
+    # yet (the probe's `--resume`); BigGAN-PyTorch's `--resume` fails without weights, so none there.
+    # The pipeline's own runs never get these.
+    resume_args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -432,7 +437,7 @@ def _source(value: Any, key: str) -> Source:
     return GitSource(repository=repository, branch=branch, commit=commit)
 
 
-STEP_KEYS = ("name", "description", "command", "args", "resources", "inputs", "outputs", "env")
+STEP_KEYS = ("name", "description", "command", "args", "resume_args", "resources", "inputs", "outputs", "env")
 
 
 def _step(value: Any, key: str) -> Step:
@@ -447,6 +452,7 @@ def _step(value: Any, key: str) -> Step:
         inputs=_name_list(section.get("inputs"), f"{key}.inputs"),
         outputs=_name_list(section.get("outputs"), f"{key}.outputs"),
         env=_env(section.get("env"), f"{key}.env"),
+        resume_args=_arguments(section.get("resume_args", []), f"{key}.resume_args", allow_empty=True),
     )
 
 

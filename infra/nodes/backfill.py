@@ -9,8 +9,15 @@ replaces each one, and the replacement waits, Pending, until GPUs are free again
 Slurm: one-GPU batch jobs in the preemptible partition (`backfill` on the local Satori:
 `PreemptType=preempt/partition_prio`, the real partitions a higher PriorityTier,
 `PreemptMode=REQUEUE`). A real job that needs the GPUs preempts them; Slurm requeues them
-and starts them again when the GPUs free up. Nothing is lost beyond the preempted work since
-the last checkpoint (the work restarts from its own checkpoints where it keeps them).
+and starts them again when the GPUs free up.
+
+Resuming: where the GPU step declares `resume_args` (the probe: `--resume --save_every 200`),
+backfill appends them, so a restarted copy continues from its last checkpoint (and a first start,
+with none yet, begins at iteration 0). Slurm's copies share one run folder, so each gets its own
+experiment name (`<experiment>-backfill-<index>`) and so its own logs and checkpoint. On
+Kubernetes the Deployment's replacement pod starts on a fresh filesystem (backfill pods mount no
+volume), so there it finds no checkpoint and starts over. A step without `resume_args` (BigGAN,
+whose `--resume` fails when there are no weights yet) restarts from the beginning everywhere.
 
 LSF: preemption is a queue property set by the site (`PREEMPTION=PREEMPTABLE[...]` in
 lsb.queues); pass --backfill-queue naming such a queue. The local LSF command set has none.
@@ -57,6 +64,7 @@ class BackfillWork:
 
     workload: str
     argv: tuple[str, ...]
+    experiment_name: str | None = None  # where argv ends with `--experiment_name <it>`
     image: str = ""  # Kubernetes: the image the run used
     cpus: int = 1
     memory_mib: int = 1024
@@ -71,12 +79,16 @@ def work_for(workload: Workload, environment: str, image: str = "", gpu_product:
     if not gpu_steps:
         raise BackfillError(f"workload {workload.name!r} has no GPU step to backfill with")
     step = render_step(workload, gpu_steps[-1].name, environment)
-    argv = tuple(step.argv)
+    # The step's resume arguments: a preempted copy, started again, continues from its checkpoint.
+    argv = tuple(step.argv) + workload.step(step.name).resume_args
+    experiment = None
     if "--experiment_name" in argv:
-        argv += ("--experiment_name", f"{workload.logs.experiment or workload.name}-backfill")
+        experiment = f"{workload.logs.experiment or workload.name}-backfill"
+        argv += ("--experiment_name", experiment)
     return BackfillWork(
         workload=workload.name,
         argv=argv,
+        experiment_name=experiment,
         image=image,
         cpus=step.resources.cpus_per_task,
         memory_mib=step.resources.memory_mib,
@@ -187,6 +199,14 @@ def stop_kubernetes(client: KubeClient, workload: str, namespace: str = NAMESPAC
 # --- Slurm ---------------------------------------------------------------------------------------
 
 
+def slot_argv(work: BackfillWork, index: int) -> tuple[str, ...]:
+    """One Slurm copy's command: its own experiment (logs, checkpoint), since the copies share a run
+    folder and a requeued copy must resume its own checkpoint, not another's."""
+    if work.experiment_name is None or work.argv[-2:] != ("--experiment_name", work.experiment_name):
+        return work.argv
+    return (*work.argv[:-1], f"{work.experiment_name}-{index}")
+
+
 def backfill_job_name(environment: str, workload: str, index: int, run_dir: str) -> str:
     digest = hashlib.sha256("\0".join(("backfill", environment, workload, run_dir)).encode()).hexdigest()[:8]
     return f"atlas-backfill-{index}-{digest}"
@@ -210,7 +230,7 @@ def slurm_scripts(
             step=f"backfill-{index}",
             workdir=run_dir,
             log_dir=f"{JOBS_DIR}/logs",
-            command=work.argv,
+            command=slot_argv(work, index),
             gpus_per_node=1,
             cpus_per_task=work.cpus,
             memory_mib=work.memory_mib,

@@ -3,6 +3,7 @@ the `atlas:nodes:Backfill` component under Pulumi mocks (children, parents, what
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from infra.hpc.target import HpcTarget
 from infra.nodes import backfill
 from infra.nodes.component import TYPE_TOKEN, Backfill, BackfillArgs, SlurmBackfillTarget
 from infra.nodes.settings import BackfillSettings, parse_backfill_settings
-from infra.workload import load_workload
+from infra.workload import load_workload, render_step
 from tests.unit.openshift_fixtures import RecordingMonitor, install_mocks
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,6 +33,37 @@ def test_backfill_runs_the_workload_s_gpu_step_as_its_own_experiment() -> None:
     # argparse keeps the last value: backfill never writes into the real run's experiment.
     assert w.argv[-2:] == ("--experiment_name", "probe-digits-backfill")
     assert (w.cpus, w.memory_mib, w.gpu_product) == (2, 2048, "Tesla-V100-SXM2-32GB")
+
+
+def test_backfill_appends_the_step_s_resume_args_and_the_pipeline_does_not() -> None:
+    w = work()
+    resume = PROBE.step("train").resume_args
+    assert resume[0] == "--resume" and "--save_every" in resume
+    pipeline = render_step(PROBE, "train", "openshift").argv
+    assert "--resume" not in pipeline
+    assert w.argv == (*pipeline, *resume, "--experiment_name", "probe-digits-backfill")
+
+
+def test_a_workload_without_resume_args_gets_none() -> None:
+    # BigGAN-PyTorch's --resume fails where there are no weights yet: its train step declares none.
+    biggan = load_workload(REPO / "workloads" / "biggan" / "workload.yaml")
+    assert biggan.step("train").resume_args == ()
+    w = backfill.work_for(biggan, "openshift")
+    assert "--resume" not in w.argv
+    assert w.argv == (*render_step(biggan, "train", "openshift").argv, "--experiment_name", w.experiment_name)
+
+
+def test_each_slurm_copy_resumes_its_own_experiment() -> None:
+    # The copies share a run folder: one checkpoint (and log) per copy, or a requeued one resumes another's.
+    scripts = backfill.slurm_scripts(work(), "satori-slurm", "runs/x", 3)
+    for index, (_, script) in enumerate(scripts):
+        (line,) = [line for line in script.splitlines() if "workloads.probe train" in line]
+        argv = shlex.split(line[line.index("python3") :])
+        assert argv[argv.index("--resume") :].count("--experiment_name") == 1
+        assert argv[-2:] == ["--experiment_name", f"probe-digits-backfill-{index}"]
+    # A command without an experiment name is left as it is.
+    plain = backfill.BackfillWork(workload="w", argv=("sleep", "900"))
+    assert backfill.slot_argv(plain, 1) == ("sleep", "900")
 
 
 def test_the_priority_class_is_below_every_real_pod_and_never_preempts() -> None:

@@ -106,6 +106,10 @@ DELETE = object()
         ("steps.0.args.1", True, "steps[0].args[1]", "quote it"),
         ("steps.0.args.1", "$HOME/x", "steps[0].args[1]", "write the value out"),
         ("steps.0.env", {"9X": "1"}, "steps[0].env.9X", "use letters, digits and '_'"),
+        ("steps.1.resume_args", ["--resume", "--save_every\n200"], "steps[1].resume_args[1]", "keep it on one line"),
+        ("steps.1.resume_args", "--resume", "steps[1].resume_args", "one token per item"),
+        ("steps.1.resume_args", ["--resume", True], "steps[1].resume_args[1]", "quote it"),
+        ("steps.1.resume_args", ["--weights_root", "$HOME"], "steps[1].resume_args[1]", "write the value out"),
         ("steps.1.inputs", ["missing"], "steps[1].inputs[0]", "declare it under data.inputs"),
         ("data.outputs.0.path", "../outside", "data.outputs[0].path", "stays inside its root"),
         ("data.outputs.0.path", "/abs/path", "data.outputs[0].path", "write it relative"),
@@ -253,6 +257,17 @@ def test_biggan_train_is_the_seeds_two_gpu_configuration() -> None:
     # Satori's environment variables are an override, so they show as differences.
     keys = {d.key for d in step_differences(workload, "openshift", "satori")}
     assert keys == {"NCCL_SOCKET_IFNAME", "PAMI_IBV_ADAPTER_AFFINITY"}
+
+
+def test_resume_args_are_kept_apart_from_the_rendered_step() -> None:
+    workload = parse_workload(with_change("steps.1.resume_args", ["--resume", "--save_every", 200]))
+    assert workload.step("train").resume_args == ("--resume", "--save_every", "200")
+    assert workload.step("pack").resume_args == ()
+    # Only backfill appends them (infra/nodes/backfill.py); every environment's pipeline runs without.
+    assert "--resume" not in render_step(workload, "train", "openshift").argv
+    assert step_differences(workload, "openshift", "satori") == ()
+    assert load_workload(PROBE).step("train").resume_args[0] == "--resume"
+    assert load_workload(BIGGAN).step("train").resume_args == ()
 
 
 def test_yaml_reading_of_unquoted_values_is_caught() -> None:

@@ -2,12 +2,19 @@
 
 It exists so the probe trains wherever Atlas runs without PyTorch (a 3 GB download with its
 CUDA wheels): the local "login node" and CI. float64 throughout: the nets are tiny.
+
+A checkpoint is one `.npz` (no pickle): both nets' parameters, both optimizers' Adam moments and
+step counts, the GAN's random generator state and the trainer's `meta` (JSON text).
 """
 
 from __future__ import annotations
 
 import itertools
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -39,6 +46,19 @@ class Adam:
             v *= self.beta2
             v += (1 - self.beta2) * g * g
             p -= self.lr * (m / correction1) / (np.sqrt(v / correction2) + self.eps)
+
+    def arrays(self, prefix: str) -> dict[str, NDArray[Any]]:
+        out: dict[str, NDArray[Any]] = {f"{prefix}.step": np.asarray(self.step, dtype=np.int64)}
+        for i, (m, v) in enumerate(zip(self.first, self.second, strict=True)):
+            out[f"{prefix}.first.{i}"] = m
+            out[f"{prefix}.second.{i}"] = v
+        return out
+
+    def load_arrays(self, arrays: Mapping[str, NDArray[Any]], prefix: str) -> None:
+        self.step = int(arrays[f"{prefix}.step"])
+        count = sum(1 for key in arrays if key.startswith(f"{prefix}.first."))
+        self.first = [np.array(arrays[f"{prefix}.first.{i}"], dtype=np.float64) for i in range(count)]
+        self.second = [np.array(arrays[f"{prefix}.second.{i}"], dtype=np.float64) for i in range(count)]
 
 
 class Mlp:
@@ -85,6 +105,15 @@ def _leaky(pre: Array) -> Array:
     return np.asarray(np.where(pre > 0, pre, LEAK * pre))
 
 
+def _load_params(params: list[Array], arrays: Mapping[str, NDArray[Any]], prefix: str) -> None:
+    """Copy saved parameters into the live arrays (Adam updates them in place)."""
+    for i, param in enumerate(params):
+        saved = arrays[f"{prefix}.{i}"]
+        if saved.shape != param.shape:
+            raise ValueError(f"{prefix}.{i}: saved shape {saved.shape}, the net has {param.shape}")
+        param[...] = saved
+
+
 class NumpyGan:
     backend = "numpy"
     device = "cpu"
@@ -108,8 +137,10 @@ class NumpyGan:
         self.g_opt = Adam(g_lr, betas[0], betas[1], adam_eps)
         self.d_opt = Adam(d_lr, betas[2], betas[3], adam_eps)
 
-    def sample(self, n: int) -> Array:
-        out, _ = self.generator.forward(self.rng.standard_normal((n, self.dim_z)))
+    def sample(self, n: int, seed: int | None = None) -> Array:
+        """n generated rows; with `seed`, from noise of its own (evaluation leaves training's RNG alone)."""
+        rng = self.rng if seed is None else np.random.default_rng(seed)
+        out, _ = self.generator.forward(rng.standard_normal((n, self.dim_z)))
         return out
 
     def discriminator_step(self, real: Array) -> tuple[float, float]:
@@ -135,3 +166,33 @@ class NumpyGan:
         _, grads_g = self.generator.backward(fake, cache_g, grad_fake)
         self.g_opt.update(self.generator.params, grads_g)
         return float(-out.mean())
+
+    def write_checkpoint(self, file: IO[bytes], meta: Mapping[str, Any]) -> None:
+        """Everything an exact continuation needs, as one .npz written to `file`."""
+        arrays: dict[str, NDArray[Any]] = {
+            "meta": np.asarray(json.dumps(dict(meta))),
+            # PCG64's state holds 128-bit integers: JSON keeps them exact, no pickle needed.
+            "rng": np.asarray(json.dumps(self.rng.bit_generator.state)),
+        }
+        for name, net in (("G", self.generator), ("D", self.discriminator)):
+            arrays.update({f"{name}.{i}": p for i, p in enumerate(net.params)})
+        arrays.update(self.g_opt.arrays("G_optim"))
+        arrays.update(self.d_opt.arrays("D_optim"))
+        np.savez(file, **arrays)  # type: ignore[arg-type]
+
+    @staticmethod
+    def read_checkpoint(path: Path) -> tuple[dict[str, Any], dict[str, NDArray[Any]]]:
+        """(the trainer's meta, the GAN's arrays) from a checkpoint written by `write_checkpoint`."""
+        with np.load(path, allow_pickle=False) as f:
+            arrays = {key: f[key] for key in f.files}
+        meta = json.loads(str(arrays.pop("meta")))
+        if not isinstance(meta, dict):
+            raise ValueError(f"{path}: meta is not an object")
+        return meta, arrays
+
+    def load_checkpoint(self, arrays: Mapping[str, NDArray[Any]]) -> None:
+        _load_params(self.generator.params, arrays, "G")
+        _load_params(self.discriminator.params, arrays, "D")
+        self.g_opt.load_arrays(arrays, "G_optim")
+        self.d_opt.load_arrays(arrays, "D_optim")
+        self.rng.bit_generator.state = json.loads(str(arrays["rng"]))
