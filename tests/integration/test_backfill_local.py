@@ -89,7 +89,7 @@ def test_backfill_pods_are_preempted_when_a_gpu_job_arrives_and_the_job_runs(
         assert free_gpus(kube_env) == 0
         pod = backfill_pods(kube_env)[0]
         assert pod["spec"]["priority"] == backfill.PRIORITY_VALUE and pod["spec"]["preemptionPolicy"] == "Never"
-        first = {p["metadata"]["name"] for p in backfill_pods(kube_env)}
+        first = {p["metadata"]["uid"]: p["metadata"]["name"] for p in backfill_pods(kube_env)}
 
         job = {
             "apiVersion": "batch/v1",
@@ -115,17 +115,26 @@ def test_backfill_pods_are_preempted_when_a_gpu_job_arrives_and_the_job_runs(
 
         placed = wait_until(job_pod, "the real job's pod to be placed on a GPU node", 60)
         assert placed["spec"]["priority"] == 0  # a real pod: default priority, above backfill
-        events = kube.api_get(kube_env, f"/api/v1/namespaces/{backfill.NAMESPACE}/events")["items"]
-        preempted = [e for e in events if e["reason"] == "Preempted"]
-        assert preempted, [e["reason"] for e in events]
-        assert preempted[0]["involvedObject"]["name"] in first
+
+        # The namespace outlives a run (and events live an hour), so only this run's pods count:
+        # events are matched on the uid of the pods that were running when the job arrived.
+        def preemptions() -> list[str]:
+            events = kube.api_get(kube_env, f"/api/v1/namespaces/{backfill.NAMESPACE}/events")["items"]
+            return [
+                e["involvedObject"]["name"]
+                for e in events
+                if e["reason"] == "Preempted" and e["involvedObject"].get("uid") in first
+            ]
+
+        victims = wait_until(preemptions, "a Preempted event for one of this run's backfill pods", 30)
+        assert len(set(victims)) == 1, victims  # one GPU needed, one backfill pod gives way
         # The Deployment replaced the preempted pod; the replacement waits for a free GPU.
         waiting = wait_until(
             lambda: [p for p in backfill_pods(kube_env) if not p["spec"].get("nodeName")],
             "a pending replacement backfill pod",
             30,
         )
-        assert waiting[0]["metadata"]["name"] not in first
+        assert waiting[0]["metadata"]["uid"] not in first
 
         def job_complete() -> bool:
             status = kube.api_get(kube_env, f"/apis/batch/v1/namespaces/{real_namespace}/jobs/real-train")["status"]
