@@ -53,6 +53,7 @@ DEFAULT_COMMAND_TIMEOUT_S = 120.0
 CONNECT_TIMEOUT_S = 15.0
 KEEPALIVE_S = 30
 SAFE_RETRIES = 2  # extra attempts for commands that are safe to repeat
+EXIT_EOF_GRACE_S = 5.0  # how long output may trail the exit status (see _read_all)
 
 
 class SshError(Exception):
@@ -339,6 +340,7 @@ def login_shell_command(command: str) -> str:
 
 def _read_all(channel: paramiko.Channel, command: str, deadline: float, host: str) -> tuple[bytes, bytes, int]:
     stdout, stderr = bytearray(), bytearray()
+    exited_at: float | None = None
     pause = 0.001
     while True:
         progressed = False
@@ -351,13 +353,20 @@ def _read_all(channel: paramiko.Channel, command: str, deadline: float, host: st
         if progressed:
             pause = 0.001
             continue
-        # SSH delivers data, then EOF, then exit-status: once the status is here, all output is buffered.
+        # The exit status can arrive before the last of the output: OpenSSH sends it when the
+        # command exits, while what the command wrote may still be on its way. The output is
+        # complete at the channel's EOF (or close), which follows. A command that leaves a
+        # background process holding its stdout open never sends EOF: after EXIT_EOF_GRACE_S,
+        # what has arrived is the output.
         if channel.exit_status_ready():
-            while channel.recv_ready():
-                stdout += channel.recv(65536)
-            while channel.recv_stderr_ready():
-                stderr += channel.recv_stderr(65536)
-            return bytes(stdout), bytes(stderr), channel.recv_exit_status()
+            if exited_at is None:
+                exited_at = time.monotonic()
+            if channel.eof_received or channel.closed or time.monotonic() - exited_at > EXIT_EOF_GRACE_S:
+                while channel.recv_ready():
+                    stdout += channel.recv(65536)
+                while channel.recv_stderr_ready():
+                    stderr += channel.recv_stderr(65536)
+                return bytes(stdout), bytes(stderr), channel.recv_exit_status()
         transport = channel.get_transport()
         if channel.closed or transport is None or not transport.is_active():
             raise ConnectionLostError(

@@ -1,0 +1,131 @@
+"""Reading a remote command's output: complete even when the exit status comes first.
+
+OpenSSH sends `exit-status` when the command exits, and what the command wrote may still be
+in flight; the output is complete at the channel's EOF. These tests play the channel's events
+on a fake clock, in the orders a server may send them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from infra.hpc import ssh
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@dataclass
+class ScriptedChannel:
+    """Events at fake times: stdout chunks, stderr chunks, the exit status, EOF."""
+
+    clock: FakeClock
+    stdout: list[tuple[float, bytes]]
+    stderr: list[tuple[float, bytes]] = field(default_factory=list)
+    exit_at: float = 0.0
+    exit_code: int = 0
+    eof_at: float | None = 0.0
+    closed_by_us: bool = False
+
+    def _due(self, chunks: list[tuple[float, bytes]]) -> list[tuple[float, bytes]]:
+        return [c for c in chunks if c[0] <= self.clock.now]
+
+    def recv_ready(self) -> bool:
+        return bool(self._due(self.stdout))
+
+    def recv(self, _n: int) -> bytes:
+        chunk = self._due(self.stdout)[0]
+        self.stdout.remove(chunk)
+        return chunk[1]
+
+    def recv_stderr_ready(self) -> bool:
+        return bool(self._due(self.stderr))
+
+    def recv_stderr(self, _n: int) -> bytes:
+        chunk = self._due(self.stderr)[0]
+        self.stderr.remove(chunk)
+        return chunk[1]
+
+    def exit_status_ready(self) -> bool:
+        return self.clock.now >= self.exit_at
+
+    def recv_exit_status(self) -> int:
+        return self.exit_code
+
+    @property
+    def eof_received(self) -> bool:
+        return self.eof_at is not None and self.clock.now >= self.eof_at
+
+    @property
+    def closed(self) -> bool:
+        return self.closed_by_us
+
+    def get_transport(self) -> ScriptedChannel:
+        return self
+
+    def is_active(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self.closed_by_us = True
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(ssh, "time", fake)
+    return fake
+
+
+LINES = [f"{i:064x}  /home/atlas/run/file{i}.py\n".encode() for i in range(17)]
+
+
+@pytest.mark.parametrize(
+    ("case", "stdout", "exit_at", "eof_at"),
+    [
+        ("data, EOF, then exit status", [(0.0, b"".join(LINES))], 0.02, 0.01),
+        ("exit status before the last chunk", [(0.0, b"".join(LINES[:16])), (0.05, LINES[16])], 0.01, 0.06),
+        ("exit status before any output", [(0.2, b"".join(LINES))], 0.0, 0.2),
+        ("output in many chunks after the exit status", [(0.01 * i, line) for i, line in enumerate(LINES)], 0.0, 0.2),
+    ],
+)
+def test_all_output_is_read_whatever_the_order(
+    clock: FakeClock, case: str, stdout: list[tuple[float, bytes]], exit_at: float, eof_at: float
+) -> None:
+    channel = ScriptedChannel(
+        clock,
+        stdout=list(stdout),
+        stderr=[(exit_at + 0.03, b"late warning\n")],
+        exit_at=exit_at,
+        exit_code=3,
+        eof_at=eof_at + 0.03,
+    )
+    out, err, code = ssh._read_all(channel, "sha256sum -- ...", deadline=60.0, host="login")  # type: ignore[arg-type]
+    assert out == b"".join(LINES), case
+    assert err == b"late warning\n", case
+    assert code == 3
+
+
+def test_a_command_that_never_sends_eof_returns_after_the_grace(clock: FakeClock) -> None:
+    # `cmd &` leaving a child that holds stdout: no EOF until the child ends; the exit status counts.
+    channel = ScriptedChannel(clock, stdout=[(0.0, b"12345\n")], exit_at=0.01, eof_at=None)
+    out, _err, code = ssh._read_all(channel, "nohup sleep 600 & echo $!", deadline=600.0, host="login")  # type: ignore[arg-type]
+    assert (out, code) == (b"12345\n", 0)
+    assert ssh.EXIT_EOF_GRACE_S <= clock.now < ssh.EXIT_EOF_GRACE_S + 1
+
+
+def test_a_command_that_runs_past_its_deadline_is_abandoned(clock: FakeClock) -> None:
+    channel = ScriptedChannel(clock, stdout=[], exit_at=1000.0, eof_at=None)
+    with pytest.raises(ssh.RemoteTimeoutError, match="did not finish in time"):
+        ssh._read_all(channel, "sleep 1000", deadline=10.0, host="login")  # type: ignore[arg-type]
+    assert channel.closed_by_us
