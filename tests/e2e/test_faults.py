@@ -131,11 +131,15 @@ class FaultStack:
 
     # --- Pulumi's view -----------------------------------------------------------------------
 
-    def up_in_background(self) -> subprocess.Popen[str]:
-        return subprocess.Popen(
+    def up_in_background(self) -> BackgroundUp:
+        return BackgroundUp(subprocess.Popen(
             ["pulumi", *UP, "--non-interactive"], cwd=self.proj.root, env=self.proj.env,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-        )
+        ))
+
+    def hold_file(self) -> str:
+        """While this file exists on the login node, the held preparation step stays held."""
+        return f"{pwd.getpwnam(satori.LOGIN_USER).pw_dir}/{self.remote}/{HOLD_FILE}"
 
     def export(self) -> dict[str, Any]:
         return json.loads(self.proj.run("stack", "export", "-s", STACK).stdout)
@@ -149,11 +153,11 @@ class FaultStack:
             if r["type"].endswith(":BatchJob") and r.get("outputs", {}).get("job_name")
         }
 
-    def wait_for_first_job(self, proc: subprocess.Popen[str], timeout: float = 120) -> str:
+    def wait_for_first_job(self, up: BackgroundUp, timeout: float = 120) -> str:
         """Block until a job of this run is in the scheduler; return its name."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            assert proc.poll() is None, f"pulumi up ended before any job was submitted:\n{proc.stdout.read()}"
+            assert up.proc.poll() is None, f"pulumi up ended before any job was submitted:\n{up.output}"
             hits = [n for n in local_squeue_names(self.layout) if n in self.names]
             if hits:
                 return hits[0]
@@ -208,18 +212,74 @@ class FaultStack:
 # Atlas submits the whole pipeline at once and then awaits the preparation steps; the probe's
 # take about a second, too short a window for a fault to land "while they are awaited". The
 # second is held longer: a Ctrl-C lets the operations in flight finish (the first step's wait
-# among them), so the re-run must still find the second one running.
+# among them), so the re-run must still find the second one running. A test that needs it held
+# for as long as it takes creates HOLD_FILE (in the run's remote folder) and removes it to let
+# the step go on (at most HOLD_FILE_LIMIT_S).
 PREP_HOLD_S = {"make-hdf5": 4, "inception-moments": 25}
+HELD_STEP = "inception-moments"
+HOLD_FILE = "hold-inception-moments"
+HOLD_FILE_LIMIT_S = 300
 
 
-def _hold_preparation_steps(path: Path, hold_s: dict[str, int]) -> None:
+def _hold_preparation_steps(path: Path, hold_s: dict[str, int], hold_file: str) -> None:
     """In the project's copy of the workload: each preparation step sleeps first, then runs as written."""
     doc = yaml.safe_load(path.read_text())
     for step in doc["steps"]:
         if step["name"] in hold_s:
             line = shlex.join([str(t) for t in [*step["command"], *step.get("args", [])]])
-            step["command"], step["args"] = ["sh", "-c", f"sleep {hold_s[step['name']]} && {line}"], []
+            hold = f"sleep {hold_s[step['name']]}"
+            if step["name"] == HELD_STEP:
+                wait = f"while [ -e {shlex.quote(hold_file)} ]; do sleep 0.5; done"
+                hold += f"; timeout {HOLD_FILE_LIMIT_S} sh -c {shlex.quote(wait)}"
+            step["command"], step["args"] = ["sh", "-c", f"{hold}; {line}"], []
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+class BackgroundUp:
+    """`pulumi up` in the background, its output read as it comes, so a test can act on what it shows."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.lines: list[str] = []
+        self._arrived = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self._arrived:
+                self.lines.append(line)
+                self._arrived.notify_all()
+
+    @property
+    def output(self) -> str:
+        with self._arrived:
+            return "".join(self.lines)
+
+    def wait_for(self, text: str, timeout: float) -> None:
+        """Block until a line of the output holds `text`."""
+        deadline = time.monotonic() + timeout
+        with self._arrived:
+            while not any(text in line for line in self.lines):
+                left = deadline - time.monotonic()
+                assert left > 0, f"pulumi up did not show {text!r} within {timeout:g} s:\n{''.join(self.lines)}"
+                assert self.proc.poll() is None or self._reader.is_alive(), (
+                    f"pulumi up ended before it showed {text!r}:\n{''.join(self.lines)}"
+                )
+                self._arrived.wait(min(left, 0.5))
+
+    def finish(self, timeout: float) -> tuple[int, str]:
+        """Its exit code and whole output, once it ends (killed, and the test failed, after `timeout`)."""
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            self._reader.join(timeout=10)
+            raise AssertionError(f"pulumi did not end within {timeout:g} s:\n{self.output}") from None
+        self._reader.join(timeout=30)
+        return self.proc.returncode, self.output
 
 
 @pytest.fixture
@@ -236,9 +296,9 @@ def stack(tmp_path: Path, satori_env: Layout) -> Iterator[FaultStack]:
             "private_key_file": info["key_file"], "remote_work_dir": remote,
         }
     proj.set_stack_config(STACK, config)
-    _hold_preparation_steps(proj.root / "workloads" / "probe" / "workload.yaml", PREP_HOLD_S)
-    proj.run("stack", "init", STACK)
     fs = FaultStack(proj, satori_env, remote)
+    _hold_preparation_steps(proj.root / "workloads" / "probe" / "workload.yaml", PREP_HOLD_S, fs.hold_file())
+    proj.run("stack", "init", STACK)
     yield fs
     satori.up(satori_env)  # whatever a test stopped is running again
     proj.run("destroy", "--yes", "-s", STACK)
@@ -251,29 +311,20 @@ def stack(tmp_path: Path, satori_env: Layout) -> Iterator[FaultStack]:
     assert staged == "0", f"{staged} staged job scripts left after destroy"
 
 
-def _stop_after(proc: subprocess.Popen[str], timeout: float) -> tuple[int, str]:
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        raise AssertionError(f"pulumi did not end within {timeout:g} s:\n{out}") from None
-    return proc.returncode, out
-
-
 # --- (a) SIGINT ---------------------------------------------------------------------------------
 
 
 def test_sigint_during_up_then_up_again(stack: FaultStack) -> None:
     # Twice, while the pipeline is submitted and its preparation steps awaited: the forced stop,
     # which leaves the interrupted operations as pending operations in the checkpoint.
-    proc = stack.up_in_background()
-    stack.wait_for_first_job(proc)
+    ssh(stack.layout, f"mkdir -p ~/{stack.remote} && touch {shlex.quote(stack.hold_file())}")
+    up = stack.up_in_background()
+    stack.wait_for_first_job(up)
     time.sleep(0.3)
-    proc.send_signal(signal.SIGINT)
+    up.proc.send_signal(signal.SIGINT)
     time.sleep(0.3)
-    proc.send_signal(signal.SIGINT)
-    rc, out = _stop_after(proc, 60)
+    up.proc.send_signal(signal.SIGINT)
+    rc, out = up.finish(60)
     assert rc != 0, out
     pending = stack.export()["deployment"].get("pending_operations") or []
     after_twice = stack.job_count()
@@ -285,14 +336,16 @@ def test_sigint_during_up_then_up_again(stack: FaultStack) -> None:
     stack.proj.run("refresh", "--yes", "--clear-pending-creates", "-s", STACK)
     assert not stack.export()["deployment"].get("pending_operations")
 
-    # Once, as a user's Ctrl-C, while the second preparation step (held 25 s) is still awaited:
-    # Pulumi's graceful cancel lets the operations in flight finish and records them.
-    proc = stack.up_in_background()
-    time.sleep(4)
-    assert proc.poll() is None, f"up ended before the Ctrl-C:\n{proc.stdout.read() if proc.stdout else ''}"
-    proc.send_signal(signal.SIGINT)
-    rc_once, out = _stop_after(proc, 180)
-    assert "received; cancelling" in out, out
+    # Once, as a user's Ctrl-C, while the second preparation step (held by the hold file) is
+    # awaited: Pulumi's graceful cancel lets the operations in flight finish and records them.
+    # The signal goes once the engine shows that wait: from then on Pulumi handles SIGINT (before
+    # its update starts, a SIGINT ends it, or is ignored where the parent ignores SIGINT).
+    up = stack.up_in_background()
+    up.wait_for(f"{HELD_STEP}-done creating", 180)
+    up.proc.send_signal(signal.SIGINT)
+    up.wait_for("received; cancelling", 30)
+    ssh(stack.layout, f"rm -f {shlex.quote(stack.hold_file())}")  # the held step goes on
+    rc_once, out = up.finish(180)
     assert not stack.export()["deployment"].get("pending_operations"), "a graceful cancel left pending operations"
     after_once = stack.job_count()
     recorded_once = len(stack.state_jobs())
@@ -310,12 +363,12 @@ def test_sigint_during_up_then_up_again(stack: FaultStack) -> None:
 
 def test_slurmctld_stopped_during_up_then_up_again(stack: FaultStack) -> None:
     slurmctld = satori._daemons(stack.layout)["slurmctld"]
-    proc = stack.up_in_background()
-    stack.wait_for_first_job(proc)
+    up = stack.up_in_background()
+    stack.wait_for_first_job(up)
     jobs_before_stop = stack.job_count()
     assert slurmctld.stop(), "slurmctld was not running"
     try:
-        rc, out = _stop_after(proc, 300)
+        rc, out = up.finish(300)
     finally:
         satori.up(stack.layout)
     assert rc != 0, f"up should fail while the scheduler is down:\n{out}"
