@@ -89,7 +89,7 @@ def test_backfill_pods_are_preempted_when_a_gpu_job_arrives_and_the_job_runs(
         assert free_gpus(kube_env) == 0
         pod = backfill_pods(kube_env)[0]
         assert pod["spec"]["priority"] == backfill.PRIORITY_VALUE and pod["spec"]["preemptionPolicy"] == "Never"
-        first = {p["metadata"]["uid"]: p["metadata"]["name"] for p in backfill_pods(kube_env)}
+        first = {p["metadata"]["uid"] for p in backfill_pods(kube_env)}
 
         job = {
             "apiVersion": "batch/v1",
