@@ -24,10 +24,15 @@ def kube_env() -> Iterator[Layout]:
 
 
 @pytest.fixture(scope="session")
-def satori_env() -> Iterator[Layout]:
-    """The local Satori (sshd, Slurm, LSF command set) of the same layout."""
+def root() -> None:
+    """Tests of the local Satori fail, not skip, without root: CI runs as root."""
     if os.geteuid() != 0:
         pytest.fail("the local Satori runs sshd and Slurm as root: run the tests as root (as CI does)")
+
+
+@pytest.fixture(scope="session")
+def satori_env(root: None) -> Iterator[Layout]:
+    """The local Satori (sshd, Slurm, LSF command set) of the same layout."""
     from infra.localenv import satori
 
     layout = default_layout()

@@ -24,7 +24,7 @@ import yaml
 
 HOURS_PER_YEAR = 8760.0
 RATES_FILE = Path(__file__).with_name("rates.yaml")
-SEED_TABLE = "the seed's cost table (shared/notes/workload.md)"
+SEED_TABLE = "the seed project's cost table (Satori vs MOC, 2020)"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """IBM Spectrum LSF 10.1: `#BSUB` scripts, bsub/bjobs/bhist/bkill command lines and their output.
 
-Formats are LSF's documented ones (../shared/notes/schedulers.md); the parsers are tested on
+Formats are LSF's documented ones (IBM Spectrum LSF 10.1 command reference: bsub, bjobs -o/-json,
+bhist, bkill), as the LSF drivers of Nextflow, Toil and dask-jobqueue parse them; tested on
 recorded output in tests/unit/test_hpc_parsers.py. Pure: no I/O.
 """
 

@@ -1,6 +1,6 @@
 """Slurm: `#SBATCH` scripts, sbatch/squeue/sacct/scancel command lines and their output.
 
-Formats were recorded on Debian bookworm's slurm-wlm 22.05.8 (../shared/notes/schedulers.md);
+Formats were recorded on Debian bookworm's slurm-wlm 22.05.8 (tests/unit/data holds the recordings);
 newer releases' JSON shapes (exit_code as an object, numbers as {"set", "number"}) are read
 too. Pure: no I/O.
 """

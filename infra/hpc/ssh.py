@@ -5,7 +5,7 @@ live objects; every provider method asks `connection(endpoint)` instead, and all
 served by one provider process (a sweep of 50 jobs) share one SSH connection per host.
 OpenSSH's own per-command cost (TCP, key exchange, login) is paid once.
 
-Rules kept here, each from a failure seen in other tools (../shared/notes/schedulers.md):
+Rules kept here, each from a failure seen in other tools (Pulumi's command provider, submitit, Toil):
 - host keys only from the configured known_hosts; an unknown or changed key is refused
   with the host and the known_hosts source named (never AutoAddPolicy);
 - credentials arrive as values (Pulumi secrets), are never logged, never in a repr;

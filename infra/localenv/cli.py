@@ -11,12 +11,14 @@ import argparse
 import json
 import sys
 import time
+import traceback
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from infra.localenv import kube, moto
 from infra.localenv.layout import Layout, default_layout
-from infra.localenv.procs import LocalEnvError
+from infra.localenv.procs import Daemon, LocalEnvError
 
 PARTS = ("kube", "satori", "aws")
 
@@ -34,6 +36,55 @@ def _satori() -> Any:
     from infra.localenv import satori
 
     return satori
+
+
+def running_daemons(layout: Layout) -> list[Daemon]:
+    """Every daemon of this environment that runs now (every part records its pid in one folder)."""
+    if not layout.pids_dir.is_dir():
+        return []
+    found = [Daemon(f.stem, layout.pids_dir, layout.logs_dir) for f in layout.pids_dir.glob("*.pid")]
+    return [d for d in found if d.running()]
+
+
+class UpFailed(Exception):
+    """`up` failed and what it had started is stopped again; the message is one line."""
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else "(no message)"
+    return line.rstrip(":;,. ")
+
+
+def up_or_roll_back(layout: Layout, parts: Sequence[str], settings: kube.KubeSettings) -> None:
+    """`cmd_up`, and on any failure stop exactly the daemons this call started (newest first),
+    keep the whole story in a log file, and raise UpFailed with one line that names what failed,
+    what was stopped and what to do."""
+    before = {d.name for d in running_daemons(layout)}
+    try:
+        cmd_up(layout, parts, settings)
+    except (Exception, KeyboardInterrupt) as exc:  # reported in one line, logged whole
+        started = [d for d in running_daemons(layout) if d.name not in before]
+        started.sort(key=lambda d: d.pid_file.stat().st_mtime, reverse=True)
+        stopped = [d.name for d in started if d.stop()]
+        log = _failure_log(layout, exc, stopped)
+        if isinstance(exc, LocalEnvError):
+            what = _first_line(str(exc))
+            hint = "fix that and run `scripts/localenv up` again"
+        elif isinstance(exc, KeyboardInterrupt):
+            what, hint = "interrupted", "run `scripts/localenv up` again"
+        else:
+            what = f"unexpected {type(exc).__name__}: {_first_line(str(exc))}"
+            hint = "this is a bug in Atlas: please report it with that file"
+        undone = f"stopped what it had started ({', '.join(stopped)})" if stopped else "it left nothing running"
+        raise UpFailed(f"localenv up failed: {what}; {undone}; details in {log}; {hint}") from exc
+
+
+def _failure_log(layout: Layout, exc: BaseException, stopped: Sequence[str]) -> Path:
+    layout.logs_dir.mkdir(parents=True, exist_ok=True)
+    path = layout.logs_dir / "localenv-up-failed.log"
+    text = "".join(traceback.format_exception(exc))
+    path.write_text(f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n{text}\nstopped again: {', '.join(stopped) or 'none'}\n")
+    return path
 
 
 def cmd_up(layout: Layout, parts: Sequence[str], settings: kube.KubeSettings) -> None:
@@ -112,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "up":
             if args.gpu_nodes < 0 or args.cpu_nodes < 0 or args.pod_run_seconds < 0:
                 parser.error("--gpu-nodes, --cpu-nodes and --pod-run-seconds must not be negative")
-            cmd_up(layout, parts, kube.KubeSettings(args.pod_run_seconds, args.gpu_nodes, args.cpu_nodes))
+            up_or_roll_back(layout, parts, kube.KubeSettings(args.pod_run_seconds, args.gpu_nodes, args.cpu_nodes))
         elif args.command == "down":
             cmd_down(layout, parts)
             if args.reset:
@@ -123,6 +174,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(json.dumps(status, indent=2))
             else:
                 _print_status(status)
+    except UpFailed as exc:
+        print(exc, file=sys.stderr)
+        return 1
     except LocalEnvError as exc:
         print(f"localenv: {exc}", file=sys.stderr)
         return 1

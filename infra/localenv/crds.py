@@ -3,12 +3,13 @@
 On OpenShift, Project/ProjectRequest, ImageStream and BuildConfig/Build are served by
 openshift-apiserver and no CRDs for them are published; the local cluster therefore gets
 CRDs written here. Their schemas are converted from OpenShift's own OpenAPI document
-(openshift/api `openapi/openapi.json`), so that an object OpenShift would refuse for an
+(openshift/api `openapi/openapi.json` at the pinned commit, cut to the kinds Atlas creates and
+kept in the repository: `infra/schemas/`), so that an object OpenShift would refuse for an
 unknown or misspelled field is refused locally too: the API server prunes unknown fields
 from a structural schema, and with `fieldValidation=Strict` (what server-side apply from
 pulumi-kubernetes and `kubectl apply --server-side` use) pruning becomes an error.
 
-Everything here is pure: the OpenAPI document is read once, the rest is dict to dict.
+Everything here is pure: the definitions come in, the rest is dict to dict.
 What a CRD cannot express the way openshift-apiserver does it:
 - nothing behind the objects runs: no namespace appears for a Project, no build runs for a
   BuildConfig, no host is filled in for a Route;
@@ -20,13 +21,14 @@ What a CRD cannot express the way openshift-apiserver does it:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from infra import schemas
 
 Schema = dict[str, Any]
 
@@ -146,15 +148,6 @@ OPENSHIFT_KINDS: tuple[OpenShiftKind, ...] = (
 
 class SchemaConversionError(ValueError):
     """The OpenAPI document does not have what a CRD needs; the message names the definition."""
-
-
-def load_definitions(openapi_path: Path) -> dict[str, Schema]:
-    """The `definitions` of a Swagger 2 document (OpenShift's openapi.json is one)."""
-    document = json.loads(openapi_path.read_text())
-    definitions = document.get("definitions")
-    if not isinstance(definitions, dict):
-        raise SchemaConversionError(f"{openapi_path}: no `definitions` object (not a Swagger 2 document?)")
-    return definitions
 
 
 def _ref_name(ref: str) -> str:
@@ -304,10 +297,12 @@ def crd_for(kind: OpenShiftKind, definitions: Mapping[str, Schema]) -> dict[str,
 
 
 def openshift_crds(
-    openapi_path: Path, kinds: Iterable[OpenShiftKind] = OPENSHIFT_KINDS
+    definitions: Mapping[str, Schema] | None = None, kinds: Iterable[OpenShiftKind] = OPENSHIFT_KINDS
 ) -> list[dict[str, Any]]:
-    """CRDs for the OpenShift kinds, with schemas converted from OpenShift's OpenAPI document."""
-    definitions = load_definitions(openapi_path)
+    """CRDs for the OpenShift kinds, with schemas converted from OpenShift's OpenAPI document
+    (by default the repository's cut of it, `infra.schemas`)."""
+    if definitions is None:
+        definitions = schemas.openshift_definitions()
     crds = [crd_for(kind, definitions) for kind in kinds]
     problems = [p for crd in crds for p in crd_problems(crd)]
     if problems:

@@ -30,10 +30,6 @@ from infra.localenv.pki import Pki, ensure_pki, kubeconfig_yaml
 from infra.localenv.procs import Daemon, LocalEnvError, port_open, require_free_ports, wait_for
 from infra.toolchain.pins import REPO_ROOT, load_pins, toolchain_dir
 
-OPENSHIFT_OPENAPI = Path(
-    os.environ.get("ATLAS_OPENSHIFT_OPENAPI")
-    or REPO_ROOT.parent / "shared" / "reference" / "openshift-openapi.json"
-)
 SERVICE_CIDR = "10.96.0.0/12"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
@@ -236,7 +232,7 @@ def _apply_cluster_objects(layout: Layout, settings: KubeSettings, say: Callable
     """CRDs, storage and nodes: server-side apply, so a second `up` changes nothing."""
     say("kubernetes: applying OpenShift CRDs, storage and KWOK nodes")
     objects: list[dict[str, Any]] = []
-    objects += crds.openshift_crds(OPENSHIFT_OPENAPI)
+    objects += crds.openshift_crds()
     objects += kwok.storage_objects(layout.kube_dir / "volumes", rwo=16, rwx=8)
     objects += kwok.gpu_nodes(settings.gpu_nodes) + kwok.cpu_nodes(settings.cpu_nodes)
     manifest = yaml.safe_dump_all(objects, sort_keys=False)

@@ -5,9 +5,17 @@ the Kubernetes control plane and KWOK are all built with the ordinary `go` clien
 the Go module proxy, each in a small wrapper module of its own so that one tool's
 dependencies never raise another's.
 
-Each step builds into a scratch folder and moves its binaries into `bin/` only when
-the whole step succeeded; a stamp file written last marks a step as done. A binary
-without its stamp is never trusted, so a failed or interrupted build is simply redone.
+Each step is built from the pins it names (its sections of toolchain/pins.toml) into a
+store folder of its own, `<cache>/toolchain/steps/<step>-<key>`, and the toolchain's `bin/`
+links each tool to its step's build: a changed pin rebuilds only the steps built from it.
+A step builds into a scratch folder and moves its binaries into the store only when the
+whole step succeeded; a stamp file written last marks it done. A binary without its stamp
+is never trusted, so a failed or interrupted build is simply redone.
+
+Every step has a fetch stage (the wrapper module and `go get`/`go mod download`: network)
+and a compile stage (CPU). The fetch stages run one after another in a thread of their own,
+ahead of the compiles, so downloads overlap the compiling of the step before; all steps
+share Go's module and build caches.
 
 Standard library only: this runs with the system Python before the venv exists.
 """
@@ -30,7 +38,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from infra.toolchain.pins import REPO_ROOT, Pins, load_pins, toolchain_dir
+from infra.toolchain.pins import BUILT_SECTIONS, REPO_ROOT, Pins, cache_root, load_pins, toolchain_dir
 
 VENV_DIR = REPO_ROOT / ".venv"
 MIN_GO = (1, 26)
@@ -51,13 +59,21 @@ class Progress:
         self.total = total
         self.start = time.monotonic()
         self.index = 0
+        self._lock = threading.Lock()
+        # Seconds per phase ("venv", "<step> fetch", "<step> compile"), for --timings.
+        self.phases: dict[str, float] = {}
 
     def step(self, name: str, what: str) -> None:
         self.index += 1
         self.say(f"[{self.index}/{self.total}] {name}: {what}")
 
     def say(self, line: str) -> None:
-        print(f"bootstrap {_elapsed(self.start):>7} {line}", flush=True)
+        with self._lock:
+            print(f"bootstrap {_elapsed(self.start):>7} {line}", flush=True)
+
+    def timed(self, phase: str, started: float) -> None:
+        with self._lock:
+            self.phases[phase] = round(time.monotonic() - started, 1)
 
 
 def run(
@@ -139,6 +155,16 @@ def module_dir(module: str, version: str, workdir: Path, env: dict[str, str]) ->
     return Path(json.loads(out)["Dir"])
 
 
+def download_module(module: str, version: str) -> Path:
+    """The folder of a pinned Go module, from the module cache or the Go module proxy (the same
+    place the toolchain's sources come from); raises StepFailed naming the module."""
+    if shutil.which("go") is None:
+        raise StepFailed(f"`go` is not on PATH, needed for {module}@{version}: install Go 1.26 or newer")
+    with tempfile.TemporaryDirectory(prefix="atlas-gomod-") as tmp:
+        write_wrapper(Path(tmp), "download", {}, {})
+        return module_dir(module, version, Path(tmp), go_env(Path(tmp)))
+
+
 def write_wrapper(
     workdir: Path, name: str, requires: dict[str, str], replaces: dict[str, str]
 ) -> None:
@@ -153,41 +179,51 @@ def write_wrapper(
     (workdir / "go.mod").write_text("\n".join(lines) + "\n")
 
 
+StageFn = Callable[[Pins, Path, Path, "Progress"], None]
+
+
 @dataclass(frozen=True)
 class Step:
     name: str
     outputs: tuple[str, ...]
     what: str
-    build: Callable[[Pins, Path, Path, Progress], None]
+    # The sections of toolchain/pins.toml the step is built from: its cache key.
+    sections: tuple[str, ...]
+    fetch: StageFn
+    compile: StageFn | None = None
     # What the step writes itself besides the pinned sources (shims): a change redoes the step alone.
     recipe: str = ""
 
     def key(self, pins: Pins) -> str:
-        if not self.recipe:
-            return f"{self.name}:{pins.digest}"
-        return f"{self.name}:{pins.digest}:{hashlib.sha256(self.recipe.encode()).hexdigest()[:12]}"
+        recipe = hashlib.sha256(self.recipe.encode()).hexdigest()[:12] if self.recipe else "-"
+        return f"{self.name}:{pins.digest_of(*self.sections)}:{recipe}"
 
 
 def _ldflags(pairs: dict[str, str]) -> str:
     return " ".join(f"-X {k}={v}" for k, v in sorted(pairs.items()))
 
 
+def go_get(workdir: Path, packages: Sequence[str], version: str, env: dict[str, str], progress: Progress,
+           label: str) -> None:
+    """Fetch stage: record the packages' requirements and checksums in the wrapper module and
+    download every module their build needs. The version must be explicit: a bare `go get pkg`
+    upgrades its module to the latest."""
+    run(
+        ["go", "get", *(f"{p}@{version}" for p in packages)],
+        cwd=workdir, env=env, progress=progress, label=f"{label} (fetch)",
+    )
+
+
 def go_build(
     workdir: Path,
     out: Path,
     packages: Sequence[str],
-    version: str,
     ldflags: dict[str, str],
     env: dict[str, str],
     progress: Progress,
     label: str,
 ) -> None:
-    # `go get` records the packages' requirements and checksums in the wrapper module.
-    # The version must be explicit: a bare `go get pkg` upgrades its module to the latest.
-    run(
-        ["go", "get", *(f"{p}@{version}" for p in packages)],
-        cwd=workdir, env=env, progress=progress, label=f"{label} (fetch)",
-    )
+    """Compile stage: the modules are already in the module cache."""
     target = str(out) + os.sep if len(packages) > 1 else str(out)
     run(
         ["go", "build", "-v", "-trimpath", "-ldflags", f"-s -w {_ldflags(ldflags)}", "-o", target, *packages],
@@ -199,10 +235,11 @@ def go_build(
 
 
 # --- the steps ---------------------------------------------------------------------
+# Each step: `fetch(pins, scratch, out, progress)` writes its wrapper module and downloads
+# (network), `compile(pins, scratch, out, progress)` builds into `out` (CPU).
 
 
-def build_pulumi(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
-    env = go_env(scratch)
+def fetch_pulumi(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
     version = f"v{pins.pulumi}"
     write_wrapper(
         scratch,
@@ -211,16 +248,17 @@ def build_pulumi(pins: Pins, scratch: Path, out: Path, progress: Progress) -> No
         # pkg/v3's own go.mod carries this replace; Go ignores a dependency's replaces.
         {"github.com/atotto/clipboard": "github.com/tgummerer/clipboard v0.0.0-20241001131231-d02d263e614e"},
     )
-    go_build(
-        scratch,
-        out / "pulumi",
-        ["github.com/pulumi/pulumi/pkg/v3/cmd/pulumi"],
-        version,
-        {"github.com/pulumi/pulumi/sdk/v3/go/common/version.Version": version},
-        env,
-        progress,
-        "pulumi",
-    )
+    go_get(scratch, [PULUMI_PACKAGE], version, go_env(scratch), progress, "pulumi")
+
+
+PULUMI_PACKAGE = "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi"
+
+
+def compile_pulumi(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
+    version = f"v{pins.pulumi}"
+    go_build(scratch, out / "pulumi", [PULUMI_PACKAGE],
+             {"github.com/pulumi/pulumi/sdk/v3/go/common/version.Version": version},
+             go_env(scratch), progress, "pulumi")
 
 
 LANGUAGE_HOST_SHIM = """#!/bin/sh
@@ -239,7 +277,7 @@ exec "${PULUMI_PYTHON_CMD:-python3}" -u -m infra.toolchain.dynamic_host "$@"
 """
 
 
-def build_python_plugins(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
+def fetch_python_plugins(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
     env = go_env(scratch)
     write_wrapper(scratch, "python-plugins", {}, {})
     sdk = module_dir("github.com/pulumi/pulumi/sdk/v3", f"v{pins.pulumi}", scratch, env)
@@ -278,9 +316,12 @@ func main() {
 """
 
 
-def build_kubernetes_provider(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
+KUBERNETES_PROVIDER_MODULE = "github.com/pulumi/pulumi-kubernetes/provider/v4"
+
+
+def fetch_kubernetes_provider(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
     env = go_env(scratch)
-    module = "github.com/pulumi/pulumi-kubernetes/provider/v4"
+    module = KUBERNETES_PROVIDER_MODULE
     write_wrapper(
         scratch,
         "pulumi-resource-kubernetes",
@@ -309,37 +350,46 @@ def build_kubernetes_provider(pins: Pins, scratch: Path, out: Path, progress: Pr
     go_mod = (scratch / "go.mod").read_text()
     go_mod += "".join(f"replace {k} => {v}\n" for k, v in sorted(upstream_replaces.items()))
     (scratch / "go.mod").write_text(go_mod)
-    run(["go", "mod", "tidy"], cwd=scratch, env=env, progress=progress, label="provider (tidy)")
+    run(["go", "mod", "tidy"], cwd=scratch, env=env, progress=progress, label="pulumi-resource-kubernetes (fetch)")
+
+
+def compile_kubernetes_provider(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
     run(
         [
             "go", "build", "-v", "-trimpath",
-            "-ldflags", f"-s -w -X {module}/pkg/version.Version={pins.pulumi_kubernetes}",
+            "-ldflags", f"-s -w -X {KUBERNETES_PROVIDER_MODULE}/pkg/version.Version={pins.pulumi_kubernetes}",
             "-o", str(out / "pulumi-resource-kubernetes"), ".",
         ],
         cwd=scratch,
-        env=env,
+        env=go_env(scratch),
         progress=progress,
         label="pulumi-resource-kubernetes (compile)",
     )
 
 
-def build_etcd(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
-    env = go_env(scratch)
+ETCD_PACKAGE = "go.etcd.io/etcd/server/v3"
+
+
+def fetch_etcd(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
     version = f"v{pins.etcd}"
     siblings = ["api/v3", "client/pkg/v3", "client/v3", "pkg/v3"]
     write_wrapper(
         scratch,
         "etcd",
-        {"go.etcd.io/etcd/server/v3": version, **{f"go.etcd.io/etcd/{s}": version for s in siblings}},
+        {ETCD_PACKAGE: version, **{f"go.etcd.io/etcd/{s}": version for s in siblings}},
         {},
     )
-    go_build(scratch, out / "etcd", ["go.etcd.io/etcd/server/v3"], version, {}, env, progress, "etcd")
+    go_get(scratch, [ETCD_PACKAGE], version, go_env(scratch), progress, "etcd")
+
+
+def compile_etcd(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
+    go_build(scratch, out / "etcd", [ETCD_PACKAGE], {}, go_env(scratch), progress, "etcd")
 
 
 KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
 
 
-def build_kubernetes(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
+def fetch_kubernetes(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
     env = go_env(scratch)
     version = f"v{pins.kubernetes}"
     staging = pins.kubernetes_staging
@@ -365,6 +415,15 @@ def build_kubernetes(pins: Pins, scratch: Path, out: Path, progress: Progress) -
         {"k8s.io/kubernetes": version, **dict.fromkeys(served, staging)},
         {**{mod: f"{mod} {staging}" for mod in served}, **{mod: f"./stubs/{mod}" for mod in missing}},
     )
+    go_get(scratch, _kube_packages(), version, env, progress, "kubernetes")
+
+
+def _kube_packages() -> list[str]:
+    return [f"k8s.io/kubernetes/cmd/{c}" for c in KUBE_COMMANDS]
+
+
+def compile_kubernetes(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
+    version = f"v{pins.kubernetes}"
     major, minor, _ = pins.kubernetes.split(".")
     stamp = {
         "gitVersion": version,
@@ -377,8 +436,7 @@ def build_kubernetes(pins: Pins, scratch: Path, out: Path, progress: Progress) -
     ldflags = {}
     for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
         ldflags.update({f"{pkg}.{k}": v for k, v in stamp.items()})
-    packages = [f"k8s.io/kubernetes/cmd/{c}" for c in KUBE_COMMANDS]
-    go_build(scratch, out, packages, version, ldflags, env, progress, "kubernetes")
+    go_build(scratch, out, _kube_packages(), ldflags, go_env(scratch), progress, "kubernetes")
 
 
 def _served_modules(
@@ -402,20 +460,18 @@ def _served_modules(
     return [m for m in modules if m not in failed], [m for m in modules if m in failed]
 
 
-def build_kwok(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
-    env = go_env(scratch)
+KWOK_PACKAGE = "sigs.k8s.io/kwok/cmd/kwok"
+
+
+def fetch_kwok(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
     version = f"v{pins.kwok}"
     write_wrapper(scratch, "kwok", {"sigs.k8s.io/kwok": version}, {})
-    go_build(
-        scratch,
-        out / "kwok",
-        ["sigs.k8s.io/kwok/cmd/kwok"],
-        version,
-        {"sigs.k8s.io/kwok/pkg/consts.Version": version},
-        env,
-        progress,
-        "kwok",
-    )
+    go_get(scratch, [KWOK_PACKAGE], version, go_env(scratch), progress, "kwok")
+
+
+def compile_kwok(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
+    go_build(scratch, out / "kwok", [KWOK_PACKAGE], {"sigs.k8s.io/kwok/pkg/consts.Version": f"v{pins.kwok}"},
+             go_env(scratch), progress, "kwok")
 
 
 def venv_key() -> str:
@@ -454,53 +510,157 @@ def compile_project_bytecode() -> None:
 
 
 BINARY_STEPS: tuple[Step, ...] = (
-    Step("pulumi", ("pulumi",), "the Pulumi CLI (engine)", build_pulumi),
+    Step("pulumi", ("pulumi",), "the Pulumi CLI (engine)", ("pulumi",), fetch_pulumi, compile_pulumi),
     Step(
         "python-plugins",
         ("pulumi-language-python", "pulumi-language-python-exec", "pulumi-resource-pulumi-python"),
         "Python language runtime launcher and dynamic-provider shim",
-        build_python_plugins,
+        ("pulumi",),
+        fetch_python_plugins,
         recipe=LANGUAGE_HOST_SHIM + DYNAMIC_HOST_SHIM,
     ),
     Step(
         "pulumi-resource-kubernetes",
         ("pulumi-resource-kubernetes",),
         "Kubernetes provider plugin",
-        build_kubernetes_provider,
+        ("pulumi_kubernetes",),
+        fetch_kubernetes_provider,
+        compile_kubernetes_provider,
     ),
-    Step("etcd", ("etcd",), "etcd", build_etcd),
-    Step("kwok", ("kwok",), "KWOK node and pod simulator", build_kwok),
-    Step("kubernetes", KUBE_COMMANDS, "kube-apiserver, controller-manager, scheduler, kubectl", build_kubernetes),
+    Step("etcd", ("etcd",), "etcd", ("etcd",), fetch_etcd, compile_etcd),
+    Step("kwok", ("kwok",), "KWOK node and pod simulator", ("kwok",), fetch_kwok, compile_kwok),
+    Step(
+        "kubernetes", KUBE_COMMANDS, "kube-apiserver, controller-manager, scheduler, kubectl", ("kubernetes",),
+        fetch_kubernetes, compile_kubernetes,
+    ),
 )
 
 
-def step_done(step: Step, pins: Pins, bindir: Path) -> bool:
-    stamp = bindir / f".{step.name}.stamp"
+@dataclass(frozen=True)
+class Toolchain:
+    """Where steps are built (`steps/<step>-<key>`) and the `bin/` that links their tools."""
+
+    root: Path
+    pins: Pins
+
+    @property
+    def bin(self) -> Path:
+        return self.root / self.pins.digest_of(*BUILT_SECTIONS) / "bin"
+
+    def store(self, step: Step) -> Path:
+        key = hashlib.sha256(step.key(self.pins).encode()).hexdigest()[:12]
+        return self.root / "steps" / f"{step.name}-{key}"
+
+
+def default_toolchain(pins: Pins) -> Toolchain:
+    toolchain = Toolchain(cache_root() / "toolchain", pins)
+    assert toolchain.bin.parent == toolchain_dir(pins)  # one place decides the folder
+    return toolchain
+
+
+def step_done(step: Step, toolchain: Toolchain) -> bool:
+    store = toolchain.store(step)
+    stamp = store / ".stamp"
     return (
         stamp.exists()
-        and stamp.read_text() == step.key(pins)
-        and all((bindir / o).exists() for o in step.outputs)
+        and stamp.read_text() == step.key(toolchain.pins)
+        and all((store / o).exists() for o in step.outputs)
     )
 
 
-def run_step(step: Step, pins: Pins, root: Path, progress: Progress) -> None:
-    bindir = root / "bin"
-    bindir.mkdir(parents=True, exist_ok=True)
-    (bindir / f".{step.name}.stamp").unlink(missing_ok=True)
-    work = root / "work"
-    work.mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f"{step.name}-", dir=work) as tmp:
-        scratch = Path(tmp) / "src"
-        staged = Path(tmp) / "bin"
-        scratch.mkdir()
-        staged.mkdir()
-        step.build(pins, scratch, staged, progress)
-        missing = [o for o in step.outputs if not (staged / o).exists()]
-        if missing:
-            raise StepFailed(f"the build finished but did not produce {', '.join(missing)}")
-        for name in step.outputs:
-            os.replace(staged / name, bindir / name)
-    (bindir / f".{step.name}.stamp").write_text(step.key(pins))
+def link_step(step: Step, toolchain: Toolchain) -> None:
+    """Point `bin/<tool>` at the step's build (relative links, so the cache can move)."""
+    toolchain.bin.mkdir(parents=True, exist_ok=True)
+    store = toolchain.store(step)
+    for name in step.outputs:
+        link = toolchain.bin / name
+        target = os.path.relpath(store / name, toolchain.bin)
+        if link.is_symlink() and os.readlink(link) == target:
+            continue
+        tmp = toolchain.bin / f".{name}.link"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(target)
+        os.replace(tmp, link)
+
+
+class Prepared:
+    """A step's scratch folders once its fetch stage ran (or the error it raised)."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.scratch = tmp / "src"
+        self.staged = tmp / "bin"
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+
+
+def fetch_step(step: Step, toolchain: Toolchain, progress: Progress, prepared: Prepared) -> None:
+    started = time.monotonic()
+    try:
+        prepared.scratch.mkdir(parents=True)
+        prepared.staged.mkdir(parents=True)
+        step.fetch(toolchain.pins, prepared.scratch, prepared.staged, progress)
+        progress.timed(f"{step.name} fetch", started)
+    except BaseException as exc:  # noqa: BLE001 - handed to the compiling thread, which raises it
+        prepared.error = exc
+    finally:
+        prepared.done.set()
+
+
+def finish_step(step: Step, toolchain: Toolchain, progress: Progress, prepared: Prepared) -> None:
+    """Compile a fetched step, move its outputs into its store folder, stamp it, link it."""
+    prepared.done.wait()
+    if prepared.error is not None:
+        raise prepared.error
+    if step.compile is not None:
+        started = time.monotonic()
+        step.compile(toolchain.pins, prepared.scratch, prepared.staged, progress)
+        progress.timed(f"{step.name} compile", started)
+    missing = [o for o in step.outputs if not (prepared.staged / o).exists()]
+    if missing:
+        raise StepFailed(f"the build finished but did not produce {', '.join(missing)}")
+    store = toolchain.store(step)
+    if store.exists():
+        shutil.rmtree(store)
+    store.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(prepared.staged, store)
+    (store / ".stamp").write_text(step.key(toolchain.pins))
+    link_step(step, toolchain)
+
+
+def run_step(step: Step, toolchain: Toolchain, progress: Progress) -> None:
+    """Fetch and compile one step in this thread (what `build_steps` does, without overlap)."""
+    build_steps([step], toolchain, progress, announce=False)
+
+
+def build_steps(steps: Sequence[Step], toolchain: Toolchain, progress: Progress, announce: bool = True) -> None:
+    """Build `steps` in order: a thread runs their fetch stages one after another, ahead of
+    the compiles, so a step's downloads overlap the compiling of the one before it."""
+    work = toolchain.root / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="bootstrap-", dir=work))
+    prepared = {s.name: Prepared(tmp / s.name) for s in steps}
+    stop = threading.Event()
+
+    def fetch_all() -> None:
+        for s in steps:
+            if stop.is_set():
+                prepared[s.name].error = StepFailed("not fetched: an earlier step failed")
+                prepared[s.name].done.set()
+                continue
+            fetch_step(s, toolchain, progress, prepared[s.name])
+
+    fetcher = threading.Thread(target=fetch_all, name="bootstrap-fetch", daemon=True)
+    fetcher.start()
+    try:
+        for s in steps:
+            if announce:
+                progress.step(s.name, f"building {s.what}")
+            finish_step(s, toolchain, progress, prepared[s.name])
+    finally:
+        stop.set()
+        fetcher.join()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -508,16 +668,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     step_names = ",".join(["venv", *(s.name for s in BINARY_STEPS)])
     parser.add_argument("--only", help=f"comma-separated step names ({step_names})")
     parser.add_argument("--print-bin", action="store_true", help="print the toolchain's bin folder and exit")
+    parser.add_argument("--timings", type=Path, help="write the seconds each phase took to this JSON file")
     args = parser.parse_args(argv)
 
     pins = load_pins()
-    root = toolchain_dir(pins)
+    toolchain = default_toolchain(pins)
     if args.print_bin:
-        print(root / "bin")
+        print(toolchain.bin)
         return 0
     wanted = set(args.only.split(",")) if args.only else None
+    unknown = (wanted or set()) - {"venv", *(s.name for s in BINARY_STEPS)}
+    if unknown:
+        parser.error(f"--only: unknown step(s) {', '.join(sorted(unknown))}; known: {step_names}")
     steps = [s for s in BINARY_STEPS if wanted is None or s.name in wanted]
-    todo = [s for s in steps if not step_done(s, pins, root / "bin")]
+    todo = [s for s in steps if not step_done(s, toolchain)]
+    for step in steps:
+        if step not in todo:
+            link_step(step, toolchain)  # built by another pin set that shares this step's pins
     venv_wanted = wanted is None or "venv" in wanted
     venv_stale = venv_wanted and not (
         (VENV_DIR / ".atlas-stamp").exists() and (VENV_DIR / ".atlas-stamp").read_text() == venv_key()
@@ -526,25 +693,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     if venv_wanted and not venv_stale:
         compile_project_bytecode()
     if not todo and not venv_stale:
-        progress.say(f"toolchain up to date in {root / 'bin'}")
+        progress.say(f"toolchain up to date in {toolchain.bin}")
         return 0
+    started = time.monotonic()
     try:
+        if todo:
+            progress.say(check_go())
         if venv_stale:
             progress.step("venv", f"Python virtual environment in {VENV_DIR}")
             build_venv(pins, progress)
             compile_project_bytecode()
+            progress.timed("venv", started)
         if todo:
-            progress.say(check_go())
-        for step in todo:
-            progress.step(step.name, f"building {step.what}")
-            run_step(step, pins, root, progress)
+            build_steps(todo, toolchain, progress)
     except StepFailed as exc:
         progress.say(f"FAILED at step {progress.index}/{progress.total}: {exc}")
         return 1
     except KeyboardInterrupt:
         progress.say("interrupted: the step in progress left nothing behind; run again to resume")
         return 130
-    progress.say(f"done; toolchain in {root / 'bin'}")
+    finally:
+        progress.timed("total", started)
+        if args.timings is not None:
+            args.timings.write_text(json.dumps(progress.phases, indent=2) + "\n")
+    phases = ", ".join(f"{k} {v:.0f}s" for k, v in progress.phases.items())
+    progress.say(f"done; toolchain in {toolchain.bin} ({phases})")
     return 0
 
 

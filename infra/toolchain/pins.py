@@ -7,10 +7,13 @@ any virtual environment exists.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PINS_FILE = REPO_ROOT / "toolchain" / "pins.toml"
@@ -29,7 +32,18 @@ class Pins:
     kubernetes: str
     etcd: str
     kwok: str
-    digest: str
+    openshift_api_repository: str
+    openshift_api_commit: str
+    openshift_api_sha256: str
+    # Every section as written, for the per-step cache keys (`digest_of`).
+    sections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, compare=False, repr=False)
+
+    def digest_of(self, *names: str) -> str:
+        """A key over the named sections' values only: a step is rebuilt when what it is built
+        from changes, not when another tool's pin or a comment does."""
+        chosen = {name: dict(self.sections[name]) for name in names}
+        text = json.dumps(chosen, sort_keys=True) + BUILD_RECIPE_VERSION
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     @property
     def kubernetes_staging(self) -> str:
@@ -39,10 +53,10 @@ class Pins:
 
 
 def load_pins(path: Path = PINS_FILE) -> Pins:
-    raw = path.read_bytes()
-    data = tomllib.loads(raw.decode())
+    data = tomllib.loads(path.read_text())
     try:
         kube = data["pulumi_kubernetes"]
+        openshift_api = data["openshift_api"]
         return Pins(
             pulumi=data["pulumi"]["version"],
             pulumi_kubernetes=kube["version"],
@@ -52,7 +66,10 @@ def load_pins(path: Path = PINS_FILE) -> Pins:
             kubernetes=data["kubernetes"]["version"],
             etcd=data["etcd"]["version"],
             kwok=data["kwok"]["version"],
-            digest=hashlib.sha256(raw + BUILD_RECIPE_VERSION.encode()).hexdigest()[:12],
+            openshift_api_repository=openshift_api["repository"],
+            openshift_api_commit=openshift_api["commit"],
+            openshift_api_sha256=openshift_api["sha256"],
+            sections=data,
         )
     except KeyError as missing:
         raise SystemExit(f"{path}: missing key {missing}; see the comments in that file") from None
@@ -67,4 +84,9 @@ def cache_root() -> Path:
 
 
 def toolchain_dir(pins: Pins) -> Path:
-    return cache_root() / "toolchain" / pins.digest
+    """The toolchain of these pins: `bin/` links each tool to the build of its step."""
+    return cache_root() / "toolchain" / pins.digest_of(*BUILT_SECTIONS)
+
+
+# The sections binaries are built from (the rest is data, such as the schema source).
+BUILT_SECTIONS = ("pulumi", "pulumi_kubernetes", "kubernetes", "etcd", "kwok")

@@ -28,7 +28,7 @@ from tests.e2e.pulumi_cli import isolated_env
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(os.geteuid() != 0, reason="the local Satori runs sshd and Slurm as root"),
+    pytest.mark.usefixtures("root"),
 ]
 
 PORT_BASE = int(os.environ.get("ATLAS_TEST_HPC_SECRETS_PORT_BASE", "17300"))

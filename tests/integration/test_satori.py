@@ -27,7 +27,7 @@ from infra.localenv.procs import LocalEnvError, port_open
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(os.geteuid() != 0, reason="the local Satori runs sshd and Slurm as root"),
+    pytest.mark.usefixtures("root"),
 ]
 
 PORT_BASE = int(os.environ.get("ATLAS_TEST_SATORI_PORT_BASE", "17000"))

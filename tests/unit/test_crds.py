@@ -1,35 +1,28 @@
-"""infra/localenv/crds.py: OpenShift CRDs converted from OpenShift's OpenAPI document are
-structural, keep OpenShift's field names, and refuse misspelled fields."""
+"""infra/localenv/crds.py: OpenShift CRDs converted from OpenShift's OpenAPI document (the
+repository's cut of it, infra/schemas/) are structural, keep OpenShift's field names, and refuse
+misspelled fields."""
 
 from __future__ import annotations
 
 import copy
 import json
-import os
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from infra import schemas
 from infra.localenv import crds
-from infra.toolchain.pins import REPO_ROOT
-
-OPENAPI = Path(
-    os.environ.get("ATLAS_OPENSHIFT_OPENAPI")
-    or REPO_ROOT.parent / "shared" / "reference" / "openshift-openapi.json"
-)
-pytestmark = pytest.mark.skipif(not OPENAPI.exists(), reason=f"OpenShift OpenAPI document not at {OPENAPI}")
 
 
 @pytest.fixture(scope="module")
 def definitions() -> dict[str, Any]:
-    return crds.load_definitions(OPENAPI)
+    return schemas.openshift_definitions()
 
 
 @pytest.fixture(scope="module")
 def by_kind() -> dict[str, dict[str, Any]]:
-    return {c["spec"]["names"]["kind"]: c for c in crds.openshift_crds(OPENAPI)}
+    return {c["spec"]["names"]["kind"]: c for c in crds.openshift_crds()}
 
 
 def schema_of(crd: dict[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """Scheduler output parsers, on output recorded from the local Satori (LSF command set on Slurm
-22.05.8) and from LSF's documentation (../shared/notes/schedulers.md)."""
+22.05.8) and from LSF's documentation (IBM Spectrum LSF 10.1)."""
 
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from infra.localenv import crds, kwok
-
-KWOK_MODULE = Path.home() / "go" / "pkg" / "mod" / "sigs.k8s.io" / "kwok@v0.8.0"
+from infra.toolchain.bootstrap import download_module
+from infra.toolchain.pins import load_pins
 
 
 def by_name(stages: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -130,9 +130,9 @@ def test_stages_survive_yaml():
     assert list(yaml.safe_load_all(yaml.safe_dump_all(stages, sort_keys=False))) == stages
 
 
-@pytest.mark.skipif(not KWOK_MODULE.exists(), reason=f"kwok module not at {KWOK_MODULE}")
 def test_stages_fit_kwoks_stage_crd():
-    crd = kwok.kwok_stage_crd(KWOK_MODULE)
+    # The pinned KWOK module, the one bootstrap builds kwok from (module cache or Go module proxy).
+    crd = kwok.kwok_stage_crd(download_module("sigs.k8s.io/kwok", f"v{load_pins().kwok}"))
     assert crd["metadata"]["name"] == "stages.kwok.x-k8s.io"
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     for stage in kwok.kwok_stages(pod_start_seconds=1) + kwok.kwok_stages(node_lease=False):
@@ -183,7 +183,13 @@ def pod(phase: str, owner: str | None = None, annotations: dict[str, str] | None
     return {"metadata": metadata, "status": status}
 
 
-needs_jq = pytest.mark.skipif(shutil.which("jq") is None, reason="jq not on PATH")
+@pytest.fixture
+def jq() -> None:
+    if shutil.which("jq") is None:
+        pytest.fail("jq is not on PATH: scripts/test installs it (apt-get install jq)")
+
+
+needs_jq = pytest.mark.usefixtures("jq")
 
 
 @needs_jq

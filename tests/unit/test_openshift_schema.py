@@ -1,13 +1,12 @@
 """Every object the openshift-gpu configuration creates validates against OpenShift's official
-OpenAPI document (../shared/reference/openshift-openapi.json): OpenShift's own kinds and the
-Kubernetes kinds the document carries (core/v1). A field name OpenShift does not know is a bug
-no local cluster shows.
+OpenAPI document (openshift/api's openapi.json at the pinned commit, cut to the kinds Atlas
+creates: infra/schemas/): OpenShift's own kinds and the Kubernetes kinds the document carries
+(core/v1). A field name OpenShift does not know is a bug no local cluster shows.
 
 The document has no batch/v1, apps/v1 or networking.k8s.io/v1 definitions. For Job and
 Deployment the pod template is checked against the document's core/v1 PodTemplateSpec, and
-the whole object against Kubernetes' own OpenAPI document when one is on this machine
-(ATLAS_KUBERNETES_OPENAPI, or k8s.io/kubernetes' api/openapi-spec/swagger.json in the Go
-module cache, which scripts/bootstrap fills).
+the whole object against Kubernetes' own OpenAPI document (k8s.io/kubernetes's
+api/openapi-spec/swagger.json at the pinned version, cut likewise).
 
 The objects are the inputs the engine receives under Pulumi mocks, so what is checked is
 what the provider sends. Checking uses infra.localenv.crds (schema conversion and
@@ -16,15 +15,13 @@ what the provider sends. Checking uses infra.localenv.crds (schema conversion an
 
 from __future__ import annotations
 
-import glob
-import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import pulumi
 import pytest
 
+from infra import schemas
 from infra.localenv import crds
 from infra.openshift.environment import OpenShiftEnvironment, OpenShiftEnvironmentArgs
 from infra.openshift.settings import parse_openshift_settings
@@ -39,14 +36,6 @@ from tests.unit.openshift_fixtures import (
 )
 from tests.unit.openshift_fixtures import Registered as RegisteredObject
 
-REPO = Path(__file__).resolve().parents[2]
-OPENSHIFT_OPENAPI = Path(
-    os.environ.get("ATLAS_OPENSHIFT_OPENAPI") or REPO.parent / "shared" / "reference" / "openshift-openapi.json"
-)
-pytestmark = pytest.mark.skipif(
-    not OPENSHIFT_OPENAPI.exists(), reason=f"OpenShift OpenAPI document not at {OPENSHIFT_OPENAPI}"
-)
-
 # apiVersion group -> the definition-name prefix in the OpenAPI documents.
 GROUP_PREFIXES = {
     "": "io.k8s.api.core",
@@ -55,15 +44,6 @@ GROUP_PREFIXES = {
     "networking.k8s.io": "io.k8s.api.networking",
 }
 POD_TEMPLATE = "io.k8s.api.core.v1.PodTemplateSpec"
-
-
-def kubernetes_openapi() -> Path | None:
-    explicit = os.environ.get("ATLAS_KUBERNETES_OPENAPI")
-    if explicit:
-        return Path(explicit)
-    cache = Path(os.environ.get("GOMODCACHE") or Path.home() / "go" / "pkg" / "mod")
-    found = sorted(glob.glob(str(cache / "k8s.io" / "kubernetes@v1.*" / "api" / "openapi-spec" / "swagger.json")))
-    return Path(found[-1]) if found else None
 
 
 def definition_name(api_version: str, kind: str) -> str:
@@ -76,9 +56,9 @@ def definition_name(api_version: str, kind: str) -> str:
 class SchemaBook:
     """Converted schemas by definition name, from OpenShift's document and optionally Kubernetes'."""
 
-    def __init__(self, openshift: Path, kubernetes: Path | None) -> None:
-        self.openshift = crds.load_definitions(openshift)
-        self.kubernetes = crds.load_definitions(kubernetes) if kubernetes else {}
+    def __init__(self, openshift: schemas.Definitions, kubernetes: schemas.Definitions) -> None:
+        self.openshift = openshift
+        self.kubernetes = kubernetes
         self._cache: dict[tuple[str, str], crds.Schema] = {}
 
     def schema(self, name: str, source: str) -> crds.Schema | None:
@@ -93,7 +73,7 @@ class SchemaBook:
 
 @pytest.fixture(scope="module")
 def book() -> SchemaBook:
-    return SchemaBook(OPENSHIFT_OPENAPI, kubernetes_openapi())
+    return SchemaBook(schemas.openshift_definitions(), schemas.kubernetes_definitions())
 
 
 def objects_of(monitor: RecordingMonitor) -> list[RegisteredObject]:
@@ -169,8 +149,6 @@ def test_the_local_configurations_objects_validate_too(book: SchemaBook):
     def check(_: Any) -> None:
         report = {}
         for obj in objects_of(monitor):
-            if obj.kind == "Ingress" and not book.kubernetes:
-                continue  # networking.k8s.io is in neither document here
             problems, checked = violations(book, obj.inputs)
             assert checked, obj.name
             if problems:
@@ -214,11 +192,14 @@ def test_the_check_catches_a_misspelt_field_in_each_kind_of_object(book: SchemaB
     assert violations(book, request)[0] == ['displayname: unknown field "displayname"']
 
 
-def test_where_the_batch_and_apps_kinds_are_checked(book: SchemaBook):
-    """Says in the test log what a Job was checked against on this machine."""
+def test_the_batch_apps_and_networking_kinds_are_checked_whole():
+    book = SchemaBook(schemas.openshift_definitions(), schemas.kubernetes_definitions())
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {}, "spec": {"template": {"spec": {"containers": []}}}}
     _, checked = violations(book, job)
-    assert checked[0] == f"openshift:{POD_TEMPLATE}"
-    if not book.kubernetes:
-        pytest.skip("no Kubernetes OpenAPI document here: Job and Deployment specs outside the pod template unchecked")
-    assert checked[1] == "kubernetes:io.k8s.api.batch.v1.Job"
+    assert checked == [f"openshift:{POD_TEMPLATE}", "kubernetes:io.k8s.api.batch.v1.Job"]
+    # A misspelt field outside the pod template is caught by Kubernetes' document.
+    job["spec"]["backofLimit"] = 2
+    assert 'spec.backofLimit: unknown field "backofLimit"' in violations(book, job)[0]
+    ingress = {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {}, "spec": {"rule": []}}
+    assert violations(book, ingress) == (['spec.rule: unknown field "rule"'],
+                                         ["kubernetes:io.k8s.api.networking.v1.Ingress"])
