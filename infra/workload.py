@@ -56,11 +56,16 @@ _reject_unknown = _fields.reject_unknown
 
 @dataclass(frozen=True)
 class GitSource:
-    """The workload's code lives in another repository, pinned to one commit."""
+    """The workload's code lives in another repository, pinned to one commit.
+
+    `patch` (relative to this repository's root) is applied to that commit wherever the code is
+    materialised (infra/workload_source.py): the container build, the HPC staging and the device
+    run, so every environment runs the same tree."""
 
     repository: str
     branch: str
     commit: str
+    patch: str | None = None
 
 
 @dataclass(frozen=True)
@@ -141,6 +146,14 @@ class Step:
 
 
 @dataclass(frozen=True)
+class InputOverride:
+    """An environment that reads other data for one of a step's inputs: how it is made, how much."""
+
+    made_by: str  # a script of this repository that writes the input where data.inputs says
+    images: int
+
+
+@dataclass(frozen=True)
 class StepOverride:
     """What one environment changes in one step, and why; always reported as a difference."""
 
@@ -149,6 +162,7 @@ class StepOverride:
     remove_args: tuple[str, ...]
     resources: tuple[tuple[str, str | int], ...]  # field -> value as written
     env: tuple[tuple[str, str], ...]
+    data: tuple[tuple[str, InputOverride], ...] = ()  # input name -> what this environment reads instead
 
 
 @dataclass(frozen=True)
@@ -418,7 +432,7 @@ def _source(value: Any, key: str) -> Source:
     if "path" in section:
         _reject_unknown(section, ("path",), key)
         return InTreeSource(path=_relative_path(section["path"], f"{key}.path"))
-    _reject_unknown(section, ("repository", "branch", "commit"), key)
+    _reject_unknown(section, ("repository", "branch", "commit", "patch"), key)
     repository = _text(_required(section, "repository", key), f"{key}.repository")
     if not REPOSITORY_URL.match(repository):
         raise _fail(f"{key}.repository", f"{repository!r} is not a git URL", "write https://host/owner/name")
@@ -434,7 +448,8 @@ def _source(value: Any, key: str) -> Source:
             f"{commit!r} is not a full commit id",
             "write all 40 lower-case hex digits (git rev-parse)",
         )
-    return GitSource(repository=repository, branch=branch, commit=commit)
+    patch = _relative_path(section["patch"], f"{key}.patch") if section.get("patch") is not None else None
+    return GitSource(repository=repository, branch=branch, commit=commit, patch=patch)
 
 
 STEP_KEYS = ("name", "description", "command", "args", "resume_args", "resources", "inputs", "outputs", "env")
@@ -456,9 +471,24 @@ def _step(value: Any, key: str) -> Step:
     )
 
 
+def _input_overrides(value: Any, key: str, step: Step) -> tuple[tuple[str, InputOverride], ...]:
+    section = _mapping(value if value is not None else {}, key)
+    result = []
+    for name, raw in section.items():
+        item_key = f"{key}.{name}"
+        if name not in step.inputs:
+            raise _fail(item_key, f"{name!r} is not an input of step {step.name!r}", "name one of its inputs")
+        body = _mapping(raw, item_key)
+        _reject_unknown(body, ("made_by", "images"), item_key)
+        made_by = _relative_path(_required(body, "made_by", item_key), f"{item_key}.made_by")
+        images = _positive_int(_required(body, "images", item_key), f"{item_key}.images")
+        result.append((str(name), InputOverride(made_by=made_by, images=images)))
+    return tuple(result)
+
+
 def _override(value: Any, key: str, step: Step) -> StepOverride:
     section = _mapping(value, key)
-    _reject_unknown(section, ("reason", "args", "resources", "env"), key)
+    _reject_unknown(section, ("reason", "args", "resources", "env", "data"), key)
     reason = _text(
         _required(section, "reason", key), f"{key}.reason", "a sentence saying why this environment differs"
     )
@@ -504,6 +534,7 @@ def _override(value: Any, key: str, step: Step) -> StepOverride:
         remove_args=remove_args,
         resources=tuple(resources),
         env=_env(section.get("env"), f"{key}.env"),
+        data=_input_overrides(section.get("data"), f"{key}.data", step),
     )
 
 
@@ -795,7 +826,7 @@ class StepDifference:
     """One way two environments run a step differently; `None` means absent on that side."""
 
     step: str
-    kind: str  # "arg", "resources" or "env"
+    kind: str  # "arg", "resources", "env" or "data"
     key: str
     value_a: str | None
     value_b: str | None
@@ -850,4 +881,37 @@ def step_differences(
                 differences.append(
                     StepDifference(step.name, "env", name, env_a.get(name), env_b.get(name), reason)
                 )
+        data_a, data_b = _data_of(workload, environment_a, step), _data_of(workload, environment_b, step)
+        for name in step.inputs:
+            if data_a.get(name) != data_b.get(name):
+                shown_a, shown_b = _show_data(workload, name, data_a), _show_data(workload, name, data_b)
+                differences.append(StepDifference(step.name, "data", name, shown_a, shown_b, reason))
     return tuple(differences)
+
+
+def _data_of(workload: Workload, environment: str, step: Step) -> dict[str, InputOverride]:
+    override = workload.override(environment, step.name)
+    return dict(override.data) if override is not None else {}
+
+
+def _show_data(workload: Workload, name: str, data: dict[str, InputOverride]) -> str:
+    if name in data:
+        return f"{data[name].images} images made by {data[name].made_by}"
+    path = next((d for d in workload.data if d.name == name), None)
+    return f"{path.path} as defined ({path.description})" if path is not None else "as defined"
+
+
+def input_override(workload: Workload, environment: str, step: str, name: str) -> InputOverride | None:
+    """What `environment` reads instead of input `name` of `step`, if its overrides say so."""
+    override = workload.override(environment, step)
+    return dict(override.data).get(name) if override is not None else None
+
+
+def sampled_argv(workload: Workload, rendered: RenderedStep, interval_seconds: float | None = None) -> tuple[str, ...]:
+    """A step's argv wrapped by the sampler as a Job's container runs it (infra/openshift/manifests.py):
+    `python3 -m infra.telemetry.sampler --out <telemetry>/<step>.jsonl --interval N --step <step> -- argv`."""
+    interval = workload.telemetry.interval_seconds if interval_seconds is None else interval_seconds
+    argv = list(with_sampler(rendered.argv, f"{workload.telemetry.root}/{rendered.name}.jsonl", interval))
+    separator = argv.index("--")
+    argv[separator:separator] = ["--step", rendered.name]
+    return tuple(argv)
