@@ -105,6 +105,9 @@ class StackConfig:
     aws: AwsSettings | None = None
     # Backfill that yields (`atlas:backfill`, infra/nodes); None when not configured.
     backfill: BackfillSettings | None = None
+    # A local clone or git bundle of the workload's repository (`atlas:workloadSource`), for
+    # machines without network; infra/workload_source.py checks it holds the pinned commit.
+    workload_source: Path | None = None
 
 
 def parse_openshift(raw: Any, project_dir: Path) -> tuple[KubernetesTarget, OpenShiftSettings] | None:
@@ -163,7 +166,9 @@ def parse_hpc(raw: Any, project_dir: Path) -> tuple[HpcEnvironmentConfig, ...]:
 
 def parse_stack_config(stack: str, values: Mapping[str, Any], project_dir: Path) -> StackConfig:
     """Validate the stack's `atlas:*` values (keys without the `atlas:` prefix)."""
-    _reject_unknown(values, {"workload", "openshift", "hpc", "aws", "backfill", "runId"}, f"{PROJECT}:*")
+    _reject_unknown(
+        values, {"workload", "openshift", "hpc", "aws", "backfill", "runId", "workloadSource"}, f"{PROJECT}:*"
+    )
     workload = values.get("workload", "probe")
     if workload not in WORKLOADS:
         raise AtlasConfigError(f"{_key('workload')}: expected one of {', '.join(WORKLOADS)}, found {workload!r}")
@@ -186,8 +191,18 @@ def parse_stack_config(stack: str, values: Mapping[str, Any], project_dir: Path)
         check_backfill_targets(
             backfill, WORKLOADS, openshift is not None, {h.name: h.target.scheduler for h in hpc}, _key("backfill")
         )
+    workload_source = None
+    if values.get("workloadSource") is not None:
+        raw = values["workloadSource"]
+        if not isinstance(raw, str) or not raw.strip():
+            raise AtlasConfigError(
+                f"{_key('workloadSource')}: expected the path of a clone or git bundle, found {raw!r}; "
+                "set it with `pulumi config set atlas:workloadSource PATH`"
+            )
+        workload_source = Path(raw).expanduser()
+        workload_source = workload_source if workload_source.is_absolute() else project_dir / workload_source
     return StackConfig(stack=stack, workload=workload, openshift=target, openshift_settings=settings,
-                       hpc=hpc, run_id=run_id, aws=aws, backfill=backfill)
+                       hpc=hpc, run_id=run_id, aws=aws, backfill=backfill, workload_source=workload_source)
 
 
 def load_stack_config() -> StackConfig:

@@ -12,7 +12,8 @@ import pulumi
 from infra.config import AtlasConfigError, load_stack_config
 from infra.hpc.components import HpcEnvironment, HpcEnvironmentArgs, workload_source_files
 from infra.openshift.environment import OpenShiftEnvironment, OpenShiftEnvironmentArgs
-from infra.workload import WorkloadError, load_workload
+from infra.workload import GitSource, WorkloadError, load_workload
+from infra.workload_source import SourceError, check_local
 
 OUTPUTS_VERSION = 1
 
@@ -22,7 +23,14 @@ PROJECT_ROOT = Path(pulumi.get_root_directory())
 try:
     config = load_stack_config()
     workload = load_workload(PROJECT_ROOT / "workloads" / config.workload / "workload.yaml")
-except (AtlasConfigError, WorkloadError) as bad:
+    if config.workload_source is not None:
+        if not isinstance(workload.source, GitSource):
+            raise AtlasConfigError(
+                f"atlas:workloadSource: workload {config.workload!r} ships in this repository; remove the key"
+            )
+        # Before any resource: a clone or bundle without the pinned commit stops preview here.
+        check_local(config.workload_source, workload.source.commit)
+except (AtlasConfigError, WorkloadError, SourceError) as bad:
     # RunError: the message alone, no traceback; nothing has been registered yet.
     raise pulumi.RunError(f"invalid stack configuration: {bad}") from None
 
@@ -42,7 +50,13 @@ if config.openshift is not None:
     )
     environments["openshift"] = openshift.outputs
 
-source_files = workload_source_files(workload, PROJECT_ROOT)
+try:
+    # Staged only where a batch side runs the steps (the image builds its own copy).
+    source_files = (
+        workload_source_files(workload, PROJECT_ROOT, config.workload_source) if config.hpc or config.aws else ()
+    )
+except AtlasConfigError as bad:
+    raise pulumi.RunError(f"invalid stack configuration: {bad}") from None
 hpc_components: dict[str, HpcEnvironment] = {}
 preparation_steps = tuple(step.name for step in workload.steps[:-1])
 for hpc_config in config.hpc:

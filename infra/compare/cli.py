@@ -30,6 +30,7 @@ import yaml
 
 from infra.compare import aws_collector
 from infra.compare.costs import RATES_FILE, CostConfigError, load_cost_profiles, load_rate_table
+from infra.compare.device_run import import_device_run, is_device_run
 from infra.compare.estimates import load_estimates, with_estimates
 from infra.compare.hpc_collector import SftpFiles, collect_hpc
 from infra.compare.kube_collector import KubeApi, MonitorFiles, collect_kubernetes
@@ -198,13 +199,28 @@ def compare(
     rate_table = load_rate_table(rates)
     environments = collect_environments(outputs, access or Access(), out / "raw") if outputs else []
     for folder, name in imports:
-        environments.append(import_seed_logs(folder, name, gpus=import_gpus))
+        environments.append(import_folder(folder, name, import_gpus))
     run = {k: str(v) for k, v in ((outputs or {}).get("atlas") or {}).items() if k in ("stack", "workload", "run_id")}
+    if not run and environments and environments[0].run:
+        run = dict(environments[0].run)  # an imported run alone: its own workload and run id
     report = build_report(environments, profiles, rate_table, run)
     if estimates:
         # The queue-wait estimate made before the run, beside the measured wait (scripts/nodes --estimate).
         report = dataclasses.replace(report, environments=with_estimates(report.environments, estimates, run))
     return report, write_report(report, out)
+
+
+def import_folder(folder: Path, name: str, gpus: int | None = None) -> EnvironmentRecords:
+    """A past run from a folder: a device run (bench/biggan_h200.py, found by its atlas-run.json),
+    else the seed's sar and nvidia-smi logs."""
+    if is_device_run(folder):
+        from infra.workload import load_workload
+
+        # The differences from the full run are the workload's own overrides (workloads/<name>/).
+        manifest = json.loads((folder / "atlas-run.json").read_text())
+        definition = Path(__file__).resolve().parents[2] / "workloads" / str(manifest.get("workload")) / "workload.yaml"
+        return import_device_run(folder, name, load_workload(definition) if definition.is_file() else None)
+    return import_seed_logs(folder, name, gpus=gpus)
 
 
 def _read_outputs(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -249,7 +265,8 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="DIR[=NAME]",
-        help="the seed's logs (sar -u, sar -r, nvidia-smi CSV) as a past run; repeatable",
+        help="a past run: a device run's folder (atlas-run.json) or the seed's logs (sar -u, sar -r, "
+        "nvidia-smi CSV); repeatable",
     )
     p.add_argument("--import-gpus", type=int, help="GPUs per nvidia-smi sample in imported logs (default 1)")
     p.add_argument(

@@ -412,7 +412,21 @@ def _throughput(training: TrainingLog | Missing) -> tuple[Value, Value, Value, S
         if training.iterations is not None
         else missing("iterations", "the log holds no iteration")
     )
-    if len(training.eval_itr) >= 2 and training.eval_stamp[-1] > training.eval_stamp[0]:
+    marks = training.iteration_marks
+    if len(marks) >= 2 and marks[-1][1] > marks[0][1]:
+        # Timed per iteration: first to last logged iteration, saves and evaluations included.
+        rate = (marks[-1][0] - marks[0][0]) / (marks[-1][1] - marks[0][1])
+        source = training.marks_source or training.source
+        note = f"(itr {marks[-1][0]} - {marks[0][0]}) / time between their log lines, saves and evaluations included"
+        it_per_s = Value(rate, "it/s", source, note, "computed")
+        per_iteration = training.images_per_iteration or training.batch_size
+        basis = training.images_basis if training.images_per_iteration else f"batch size {training.batch_size}"
+        images = (
+            Value(rate * per_iteration, "images/s", source, f"it/s x {per_iteration} images ({basis})", "computed")
+            if per_iteration
+            else missing("images/s", "not measured: no batch size in metalog or argv")
+        )
+    elif len(training.eval_itr) >= 2 and training.eval_stamp[-1] > training.eval_stamp[0]:
         # Between the first and last evaluation: both stamps are time.time() after the same kind of work.
         rate = (training.eval_itr[-1] - training.eval_itr[0]) / (training.eval_stamp[-1] - training.eval_stamp[0])
         note = f"(itr {training.eval_itr[-1]} - {training.eval_itr[0]}) / (_stamp difference), evaluation time included"

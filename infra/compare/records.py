@@ -126,6 +126,13 @@ class TrainingLog:
     g_loss: tuple[float, ...]
     batch_size: int | None  # from metalog.txt's config, else the step's argv
     iterations: int | None  # the last iteration logged
+    # Where each iteration's end was timed (a console log with timestamps, e.g. a device run's):
+    # (itr, Unix s). With them the speed is read per iteration rather than between evaluations.
+    iteration_marks: tuple[tuple[int, float], ...] = ()
+    marks_source: str = ""
+    # Real images one iteration consumes (batch x D steps x D accumulations) where known.
+    images_per_iteration: int | None = None
+    images_basis: str = ""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ Everything is rendered in Python before any resource is registered (no resources
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,19 +35,43 @@ from infra.hpc.pipeline import (
 from infra.hpc.providers import StagedFiles, ssh_inputs
 from infra.hpc.scheduler import scheduler_for
 from infra.hpc.target import HpcConfigError, HpcTarget, validate_remote_path
-from infra.workload import InTreeSource, Workload, render_step
+from infra.workload import GitSource, InTreeSource, Workload, render_step
+from infra.workload_source import SourceError, materialize_cached, staged_paths
 
 TYPE_TOKEN = "atlas:hpc:HpcEnvironment"  # noqa: S105 (a type token, not a password)
 # StagedFile is the pipeline's; re-exported here, where the stack program finds it.
 __all__ = ["HpcEnvironment", "HpcEnvironmentArgs", "StagedFile", "workload_source_files"]
 
 
-def workload_source_files(workload: Workload, repo_root: Path) -> tuple[StagedFile, ...]:
-    """The Python files of an in-tree workload (the probe), staged beside the telemetry
-    sampler so `python3 -m workloads.<name>` runs on the login node's own Python.
+def source_cache_root() -> Path:
+    """Where materialised workload sources are kept between `up`s (one tree per commit and patch)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "atlas" / "sources"
 
-    A workload from a Git repository (BigGAN) is not staged: the cluster clones it.
+
+def workload_source_files(
+    workload: Workload, repo_root: Path, local_source: Path | None = None, cache_root: Path | None = None
+) -> tuple[StagedFile, ...]:
+    """The workload's code, staged into the run directory the steps start in.
+
+    - In-tree (the probe): its Python files, beside the telemetry sampler, so `python3 -m
+      workloads.<name>` runs on the login node's own Python.
+    - From a Git repository (BigGAN): the pinned commit with the workload's patch applied
+      (infra/workload_source.py, the same tree the container build makes), materialised here
+      once per commit and patch from `local_source` (atlas:workloadSource: a clone or bundle,
+      where there is no network) or else from the repository; its Python files, licence and
+      source record are staged at the run directory's root, where `python main.py` looks.
     """
+    if isinstance(workload.source, GitSource):
+        source = workload.source
+        patch = repo_root / source.patch if source.patch else None
+        try:
+            tree = materialize_cached(
+                workload.name, source.repository, source.commit, cache_root or source_cache_root(), patch, local_source
+            ).dest
+        except SourceError as error:
+            raise HpcConfigError(f"workload {workload.name!r} source: {error}") from None
+        return tuple(StagedFile(tree / p, p.as_posix()) for p in staged_paths(tree))
     if not isinstance(workload.source, InTreeSource):
         return ()
     package = repo_root / workload.source.path

@@ -63,7 +63,9 @@ def upstream(tmp_path: Path) -> tuple[Path, str, Path]:
     return repo, pinned, patch
 
 
-def test_materialize_from_a_clone_applies_the_patch_and_records_the_tree(upstream: tuple[Path, str, Path], tmp_path: Path) -> None:
+def test_materialize_from_a_clone_applies_the_patch_and_records_the_tree(
+    upstream: tuple[Path, str, Path], tmp_path: Path
+) -> None:
     clone, commit, patch = upstream
     made = materialize("https://example.org/up", commit, tmp_path / "tree", patch, local=clone)
     assert (made.dest / "main.py").read_text() == "def f():\n    return 42\n"
@@ -106,7 +108,9 @@ def test_a_local_source_that_is_not_one_is_named_with_the_key(tmp_path: Path, ma
     assert str(error.value).startswith("atlas:workloadSource: ") and message in str(error.value)
 
 
-def test_a_clone_or_bundle_without_the_pinned_commit_is_refused(upstream: tuple[Path, str, Path], tmp_path: Path) -> None:
+def test_a_clone_or_bundle_without_the_pinned_commit_is_refused(
+    upstream: tuple[Path, str, Path], tmp_path: Path
+) -> None:
     clone, _, _ = upstream
     missing = "0123456789abcdef0123456789abcdef01234567"
     with pytest.raises(SourceError, match="does not contain commit 0123456789abcdef"):
@@ -154,7 +158,8 @@ def test_the_cache_builds_once_per_commit_and_patch(upstream: tuple[Path, str, P
         ),
         (  # a module's prepare_parser (main.py -> cfg.py); cfg's other parser functions are not used
             {"main.py": "import cfg\ndef main():\n    parser = cfg.prepare_parser()\n",
-             "cfg.py": "def prepare_parser():\n    p = ArgumentParser()\n    p.add_argument('--world-size')\n    return p\n"
+             "cfg.py": "def prepare_parser():\n    p = ArgumentParser()\n    p.add_argument('--world-size')\n"
+             "    return p\n"
              "def add_sample_parser(p):\n    p.add_argument('--sample_npz')\n"},
             "main.py", {"--world-size"}, ["cfg.py"],
         ),

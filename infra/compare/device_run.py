@@ -1,0 +1,342 @@
+"""A run of the workload on a lent GPU machine (bench/biggan_h200.py), read back as one environment.
+
+The driver leaves one folder (unpacked from its tarball): `atlas-run.json` (the machine, the
+source, the data and weights used, and per step the argv, start, end, exit code and the
+sampler's own CPU time), the sampler's `telemetry/<step>.jsonl`, BigGAN's own logs
+(`logs/<exp>_log.jsonl`, `logs/<exp>/G_loss.log`, `metalog.txt`) and each step's console output
+in CRI format (`logs/<step>.console.log`, every line timestamped as it arrived). Everything here
+reads those files with Atlas's parsers; nothing is measured anew.
+
+`scripts/compare --import <folder>` recognises such a folder by its `atlas-run.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from infra.compare.records import EnvironmentRecords, Missing, StepRecord, TelemetryColumns, TrainingLog
+from infra.compare.telemetry import load_sampler_telemetry
+from infra.compare.training import training_log_from_text
+from infra.telemetry.columns import columns_path
+from infra.telemetry.parsers import (
+    IterationRate,
+    ParseError,
+    biggan_iterations,
+    iteration_rate,
+    parse_cri_log,
+    parse_metalog,
+)
+from infra.workload import Workload, step_differences
+
+MANIFEST = "atlas-run.json"
+FORMAT = "atlas-device-run/1"
+
+
+def is_device_run(folder: Path) -> bool:
+    return (folder / MANIFEST).is_file()
+
+
+def load_manifest(folder: Path) -> dict[str, Any]:
+    manifest = json.loads((folder / MANIFEST).read_text())
+    if manifest.get("format") != FORMAT:
+        raise ValueError(f"{folder / MANIFEST}: format {manifest.get('format')!r}, expected {FORMAT!r}")
+    return dict(manifest)
+
+
+def _config_number(config: str, key: str) -> int | None:
+    """An int from metalog.txt's printed config dict (`'batch_size': 64`)."""
+    marker = f"'{key}': "
+    start = config.find(marker)
+    if start < 0:
+        return None
+    digits = ""
+    for char in config[start + len(marker) :]:
+        if not char.isdigit():
+            break
+        digits += char
+    return int(digits) if digits else None
+
+
+def images_per_iteration(metalog: str | None) -> tuple[int | None, str]:
+    """Real images one G iteration consumes: batch_size x num_D_steps x num_D_accumulations (main.py
+    feeds D that many per loader batch), from the config main.py printed into metalog.txt."""
+    if not metalog:
+        return None, "no metalog.txt"
+    config = parse_metalog(metalog).get("config", "")
+    parts = {k: _config_number(config, k) for k in ("batch_size", "num_D_steps", "num_D_accumulations")}
+    if any(v is None for v in parts.values()):
+        return None, f"metalog.txt's config lacks {', '.join(k for k, v in parts.items() if v is None)}"
+    batch, steps, accumulations = parts["batch_size"], parts["num_D_steps"], parts["num_D_accumulations"]
+    assert batch is not None and steps is not None and accumulations is not None
+    basis = f"batch_size {batch} x num_D_steps {steps} x num_D_accumulations {accumulations}"
+    return batch * steps * accumulations, basis
+
+
+def _every(argv: tuple[str, ...] | list[str]) -> tuple[int, ...]:
+    """--save_every and --test_every of a train argv: iterations after which main.py pauses."""
+    found = []
+    for option in ("--save_every", "--test_every"):
+        if option in argv and argv.index(option) + 1 < len(argv):
+            found.append(int(argv[argv.index(option) + 1]))
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class TrainSpeed:
+    rate: IterationRate
+    images_per_iteration: int | None
+    images_basis: str
+    source: str
+
+    @property
+    def overall_images_per_s(self) -> float | None:
+        if self.rate.overall_it_per_s is None or self.images_per_iteration is None:
+            return None
+        return self.rate.overall_it_per_s * self.images_per_iteration
+
+    @property
+    def steady_images_per_s(self) -> float | None:
+        if not self.rate.steady_median_s or self.images_per_iteration is None:
+            return None
+        return self.images_per_iteration / self.rate.steady_median_s
+
+
+def train_speed(console: str, metalog: str | None, argv: tuple[str, ...] | list[str], source: str) -> TrainSpeed:
+    """The train step's speed from its timestamped console lines (`itr: N, ...`) and metalog.txt."""
+    rate = iteration_rate(biggan_iterations(parse_cri_log(console)), every=_every(argv))
+    per_iteration, basis = images_per_iteration(metalog)
+    return TrainSpeed(rate, per_iteration, basis, source)
+
+
+def _read(path: Path) -> str | None:
+    # Bytes, decoded: read_text's universal newlines would turn a progress bar's "\r" into a line break.
+    return path.read_bytes().decode("utf-8", errors="replace") if path.is_file() else None
+
+
+def _step_record(step: Mapping[str, Any], telemetry: TelemetryColumns | Missing, host: str, run_id: str) -> StepRecord:
+    started = telemetry.start_t if isinstance(telemetry, TelemetryColumns) else None
+    finished = telemetry.end_t if isinstance(telemetry, TelemetryColumns) else None
+    code = step.get("exit_code")
+    state = "Stopped (the driver's time limit)" if step.get("stopped_by_deadline") else (
+        "Succeeded" if code == 0 else "Failed"
+    )
+    return StepRecord(
+        step=str(step["step"]),
+        job=f"{run_id}/{step['step']}",
+        state=state,
+        requested_at=step.get("started_at"),
+        scheduled_at=step.get("started_at"),
+        # The sampler's start and end records: when the step's own process started and was reaped.
+        started_at=started if started is not None else step.get("started_at"),
+        finished_at=finished if finished is not None else step.get("finished_at"),
+        exit_code=code,
+        pending_reason="",
+        gpus_requested=step.get("gpus"),
+        gpus_allocated=step.get("gpus"),
+        node=host,
+        simulated=False,
+        argv=tuple(step.get("argv", ())),
+        source=f"bench/biggan_h200.py's {MANIFEST} and the sampler's start/end records on {host}",
+    )
+
+
+def device_notes(manifest: Mapping[str, Any], workload: Workload | None, speed: TrainSpeed | None) -> tuple[str, ...]:
+    """What a reader must know to read this run's numbers: where it ran, what was real, what differs."""
+    machine = manifest.get("machine", {})
+    gpus = ", ".join(machine.get("gpus", [])) or "not recorded"
+    packages = machine.get("packages", {})
+    notes = [
+        f"Real run on the device machine {machine.get('hostname')} ({gpus}; {machine.get('cpus')} CPUs): "
+        f"BigGAN-PyTorch's own code under PyTorch {packages.get('torch')} (CUDA {packages.get('cuda')}), "
+        "each step wrapped by Atlas's entrypoint and sampler as a Job's container runs it.",
+        f"Source: {manifest['source'].get('repository')} at {manifest['source'].get('commit')} from "
+        f"{manifest['source'].get('origin')}, with {manifest['source'].get('patch', 'no patch')} applied.",
+    ]
+    weights = manifest.get("inception_weights", {})
+    if weights.get("real"):
+        notes.append(f"Inception weights: the real file ({weights.get('sha256')}).")
+    else:
+        notes.append(
+            f"IS and FID: not meaningful (weights: {weights.get('weights', 'unknown')}, sha256 "
+            f"{weights.get('sha256')}): the real inception_v3_google-1a9a5a14.pth cannot be downloaded here. "
+            "They are not reported as scores."
+        )
+    for name, data in (manifest.get("data") or {}).items():
+        notes.append(
+            f"Data {name}: {data.get('images')} images of {data.get('size_px')} px in {data.get('classes')} classes, "
+            f"made at run time from {data.get('source')} (scikit-learn {data.get('scikit_learn')})."
+        )
+    if manifest.get("sampler_interval_s") != manifest.get("workload_interval_s"):
+        notes.append(
+            f"Sampler interval {manifest.get('sampler_interval_s'):g} s (the workload says "
+            f"{manifest.get('workload_interval_s'):g} s): the preparation steps last seconds."
+        )
+    if workload is not None:
+        for d in step_differences(workload, "(the definition)", str(manifest.get("environment"))):
+            full = d.value_a if d.value_a is not None else "(absent)"
+            here = d.value_b if d.value_b is not None else "(absent)"
+            notes.append(f"Differs from the full run: {d.step} {d.kind} {d.key}: {full} -> {here}.")
+        notes.append(
+            "Differs from the seed's run: one GPU with --multiprocessing-distributed and world size 1 (main.py "
+            "spawns one worker per visible GPU); the seed's 2-GPU run had two workers, each half the batch."
+        )
+    if speed is not None and speed.steady_images_per_s is not None:
+        notes.append(
+            f"Train step, steady state: median {speed.rate.steady_median_s:.4f} s per iteration over "
+            f"{speed.rate.steady_intervals} intervals (first 10 iterations and those ending a save or an "
+            f"evaluation left out) = {speed.steady_images_per_s:,.0f} images/s ({speed.images_basis} per iteration)."
+        )
+    for step in manifest.get("steps", []):
+        cpu = step.get("sampler_cpu", {})
+        if cpu.get("own_s") is not None and cpu.get("wall_s"):
+            share = 100 * (cpu["own_s"] + cpu["children_s"]) / cpu["wall_s"]
+            notes.append(
+                f"Sampler cost during {step['step']}: {cpu['own_s'] + cpu['children_s']:.2f} CPU-s over "
+                f"{cpu['wall_s']:.0f} s = {share:.3f} % of one core (start-up and reaped children included; "
+                f"{cpu['source']})."
+            )
+    return tuple(notes)
+
+
+def import_device_run(folder: Path, name: str, workload: Workload | None = None) -> EnvironmentRecords:
+    manifest = load_manifest(folder)
+    host = str(manifest.get("machine", {}).get("hostname", "device"))
+    run_id = str(manifest.get("run_id", ""))
+    telemetry: dict[str, TelemetryColumns | Missing] = {}
+    steps = []
+    for step in manifest.get("steps", []):
+        jsonl = folder / "telemetry" / f"{step['step']}.jsonl"
+        if jsonl.is_file():
+            columns_file = Path(columns_path(str(jsonl)))
+            telemetry[step["step"]] = load_sampler_telemetry(
+                jsonl, f"the sampler's telemetry/{step['step']}.jsonl on {host}", columns_file
+            )
+        else:
+            telemetry[step["step"]] = Missing(f"not measured: no telemetry/{step['step']}.jsonl in {folder}")
+        steps.append(_step_record(step, telemetry[step["step"]], host, run_id))
+
+    experiment = str(manifest.get("experiment", ""))
+    logs = folder / "logs"
+    train = next((s for s in manifest.get("steps", []) if s["step"] == "train"), None)
+    evaluations = _read(logs / f"{experiment}_log.jsonl")
+    metalog = _read(logs / experiment / "metalog.txt")
+    console = _read(logs / "train.console.log")
+    speed = None
+    training: TrainingLog | Missing
+    if evaluations is None and console is None:
+        training = Missing(f"not measured: no {experiment}_log.jsonl nor train console log in {folder}")
+    else:
+        try:
+            training = training_log_from_text(
+                f"logs/{experiment}_log.jsonl, {experiment}/G_loss.log and metalog.txt from {host}",
+                experiment,
+                evaluations or "",
+                _read(logs / experiment / "G_loss.log"),
+                metalog,
+                tuple(train["argv"]) if train else None,
+            )
+            if console is not None and train is not None:
+                speed = train_speed(console, metalog, train["argv"], f"logs/train.console.log from {host}")
+                training = replace(
+                    training,
+                    iteration_marks=tuple((m.itr, m.t) for m in biggan_iterations(parse_cri_log(console))),
+                    images_per_iteration=speed.images_per_iteration,
+                    images_basis=speed.images_basis,
+                    marks_source=speed.source + " (CRI timestamps: when each `itr: N` line arrived)",
+                )
+        except ParseError as error:
+            training = Missing(f"not measured: BigGAN's logs from {host} do not parse ({error})")
+    machine = manifest.get("machine", {})
+    gpu_names = machine.get("gpus", [])
+    product = gpu_names[0].split(",")[0].strip() if gpu_names else None
+    gpus = train.get("gpus") if train else None
+    return EnvironmentRecords(
+        name=name,
+        kind="device",
+        platform=f"{product or 'GPU'} x{gpus}, real run on the device machine",
+        gpus=gpus,
+        gpu_product=product,
+        steps=tuple(steps),
+        telemetry=telemetry,
+        training=training,
+        staging=Missing("not applicable: the driver made the data on the machine (see notes)"),
+        notes=device_notes(manifest, workload, speed),
+        cost_profile="",
+        run={
+            "workload": str(manifest.get("workload")),
+            "run_id": run_id,
+            "environment": str(manifest.get("environment")),
+        },
+    )
+
+
+def bench_result(folder: Path, workload: Workload | None = None) -> dict[str, Any]:
+    """The benchmark's raw JSON: images/s of the train step, GPU use, step times, the sampler's cost."""
+    manifest = load_manifest(folder)
+    records = import_device_run(folder, str(manifest.get("environment")), workload)
+    steps = []
+    for record in records.steps if not isinstance(records.steps, Missing) else ():
+        columns = records.telemetry.get(record.step)
+        entry: dict[str, Any] = {
+            "step": record.step,
+            "state": record.state,
+            "exit_code": record.exit_code,
+            "duration_s": (record.finished_at - record.started_at)
+            if record.finished_at is not None and record.started_at is not None
+            else None,
+        }
+        if isinstance(columns, TelemetryColumns) and columns.rows:
+            util = [float(v) for v in columns.gpu_utilization_percent if v == v]
+            memory = [float(v) for v in columns.gpu_memory_used_bytes if v == v]
+            entry.update(
+                samples=columns.rows,
+                gpu_utilization_percent_mean=statistics.fmean(util) if util else None,
+                gpu_utilization_percent_samples=util,
+                gpu_memory_used_bytes_peak=max(memory) if memory else None,
+                not_measured=dict(columns.not_measured),
+            )
+        raw = next(s for s in manifest["steps"] if s["step"] == record.step)
+        cpu = raw.get("sampler_cpu", {})
+        if cpu.get("own_s") is not None and cpu.get("wall_s"):
+            entry["sampler"] = {
+                **cpu,
+                "percent_of_a_core": 100 * (cpu["own_s"] + cpu["children_s"]) / cpu["wall_s"],
+                "interval_s": manifest.get("sampler_interval_s"),
+            }
+        steps.append(entry)
+    training = records.training
+    speed: dict[str, Any] = {}
+    if isinstance(training, TrainingLog) and training.iteration_marks:
+        console = _read(folder / "logs" / "train.console.log") or ""
+        metalog = _read(folder / "logs" / training.experiment / "metalog.txt")
+        argv = next(s["argv"] for s in manifest["steps"] if s["step"] == "train")
+        measured = train_speed(console, metalog, argv, "logs/train.console.log")
+        speed = {
+            "images_per_iteration": measured.images_per_iteration,
+            "images_basis": measured.images_basis,
+            "iterations_logged": measured.rate.iterations,
+            "window_s": measured.rate.window_s,
+            "overall_it_per_s": measured.rate.overall_it_per_s,
+            "overall_images_per_s": measured.overall_images_per_s,
+            "steady_median_s_per_iteration": measured.rate.steady_median_s,
+            "steady_intervals": measured.rate.steady_intervals,
+            "steady_images_per_s": measured.steady_images_per_s,
+            "left_out_iterations": list(measured.rate.skipped),
+            "iteration_marks": [[itr, t] for itr, t in training.iteration_marks],
+        }
+    return {
+        "bench": "bench/biggan_h200.py (BigGAN-PyTorch's three steps at the workload's h200 scale)",
+        "machine": manifest.get("machine"),
+        "run_id": manifest.get("run_id"),
+        "environment": manifest.get("environment"),
+        "source": manifest.get("source"),
+        "sampler_goal_percent_of_a_core": 1.0,
+        "train_speed": speed,
+        "steps": steps,
+        "notes": list(records.notes),
+    }

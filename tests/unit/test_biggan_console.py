@@ -1,0 +1,92 @@
+"""A step's console output in CRI's format, and BigGAN's per-iteration lines in it (pure parsers)."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.telemetry.parsers import (
+    IterationMark,
+    ParseError,
+    biggan_iterations,
+    cri_time,
+    format_cri_line,
+    iteration_rate,
+    parse_cri_log,
+)
+
+# What main.py prints with --pbar mine: the progress bar ends with " " (no newline), the metrics line
+# follows on the same line; "\r" starts each bar.
+BAR = "\r{n}/7 ( 42.86%) (TE/ETA: 0:01 / 0:02) itr: {n}, G_loss : {g}, D_loss_real : +0.517, D_loss_fake : +0.298"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2026-12-03T11:00:00Z", 1796295600.0),
+        ("2026-12-03T11:00:00.5Z", 1796295600.5),
+        ("2026-12-03T11:00:00.123456789Z", 1796295600.123456789),
+    ],
+)
+def test_cri_time(text: str, expected: float) -> None:
+    assert cri_time(text) == pytest.approx(expected, abs=1e-6)
+
+
+def test_format_and_parse_round_trip_keep_carriage_returns_inside_a_line() -> None:
+    line = format_cri_line(1796295600.25, "stdout", BAR.format(n=3, g="+1.234"))
+    assert line.startswith("2026-12-03T11:00:00.250000Z stdout F \r3/7")
+    ((t, stream, text),) = parse_cri_log(line + "\n")
+    assert (t, stream) == (pytest.approx(1796295600.25), "stdout") and text == BAR.format(n=3, g="+1.234")
+
+
+def test_a_line_not_in_the_format_is_refused_with_its_number() -> None:
+    with pytest.raises(ParseError, match="line 2"):
+        parse_cri_log("2026-12-03T11:00:00Z stdout F ok\nplain text\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "marks"),
+    [
+        (BAR.format(n=12, g="+0.123"), [(12, 0.123)]),
+        (BAR.format(n=13, g="-1.5e-03"), [(13, -0.0015)]),
+        (BAR.format(n=14, g="nan"), [(14, None)]),
+        ("Switchin G to eval mode...", []),
+        ("Itr 100: PYTORCH UNOFFICIAL Inception Score is nan +/- nan, PYTORCH UNOFFICIAL FID is 3.0", []),
+    ],
+)
+def test_biggan_iterations(text: str, marks: list[tuple[int, float | None]]) -> None:
+    found = biggan_iterations(((1.0, "stdout", text),))
+    assert [(m.itr, m.g_loss) for m in found] == [(i, pytest.approx(g) if g is not None else None) for i, g in marks]
+
+
+def marks(times: dict[int, float]) -> tuple[IterationMark, ...]:
+    return tuple(IterationMark(i, t, 1.0) for i, t in sorted(times.items()))
+
+
+def test_iteration_rate_leaves_out_warm_up_and_the_iterations_after_saves() -> None:
+    # 0.5 s an iteration, except the first 10 (slow warm-up) and after itr 20 (a 10-second save).
+    times = {}
+    t = 0.0
+    for i in range(1, 31):
+        t += 3.0 if i <= 10 else (10.0 if i == 21 else 0.5)
+        times[i] = t
+    rate = iteration_rate(marks(times), warmup=10, every=(20,))
+    assert rate.steady_median_s == pytest.approx(0.5)
+    assert 21 in rate.skipped and all(i in rate.skipped for i in range(2, 11))
+    assert rate.steady_intervals == 30 - 1 - 9 - 1
+    assert rate.overall_it_per_s == pytest.approx(29 / (times[30] - times[1]))
+
+
+@pytest.mark.parametrize(
+    ("times", "median"),
+    [
+        ({}, None),
+        ({1: 5.0}, None),
+        ({11: 0.0, 12: 1.0, 13: 3.0}, 1.5),  # even count: the mean of the middle two
+        ({11: 0.0, 12: 1.0, 13: 3.0, 15: 4.0}, 1.5),  # a gap in the numbering is not an interval
+    ],
+)
+def test_iteration_rate_edge_cases(times: dict[int, float], median: float | None) -> None:
+    rate = iteration_rate(marks(times), warmup=10)
+    assert rate.steady_median_s == (pytest.approx(median) if median is not None else None)
+    if len(times) < 2:
+        assert rate.overall_it_per_s is None
