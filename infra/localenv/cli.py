@@ -1,8 +1,9 @@
 """`scripts/localenv up|down|status [--json]`: the embedded local environment.
 
-Kubernetes (etcd, API server, controller manager, scheduler, KWOK GPU nodes), the local
-Satori (sshd login node, Slurm, the LSF command set) and the local AWS (a moto server), all
-as processes on this machine, with state in .state/localenv (or ATLAS_LOCALENV_DIR).
+Kubernetes (etcd, API server, controller manager, scheduler, KWOK's simulated nodes), a real
+node (containerd, kubelet, kube-proxy, mock GPUs, an image registry), the local Satori (sshd
+login node, Slurm, the LSF command set) and the local AWS (a moto server), all as processes on
+this machine, with state in .state/localenv (or ATLAS_LOCALENV_DIR).
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from infra.localenv import kube, moto
+from infra.localenv import kube, moto, node
 from infra.localenv.layout import Layout, default_layout
 from infra.localenv.procs import Daemon, LocalEnvError
 
-PARTS = ("kube", "satori", "aws")
+PARTS = ("kube", "node", "satori", "aws")
 
 
 def _sayer() -> Callable[[str], None]:
@@ -92,6 +93,10 @@ def cmd_up(layout: Layout, parts: Sequence[str], settings: kube.KubeSettings) ->
     started = time.monotonic()
     if "kube" in parts:
         kube.up(layout, settings, say)
+    if "node" in parts:
+        if not kube.status(layout)["ready"]:
+            raise LocalEnvError("the node joins the local cluster: start it first (`scripts/localenv up --only kube`)")
+        node.up(layout, say)
     if "satori" in parts:
         say("satori: starting sshd, munge, Slurm and the LSF command set")
         _satori().up(layout)
@@ -108,6 +113,8 @@ def cmd_down(layout: Layout, parts: Sequence[str]) -> None:
     if "satori" in parts:
         _satori().down(layout)
         say("satori: stopped")
+    if "node" in parts:
+        node.down(layout, say)
     if "kube" in parts:
         kube.down(layout, say)
     say("down")
@@ -117,6 +124,8 @@ def collect_status(layout: Layout, parts: Sequence[str]) -> dict[str, Any]:
     result: dict[str, Any] = {"state_dir": str(layout.state_dir)}
     if "kube" in parts:
         result["kubernetes"] = kube.status(layout)
+    if "node" in parts:
+        result["node"] = node.status(layout)
     if "satori" in parts:
         result.update(_satori().status(layout))
     if "aws" in parts:
@@ -131,6 +140,14 @@ def _print_status(status: dict[str, Any]) -> None:
         print(f"kubernetes  {state:10} {kube_status['api_url']}  kubeconfig={kube_status['kubeconfig']}")
         for name, running in kube_status["components"].items():
             print(f"  {name:24} {'running' if running else 'stopped'}")
+    node_status = status.get("node")
+    if node_status:
+        state = "ready" if node_status["ready"] else "not ready"
+        print(f"node        {state:10} {node_status['name']}  {node_status['gpus']} x nvidia.com/gpu "
+              f"({node_status['gpus_provenance']})  pods {node_status['pod_cidr']}")
+        for name, running in node_status["components"].items():
+            print(f"  {name:24} {'running' if running else 'stopped'}")
+        print(f"  kube-proxy: {node_status['kube_proxy']}; registry {node_status['registry']['url']}")
     ssh = status.get("ssh")
     if ssh:
         print(f"ssh         {ssh.get('user')}@{ssh.get('host')}:{ssh.get('port')}  key={ssh.get('key_file')}")
@@ -155,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     st = sub.add_parser("status", help="what runs, and the endpoints")
     st.add_argument("--json", action="store_true")
     for p in (up, down, st):
-        p.add_argument("--only", choices=PARTS, help="one part of the environment")
+        p.add_argument("--only", choices=PARTS, help="one part of the environment (the node needs kube)")
     args = parser.parse_args(argv)
     layout = default_layout()
     parts = [args.only] if args.only else list(PARTS)

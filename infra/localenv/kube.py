@@ -94,7 +94,7 @@ def _write(path: Path, text: str) -> None:
         path.write_text(text)
 
 
-def _component_args(layout: Layout, pki: Pki, settings: KubeSettings) -> dict[str, list[str]]:
+def component_args(layout: Layout, pki: Pki, settings: KubeSettings) -> dict[str, list[str]]:
     p = layout.ports
     kd = layout.kube_dir
     etcd_url = f"http://{LOOPBACK}:{p.etcd_client}"
@@ -119,9 +119,13 @@ def _component_args(layout: Layout, pki: Pki, settings: KubeSettings) -> dict[st
             f"--service-account-key-file={pki.sa_pub}",
             f"--service-account-signing-key-file={pki.sa_key}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
+            # The real node's kubelet API (logs, exec, the service proxy's endpoints).
+            f"--kubelet-client-certificate={pki.client_cert('apiserver-kubelet')}",
+            f"--kubelet-client-key={pki.client_key('apiserver-kubelet')}",
+            "--kubelet-preferred-address-types=InternalIP,Hostname",
             "--allow-privileged=true",
             "--enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultStorageClass,"
-            "ResourceQuota,Priority,DefaultTolerationSeconds",
+            "ResourceQuota,Priority,DefaultTolerationSeconds,NodeRestriction",
         ],
         "kube-controller-manager": [
             f"--kubeconfig={kd / 'controller-manager.kubeconfig'}",
@@ -188,7 +192,7 @@ def up(layout: Layout, settings: KubeSettings, say: Callable[[str], None]) -> No
     for who in ("controller-manager", "scheduler", "kwok"):
         _write(kd / f"{who}.kubeconfig", kubeconfig_yaml(layout.api_url, pki, who))
     _write(stages_file, stages_text)
-    args = _component_args(layout, pki, settings)
+    args = component_args(layout, pki, settings)
 
     for name in COMPONENTS:
         daemon = ds[name]

@@ -61,9 +61,31 @@ class Ports:
         """The AWS API stand-in (moto server)."""
         return self.base + 500
 
+    @property
+    def registry(self) -> int:
+        """The image registry (distribution) the local node pulls from."""
+        return self.base + 510
+
+    @property
+    def kubelet(self) -> int:
+        return self.base + 250
+
+    @property
+    def kubelet_healthz(self) -> int:
+        return self.base + 248
+
+    @property
+    def kube_proxy_healthz(self) -> int:
+        return self.base + 249
+
+    @property
+    def kube_proxy_metrics(self) -> int:
+        return self.base + 256
+
     def all(self) -> dict[str, int]:
         names = ("etcd_client", "etcd_peer", "apiserver", "controller_manager", "scheduler", "kwok",
-                 "sshd", "slurmctld", "slurmd", "moto")
+                 "sshd", "slurmctld", "slurmd", "moto", "registry", "kubelet", "kubelet_healthz",
+                 "kube_proxy_healthz", "kube_proxy_metrics")
         return {n: getattr(self, n) for n in names}
 
 

@@ -17,6 +17,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 VALID_FOR = dt.timedelta(days=3650)
+# The one real node of the local cluster (infra/localenv/node.py); KWOK's nodes are named kwok-*.
+NODE_NAME = "atlas-node"
 # Client identities: (file stem, common name, organisation). system:masters is the
 # admin group; the controller manager and scheduler get their built-in RBAC users.
 CLIENTS = (
@@ -24,6 +26,13 @@ CLIENTS = (
     ("controller-manager", "system:kube-controller-manager", None),
     ("scheduler", "system:kube-scheduler", None),
     ("kwok", "atlas-kwok", "system:masters"),
+    # The local node: its kubelet (the Node authorizer's identity), kube-proxy, and the API
+    # server's own client for the kubelet's API (logs, exec).
+    ("node", f"system:node:{NODE_NAME}", "system:nodes"),
+    ("kube-proxy", "system:kube-proxy", None),
+    ("apiserver-kubelet", "kube-apiserver-kubelet-client", None),
+    # The BuildConfig runner stand-in acts as OpenShift's build controller, a cluster component.
+    ("build-runner", "atlas-build-runner", "system:masters"),
 )
 SERVER_NAMES = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
                 "kubernetes.default.svc.cluster.local")
@@ -112,13 +121,55 @@ def _issue(
 
 
 def ensure_pki(directory: Path) -> Pki:
+    """Everything missing, issued by the existing CA when there is one (so a running cluster
+    keeps trusting what it trusted, and a new component only adds its own certificate)."""
     pki = Pki(directory)
     if pki.complete():
         return pki
     directory.mkdir(parents=True, exist_ok=True)
     directory.chmod(0o700)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = _name("atlas-local-ca")
+    if pki.ca_cert.exists() and pki.ca_key.exists():
+        loaded = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+        if not isinstance(loaded, ec.EllipticCurvePrivateKey):
+            raise ValueError(f"{pki.ca_key}: not the EC key Atlas writes; remove {directory} to start over")
+        ca_key = loaded
+    else:
+        ca_key = _new_ca(pki, ca_name)
+        for stale in directory.iterdir():
+            if stale not in (pki.ca_key, pki.ca_cert):
+                stale.unlink()  # issued by a CA that is gone
+
+    if not (pki.server_cert.exists() and pki.server_key.exists()):
+        server_key = ec.generate_private_key(ec.SECP256R1())
+        sans: list[x509.GeneralName] = [x509.DNSName(n) for n in SERVER_NAMES]
+        sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in SERVER_IPS]
+        server = _issue(_name("kube-apiserver"), server_key, ca_name, ca_key, ExtendedKeyUsageOID.SERVER_AUTH, sans)
+        _write_key(pki.server_key, server_key)
+        pki.server_cert.write_bytes(server.public_bytes(serialization.Encoding.PEM))
+
+    for who, cn, org in CLIENTS:
+        if pki.client_cert(who).exists() and pki.client_key(who).exists():
+            continue
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = _issue(_name(cn, org), key, ca_name, ca_key, ExtendedKeyUsageOID.CLIENT_AUTH)
+        _write_key(pki.client_key(who), key)
+        pki.client_cert(who).write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+    if not (pki.sa_key.exists() and pki.sa_pub.exists()):
+        # Service-account tokens are signed with RSA, which every client library verifies.
+        sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        _write_key(pki.sa_key, sa_key)
+        pki.sa_pub.write_bytes(
+            sa_key.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
+        )
+    return pki
+
+
+def _new_ca(pki: Pki, ca_name: x509.Name) -> ec.EllipticCurvePrivateKey:
+    ca_key = ec.generate_private_key(ec.SECP256R1())
     now = dt.datetime.now(dt.UTC)
     ca = (
         x509.CertificateBuilder()
@@ -136,29 +187,7 @@ def ensure_pki(directory: Path) -> Pki:
     )
     _write_key(pki.ca_key, ca_key)
     pki.ca_cert.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-
-    server_key = ec.generate_private_key(ec.SECP256R1())
-    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in SERVER_NAMES]
-    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in SERVER_IPS]
-    server = _issue(_name("kube-apiserver"), server_key, ca_name, ca_key, ExtendedKeyUsageOID.SERVER_AUTH, sans)
-    _write_key(pki.server_key, server_key)
-    pki.server_cert.write_bytes(server.public_bytes(serialization.Encoding.PEM))
-
-    for who, cn, org in CLIENTS:
-        key = ec.generate_private_key(ec.SECP256R1())
-        cert = _issue(_name(cn, org), key, ca_name, ca_key, ExtendedKeyUsageOID.CLIENT_AUTH)
-        _write_key(pki.client_key(who), key)
-        pki.client_cert(who).write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-
-    # Service-account tokens are signed with RSA, which every client library verifies.
-    sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    _write_key(pki.sa_key, sa_key)
-    pki.sa_pub.write_bytes(
-        sa_key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
-    )
-    return pki
+    return ca_key
 
 
 def kubeconfig_yaml(server: str, pki: Pki, who: str, cluster: str = "atlas-local") -> str:

@@ -24,12 +24,18 @@ class LocalEnvError(RuntimeError):
 
 
 def _proc_start_time(pid: int) -> str | None:
+    """The process's start time (field 22 of /proc/<pid>/stat), or None if it is gone. A zombie
+    (exited, not yet reaped: a daemon this very process started that crashed) counts as gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    # Field 22 (starttime) follows the parenthesised command name, which may hold spaces.
-    return stat.rsplit(")", 1)[1].split()[19]
+    # The fields after the parenthesised command name, which may hold spaces: state, ..., starttime.
+    fields = stat.rsplit(")", 1)[1].split()
+    if fields[0] == "Z":
+        _reap(pid)
+        return None
+    return fields[19]
 
 
 @dataclass(frozen=True)

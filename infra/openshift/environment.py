@@ -213,6 +213,7 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
             claims=claims,
             workdir=settings.image.workdir or f"/opt/{workload.name}",
             openshift=settings.is_openshift,
+            node_selector=dict(settings.placement.node_selector),
         )
         before_pods = [*constraints, *self.image.ready]
         # The Jobs' completions reach the API server as the provider does.

@@ -2,8 +2,10 @@
 
 On OpenShift with `image.build`, an ImageStream and a BuildConfig (Docker strategy, this
 repository as Git source, the workload's build context and Containerfile) build it inside the
-project, and the Jobs pull it from the internal registry by its full pull spec. Otherwise the
-pre-built `image.reference` is used as is. No data goes into the image: the Containerfile
+project. When `pulumi up` awaits the build (`image.build.await`), the Jobs pull the image by the
+digest the build pushed, read from the ImageStream's tag (`dockerImageReference`), so a new
+image rolls the Jobs and an unchanged one leaves them be; otherwise by the tag's pull spec.
+Without `image.build`, the pre-built `image.reference` is used as is. No data goes into the image: the Containerfile
 copies code only, and the data arrives on the data PVC (staging.py).
 """
 
@@ -67,7 +69,12 @@ class WorkloadImage(pulumi.ComponentResource):
                 # any spec change is what builds the changed image (its tag changes too).
                 opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["spec"], delete_before_replace=True),
             )
+            pull_spec = manifests.internal_pull_spec(args.namespace_name, stream_name, tag)
             if build.await_image:
                 self.ready.append(self.image_stream)
-            self.image = pulumi.Output.from_input(manifests.internal_pull_spec(args.namespace_name, stream_name, tag))
+                self.image = self.image_stream.status.apply(
+                    lambda status: manifests.pushed_image(status, tag, pull_spec)
+                )
+            else:
+                self.image = pulumi.Output.from_input(pull_spec)
         self.register_outputs({"image": self.image})

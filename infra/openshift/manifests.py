@@ -19,7 +19,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -237,6 +237,17 @@ def internal_pull_spec(namespace: str, image_stream: str, tag: str) -> str:
     return f"{INTERNAL_REGISTRY}/{namespace}/{image_stream}:{tag}"
 
 
+def pushed_image(status: Mapping[str, Any] | None, tag: str, fallback: str) -> str:
+    """The newest image pushed to `tag`, by digest, as the ImageStream's status records it
+    (`dockerImageReference`); `fallback` (the tag's pull spec) while none is recorded."""
+    for entry in (status or {}).get("tags") or []:
+        if entry.get("tag") == tag and entry.get("items"):
+            reference = entry["items"][0].get("dockerImageReference")
+            if reference:
+                return str(reference)
+    return fallback
+
+
 def image_stream(
     labels: Mapping[str, str], namespace: pulumi.Input[str], name: str, tag: str, await_tag: bool, timeout_s: int
 ) -> Manifest:
@@ -385,9 +396,14 @@ class PodContext:
     claims: Claims
     workdir: str
     openshift: bool
+    # Labels every pod must land on (settings.placement), beside a GPU step's product.
+    node_selector: Mapping[str, str] = field(default_factory=dict)
 
 
 def _pod_spec(context: PodContext, containers: list[Manifest], volumes: list[Manifest], **extra: Any) -> Manifest:
+    selector = {**context.node_selector, **extra.pop("nodeSelector", {})}
+    if selector:
+        extra["nodeSelector"] = selector
     return {
         "serviceAccountName": context.service_account,
         "automountServiceAccountToken": False,

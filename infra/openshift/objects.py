@@ -19,6 +19,8 @@ class KubernetesObject(pulumi.CustomResource):
     # Set by the engine for every property sent (the manifest's top-level keys).
     metadata: pulumi.Output[Any]
     spec: pulumi.Output[Any]
+    # What the cluster reports (an ImageStream's tags once a build pushed); read after an await.
+    status: pulumi.Output[Any]
 
     def __init__(
         self, resource_name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions | None = None
@@ -27,4 +29,5 @@ class KubernetesObject(pulumi.CustomResource):
         kind = manifest["kind"]
         # The plugin version pulumi-kubernetes' own classes ask for (ignored with an explicit provider).
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=version("pulumi-kubernetes")))
-        super().__init__(f"kubernetes:{api_version}:{kind}", resource_name, dict(manifest), opts)
+        props = {"status": None, **manifest}
+        super().__init__(f"kubernetes:{api_version}:{kind}", resource_name, props, opts)

@@ -7,6 +7,7 @@ for the target (`enabled`, `flavour`, `namespace`, `kubeconfig`, `context`):
     quota:    {manage, gpus, cpu, memory, storage, pvcs}
     storage:  {class, data: {size, class}, results: {size, class}, logs: {size, class}}
     gpu:      {product, check_product}
+    placement: {node_selector: {<label>: <value>}}
     image:    {build: {git_uri, git_ref, base_image, cpu, memory, await, timeout_seconds}
                | reference, workdir}
     data:     {sources: {<workload input>: pvc://claim/path | https://... | s3://bucket/key},
@@ -38,7 +39,11 @@ from infra.workload import RenderedStep
 
 # Keys of `atlas:openshift` that infra/config.py reads into KubernetesTarget.
 TARGET_KEYS = frozenset({"enabled", "flavour", "namespace", "kubeconfig", "context"})
-SETTINGS_KEYS = frozenset({"project", "quota", "storage", "gpu", "image", "data", "pipeline", "monitor"})
+SETTINGS_KEYS = frozenset({"project", "quota", "storage", "gpu", "image", "data", "pipeline", "monitor", "placement"})
+# A node label key: an optional DNS-subdomain prefix and a name (Kubernetes' rules).
+_LABEL_KEY = re.compile(r"(?:[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                        r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 
 # Values of the `nvidia.com/gpu.product` node label that NVIDIA's GPU feature discovery
 # writes (the marketing name with spaces as '-'). MIG slices append `-MIG-<profile>`.
@@ -175,6 +180,14 @@ class GpuSettings:
 
 
 @dataclass(frozen=True)
+class PlacementSettings:
+    """Node labels every pod of the run must land on (an OpenShift project's node selector,
+    set per pod so it holds on plain Kubernetes too)."""
+
+    node_selector: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class ImageBuild:
     """An OpenShift BuildConfig: this repository at `git_ref`, Docker strategy."""
 
@@ -251,6 +264,7 @@ class OpenShiftSettings:
     pipeline: PipelineSettings
     monitor: MonitorSettings
     key_prefix: str  # for messages raised later (check_workload_fits)
+    placement: PlacementSettings = PlacementSettings()
 
     @property
     def is_openshift(self) -> bool:
@@ -386,6 +400,22 @@ def _gpu(raw: Any, key: str) -> GpuSettings:
                 f"(`oc get nodes -L nvidia.com/gpu.product`), or set {key}.check_product: false for one not listed",
             )
     return GpuSettings(product=product)
+
+
+def _placement(raw: Any, key: str) -> PlacementSettings:
+    section = _mapping(raw, key)
+    _reject_unknown(section, ("node_selector",), key)
+    selector = _mapping(section.get("node_selector"), f"{key}.node_selector")
+    pairs = []
+    for label, value in selector.items():
+        where = f"{key}.node_selector.{label}"
+        if not isinstance(label, str) or len(label) > 316 or not _LABEL_KEY.fullmatch(label):
+            raise _fail(where, f"{label!r} is not a node label key", "write prefix/name, e.g. example.com/zone")
+        if not isinstance(value, str) or not _LABEL_VALUE.fullmatch(value):
+            raise _fail(where, f"{value!r} is not a label value",
+                        "quote it as a string of letters, digits, '-', '_' and '.' (63 at most)")
+        pairs.append((label, value))
+    return PlacementSettings(tuple(sorted(pairs)))
 
 
 def _image_settings(raw: Any, key: str, flavour: str) -> ImageSettings:
@@ -575,6 +605,7 @@ def parse_openshift_settings(raw: Mapping[str, Any], key_prefix: str, flavour: s
         pipeline=_pipeline(section.get("pipeline"), f"{key_prefix}.pipeline"),
         monitor=_monitor(section.get("monitor"), f"{key_prefix}.monitor"),
         key_prefix=key_prefix,
+        placement=_placement(section.get("placement"), f"{key_prefix}.placement"),
     )
 
 

@@ -386,7 +386,8 @@ def compile_etcd(pins: Pins, scratch: Path, out: Path, progress: Progress) -> No
     go_build(scratch, out / "etcd", [ETCD_PACKAGE], {}, go_env(scratch), progress, "etcd")
 
 
-KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+# One `go build` for all of them: they share most packages, compiled once.
+KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kubelet", "kube-proxy")
 
 
 def fetch_kubernetes(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
@@ -474,6 +475,61 @@ def compile_kwok(pins: Pins, scratch: Path, out: Path, progress: Progress) -> No
              go_env(scratch), progress, "kwok")
 
 
+CONTAINERD_MODULE = "github.com/containerd/containerd/v2"
+CONTAINERD_COMMANDS = ("containerd", "containerd-shim-runc-v2", "ctr")
+
+
+def fetch_containerd(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
+    version = f"v{pins.containerd}"
+    write_wrapper(scratch, "containerd", {CONTAINERD_MODULE: version}, {})
+    go_get(scratch, [f"{CONTAINERD_MODULE}/cmd/{c}" for c in CONTAINERD_COMMANDS], version, go_env(scratch),
+           progress, "containerd")
+
+
+def compile_containerd(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
+    # CGO_ENABLED=0 leaves out the btrfs snapshotter (its files need cgo); overlayfs is what runs here.
+    go_build(scratch, out, [f"{CONTAINERD_MODULE}/cmd/{c}" for c in CONTAINERD_COMMANDS],
+             {f"{CONTAINERD_MODULE}/version.Version": f"v{pins.containerd}",
+              f"{CONTAINERD_MODULE}/version.Revision": "atlas-bootstrap"},
+             go_env(scratch), progress, "containerd")
+
+
+CNI_MODULE = "github.com/containernetworking/plugins"
+# The plugins the local node's network uses: a bridge with host-local addresses, the pod's
+# loopback, and host ports.
+CNI_PLUGINS = {"bridge": "plugins/main/bridge", "loopback": "plugins/main/loopback",
+               "host-local": "plugins/ipam/host-local", "portmap": "plugins/meta/portmap"}
+
+
+def fetch_cni_plugins(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
+    version = f"v{pins.cni_plugins}"
+    write_wrapper(scratch, "cni-plugins", {CNI_MODULE: version}, {})
+    go_get(scratch, [f"{CNI_MODULE}/{p}" for p in CNI_PLUGINS.values()], version, go_env(scratch),
+           progress, "cni-plugins")
+
+
+def compile_cni_plugins(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
+    go_build(scratch, out, [f"{CNI_MODULE}/{p}" for p in CNI_PLUGINS.values()],
+             {f"{CNI_MODULE}/pkg/utils/buildversion.BuildVersion": f"v{pins.cni_plugins}"},
+             go_env(scratch), progress, "cni-plugins")
+
+
+def fetch_pause(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
+    """Kubernetes' own pause program (build/pause/linux/pause.c in the pinned k8s.io/kubernetes
+    module): the process that holds every pod sandbox. Its image cannot be pulled here."""
+    write_wrapper(scratch, "pause", {}, {})
+    src = module_dir("k8s.io/kubernetes", f"v{pins.kubernetes}", scratch, go_env(scratch))
+    shutil.copyfile(src / "build" / "pause" / "linux" / "pause.c", scratch / "pause.c")
+
+
+def compile_pause(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
+    if shutil.which("gcc") is None:
+        raise StepFailed("gcc is needed for Kubernetes' pause program: apt-get install gcc libc6-dev")
+    run(["gcc", "-Os", "-static", "-Wall", "-Werror", f"-DVERSION=v{pins.kubernetes}-atlas",
+         "-o", str(out / "pause"), str(scratch / "pause.c")], progress=progress, label="pause (compile)")
+    run(["strip", str(out / "pause")], progress=progress, label="pause (strip)")
+
+
 def venv_key() -> str:
     """What the venv depends on: the declared dependencies, not lint settings."""
     import tomllib
@@ -530,9 +586,15 @@ BINARY_STEPS: tuple[Step, ...] = (
     Step("etcd", ("etcd",), "etcd", ("etcd",), fetch_etcd, compile_etcd),
     Step("kwok", ("kwok",), "KWOK node and pod simulator", ("kwok",), fetch_kwok, compile_kwok),
     Step(
-        "kubernetes", KUBE_COMMANDS, "kube-apiserver, controller-manager, scheduler, kubectl", ("kubernetes",),
-        fetch_kubernetes, compile_kubernetes,
+        "kubernetes", KUBE_COMMANDS, "kube-apiserver, controller-manager, scheduler, kubectl, kubelet, kube-proxy",
+        ("kubernetes",), fetch_kubernetes, compile_kubernetes,
     ),
+    Step("containerd", CONTAINERD_COMMANDS, "containerd, its runc shim and ctr (the local node's runtime)",
+         ("containerd",), fetch_containerd, compile_containerd),
+    Step("cni-plugins", tuple(CNI_PLUGINS), "CNI plugins: bridge, host-local, loopback, portmap",
+         ("cni_plugins",), fetch_cni_plugins, compile_cni_plugins),
+    Step("pause", ("pause",), "Kubernetes' pause program (pod sandboxes)", ("kubernetes",), fetch_pause,
+         compile_pause, recipe="gcc -Os -static; strip"),
 )
 
 

@@ -32,6 +32,8 @@ class Pins:
     kubernetes: str
     etcd: str
     kwok: str
+    containerd: str
+    cni_plugins: str
     openshift_api_repository: str
     openshift_api_commit: str
     openshift_api_sha256: str
@@ -66,6 +68,8 @@ def load_pins(path: Path = PINS_FILE) -> Pins:
             kubernetes=data["kubernetes"]["version"],
             etcd=data["etcd"]["version"],
             kwok=data["kwok"]["version"],
+            containerd=data["containerd"]["version"],
+            cni_plugins=data["cni_plugins"]["version"],
             openshift_api_repository=openshift_api["repository"],
             openshift_api_commit=openshift_api["commit"],
             openshift_api_sha256=openshift_api["sha256"],
@@ -89,4 +93,4 @@ def toolchain_dir(pins: Pins) -> Path:
 
 
 # The sections binaries are built from (the rest is data, such as the schema source).
-BUILT_SECTIONS = ("pulumi", "pulumi_kubernetes", "kubernetes", "etcd", "kwok")
+BUILT_SECTIONS = ("pulumi", "pulumi_kubernetes", "kubernetes", "etcd", "kwok", "containerd", "cni_plugins")

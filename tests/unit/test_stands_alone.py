@@ -48,12 +48,13 @@ def problems_in(path: Path) -> list[str]:
         return []
     found = []
     for number, line in enumerate(text.splitlines(), 1):
+        where = f"{path.relative_to(REPO_ROOT)}:{number}"
         for pattern, what in OUTSIDE:
             if pattern.search(line):
-                found.append(f"{path.relative_to(REPO_ROOT)}:{number}: {what}: {line.strip()}")
+                found.append(f"{where}: {what}: {line.strip()}")
         for match in re.finditer(r"(?<![\w.$}/-])((?:\.\./)+[\w.-]+)", line):
             if escapes(match[1], path.parent):
-                found.append(f"{path.relative_to(REPO_ROOT)}:{number}: {match[1]} leaves the repository: {line.strip()}")
+                found.append(f"{where}: {match[1]} leaves the repository: {line.strip()}")
     return found
 
 

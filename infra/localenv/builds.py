@@ -1,0 +1,331 @@
+"""A stand-in for OpenShift's build controller, for Docker-strategy BuildConfigs from Git.
+
+OpenShift's build controller (openshift-controller-manager) and its internal registry cannot
+run on the local cluster, so this runner does what they do for the BuildConfigs Atlas creates,
+following OpenShift's documented behaviour (Builds and BuildConfigs, build.openshift.io/v1):
+
+- a BuildConfig with a ConfigChange trigger is built once when it is created: the runner makes
+  Build `<config>-<n>` (labels and annotations `openshift.io/build-config.name`,
+  `openshift.io/build.number`, an owner reference, the config's spec, `triggeredBy`) and sets
+  the config's `status.lastVersion`; `runPolicy: Serial` builds one at a time per config;
+- the Build moves through New, Pending, Running and Complete or Failed, with start and
+  completion times, `duration`, the commit it built (`spec.revision`), `reason`/`message` and
+  `logSnippet` on failure, and `output.to.imageDigest` on success;
+- the source is fetched with git from the config's URI and ref, the image built with buildah
+  from the context folder and Dockerfile path with the build args (infra/localenv/images.py),
+  and pushed to the local registry, which stands in for the internal one;
+- the output ImageStreamTag is updated the way the registry's image-stream mapping does it: the
+  ImageStream's `status.dockerImageRepository` and a tag event (`dockerImageReference` by
+  digest, `image`, `created`, `generation`) on top of the tag's history.
+
+The build log is kept in the environment's state folder (`builds/<namespace>/<build>.log`), named
+by the Build's `atlas.dev/build-log` annotation (a CRD cannot serve OpenShift's `builds/log`).
+
+    python -m infra.localenv.builds <state dir> <api port> <registry host>
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import logging
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from infra.kubeapi import KubeApi, KubeRequestError
+
+Manifest = dict[str, Any]
+BUILD_API = "/apis/build.openshift.io/v1"
+IMAGE_API = "/apis/image.openshift.io/v1"
+BUILD_CONFIG_LABEL = "openshift.io/build-config.name"
+BUILD_NUMBER = "openshift.io/build.number"
+LOG_ANNOTATION = "atlas.dev/build-log"
+TERMINAL = ("Complete", "Failed", "Error", "Cancelled")
+LOG_SNIPPET_LINES = 5
+POLL_S = 1.0
+
+
+def now_text(now: dt.datetime | None = None) -> str:
+    return (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def wants_config_change_build(config: Mapping[str, Any]) -> bool:
+    """A ConfigChange trigger builds once, when the config has never been built."""
+    triggers = config.get("spec", {}).get("triggers") or []
+    return any(t.get("type") == "ConfigChange" for t in triggers) and not config.get("status", {}).get("lastVersion")
+
+
+def new_build(config: Mapping[str, Any], number: int) -> Manifest:
+    """The Build OpenShift's controller instantiates from a BuildConfig."""
+    meta = config["metadata"]
+    name = f"{meta['name']}-{number}"
+    spec = config["spec"]
+    build_spec = {k: v for k, v in spec.items() if k in (
+        "serviceAccount", "source", "revision", "strategy", "output", "resources", "postCommit",
+        "completionDeadlineSeconds", "nodeSelector", "mountTrustedCA",
+    )}
+    build_spec["triggeredBy"] = [{"message": "Build configuration change"}]
+    labels = {**(meta.get("labels") or {}), "buildconfig": meta["name"], BUILD_CONFIG_LABEL: meta["name"],
+              "openshift.io/build.start-policy": spec.get("runPolicy", "Serial")}
+    return {
+        "apiVersion": "build.openshift.io/v1",
+        "kind": "Build",
+        "metadata": {
+            "name": name,
+            "namespace": meta["namespace"],
+            "labels": labels,
+            "annotations": {BUILD_CONFIG_LABEL: meta["name"], BUILD_NUMBER: str(number)},
+            "ownerReferences": [{"apiVersion": "build.openshift.io/v1", "kind": "BuildConfig",
+                                 "name": meta["name"], "uid": meta["uid"], "controller": True}],
+        },
+        "spec": build_spec,
+    }
+
+
+@dataclass(frozen=True)
+class Output:
+    """Where a build pushes: an ImageStreamTag of the build's namespace (or a DockerImage)."""
+
+    stream: str | None
+    tag: str
+    repository: str  # in the local registry, e.g. ns/stream
+
+    @classmethod
+    def of(cls, build: Mapping[str, Any]) -> Output:
+        to = build["spec"].get("output", {}).get("to") or {}
+        namespace = to.get("namespace") or build["metadata"]["namespace"]
+        if to.get("kind") == "ImageStreamTag":
+            stream, _, tag = str(to["name"]).partition(":")
+            return cls(stream, tag or "latest", f"{namespace}/{stream}")
+        if to.get("kind") == "DockerImage":
+            image = str(to["name"])
+            repository, _, tag = image.rpartition(":") if ":" in image.rsplit("/", 1)[-1] else (image, "", "latest")
+            return cls(None, tag, repository.split("/", 1)[1] if "/" in repository else repository)
+        raise ValueError(f"build {build['metadata']['name']}: output kind {to.get('kind')!r} is not supported")
+
+
+def image_stream_status(stream: Mapping[str, Any], registry: str, tag: str, digest: str,
+                        created: str) -> Manifest:
+    """The stream's status with a new tag event on top (newest first), as the registry's
+    image-stream mapping writes it."""
+    namespace, name = stream["metadata"]["namespace"], stream["metadata"]["name"]
+    repository = f"{registry}/{namespace}/{name}"
+    status = dict(stream.get("status") or {})
+    status["dockerImageRepository"] = repository
+    tags = [dict(t) for t in status.get("tags") or []]
+    event = {"created": created, "dockerImageReference": f"{repository}@{digest}", "image": digest,
+             "generation": int(stream["metadata"].get("generation", 1))}
+    for entry in tags:
+        if entry.get("tag") == tag:
+            entry["items"] = [event, *(i for i in entry.get("items") or [] if i.get("image") != digest)]
+            break
+    else:
+        tags.append({"tag": tag, "items": [event]})
+    status["tags"] = tags
+    return status
+
+
+def log_snippet(log: str) -> str:
+    return "\n".join(log.rstrip().splitlines()[-LOG_SNIPPET_LINES:])
+
+
+class BuildFailed(Exception):
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+def _run(argv: Sequence[str], log: Path, cwd: Path | None = None) -> str:
+    with log.open("a") as out:
+        out.write(f"$ {' '.join(argv)}\n")
+        out.flush()
+        proc = subprocess.run(list(argv), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              check=False)
+        out.write(proc.stdout)
+    if proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, argv, proc.stdout)
+    return proc.stdout
+
+
+class Runner:
+    def __init__(self, api: KubeApi, state_dir: Path, registry: str, log: logging.Logger) -> None:
+        self.api = api
+        self.state_dir = state_dir
+        self.registry = registry
+        self.log = log
+
+    # --- the controller's loop
+
+    def round(self) -> int:
+        """Trigger what the configs ask for, then run the oldest new build; returns builds run."""
+        configs = self.api.get(f"{BUILD_API}/buildconfigs")["items"]
+        for config in configs:
+            if wants_config_change_build(config):
+                self.instantiate(config)
+        builds = self.api.get(f"{BUILD_API}/builds")["items"]
+        waiting = sorted((b for b in builds if (b.get("status") or {}).get("phase", "New") == "New"),
+                         key=lambda b: b["metadata"]["creationTimestamp"])
+        running = {(b["metadata"]["namespace"], b["metadata"]["labels"].get(BUILD_CONFIG_LABEL)) for b in builds
+                   if (b.get("status") or {}).get("phase") in ("Pending", "Running")}
+        for build in waiting:
+            key = (build["metadata"]["namespace"], build["metadata"]["labels"].get(BUILD_CONFIG_LABEL))
+            if key in running:  # runPolicy Serial: one at a time per config
+                continue
+            self.run_build(build)
+            return 1
+        return 0
+
+    def instantiate(self, config: Mapping[str, Any]) -> None:
+        meta = config["metadata"]
+        number = int((config.get("status") or {}).get("lastVersion") or 0) + 1
+        build = new_build(config, number)
+        base = f"{BUILD_API}/namespaces/{meta['namespace']}"
+        try:
+            created = self.api.request("POST", f"{base}/builds", build)
+        except KubeRequestError as err:
+            if err.status != 409:
+                raise
+            created = self.api.get(f"{base}/builds/{build['metadata']['name']}")
+        self._set_status(created, {"phase": "New"})
+        self.api.request("PATCH", f"{base}/buildconfigs/{meta['name']}/status",
+                         {"status": {"lastVersion": number}}, "application/merge-patch+json")
+        self.log.info("build %s/%s created from its BuildConfig", meta["namespace"], build["metadata"]["name"])
+
+    def _set_status(self, build: Mapping[str, Any], status: Mapping[str, Any]) -> Manifest:
+        meta = build["metadata"]
+        path = f"{BUILD_API}/namespaces/{meta['namespace']}/builds/{meta['name']}/status"
+        result: Manifest = self.api.request("PATCH", path, {"status": status}, "application/merge-patch+json")
+        return result
+
+    def run_build(self, build: Manifest) -> None:
+        meta = build["metadata"]
+        log_path = self.state_dir / "builds" / meta["namespace"] / f"{meta['name']}.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path.write_text("")
+        self.api.request("PATCH", f"{BUILD_API}/namespaces/{meta['namespace']}/builds/{meta['name']}",
+                         {"metadata": {"annotations": {LOG_ANNOTATION: str(log_path)}}},
+                         "application/merge-patch+json")
+        output = Output.of(build)
+        started = dt.datetime.now(dt.UTC)
+        self._set_status(build, {"phase": "Pending",
+                                 "outputDockerImageReference": f"{self.registry}/{output.repository}:{output.tag}"})
+        self._set_status(build, {"phase": "Running", "startTimestamp": now_text(started)})
+        self.log.info("build %s/%s running", meta["namespace"], meta["name"])
+        try:
+            commit, digest = self.execute(build, output, log_path)
+        except BuildFailed as failed:
+            finished = dt.datetime.now(dt.UTC)
+            self._set_status(build, {
+                "phase": "Failed", "reason": failed.reason, "message": failed.message,
+                "logSnippet": log_snippet(log_path.read_text(errors="replace")),
+                "completionTimestamp": now_text(finished),
+                "duration": int((finished - started).total_seconds() * 1e9),
+            })
+            self.log.warning("build %s/%s failed: %s", meta["namespace"], meta["name"], failed.message)
+            return
+        finished = dt.datetime.now(dt.UTC)
+        if output.stream is not None:
+            self.tag_image(meta["namespace"], output, digest, now_text(finished))
+        self.api.request("PATCH", f"{BUILD_API}/namespaces/{meta['namespace']}/builds/{meta['name']}",
+                         {"spec": {"revision": {"type": "Git", "git": {"commit": commit}}}},
+                         "application/merge-patch+json")
+        self._set_status(build, {
+            "phase": "Complete", "completionTimestamp": now_text(finished),
+            "duration": int((finished - started).total_seconds() * 1e9),
+            "output": {"to": {"imageDigest": digest}},
+        })
+        self.log.info("build %s/%s complete: %s", meta["namespace"], meta["name"], digest)
+
+    def execute(self, build: Mapping[str, Any], output: Output, log: Path) -> tuple[str, str]:
+        """Fetch the source, build, push; returns (commit, digest) or raises BuildFailed."""
+        from infra.localenv import images  # buildah and the registry
+
+        spec = build["spec"]
+        source = spec.get("source") or {}
+        if source.get("type") != "Git" or "git" not in source:
+            raise BuildFailed("InvalidSource", "only Git sources are built locally (the BuildConfigs Atlas creates)")
+        strategy = spec.get("strategy") or {}
+        if strategy.get("type") != "Docker":
+            raise BuildFailed("InvalidStrategy", f"strategy {strategy.get('type')!r}: only Docker is built locally")
+        docker = strategy.get("dockerStrategy") or {}
+        with tempfile.TemporaryDirectory(prefix="atlas-build-") as tmp:
+            checkout = Path(tmp) / "source"
+            ref = source["git"].get("ref") or "HEAD"
+            try:
+                _run(["git", "init", "-q", str(checkout)], log)
+                _run(["git", "-C", str(checkout), "fetch", "-q", "--depth", "1", source["git"]["uri"], ref], log)
+                _run(["git", "-C", str(checkout), "checkout", "-q", "FETCH_HEAD"], log)
+                commit = _run(["git", "-C", str(checkout), "rev-parse", "HEAD"], log).strip()
+            except subprocess.CalledProcessError as err:
+                raise BuildFailed("FetchSourceFailed", f"git could not fetch {source['git']['uri']} at {ref} "
+                                  f"(exit {err.returncode})") from None
+            context = checkout / source.get("contextDir", "")
+            dockerfile = context / docker.get("dockerfilePath", "Dockerfile")
+            args = {a["name"]: a.get("value", "") for a in docker.get("buildArgs") or []}
+            try:
+                built = images.build_image_from(context, dockerfile, output.repository, output.tag, args, log,
+                                                self.registry)
+            except images.ImageBuildFailed as err:
+                raise BuildFailed(err.reason, str(err)) from None
+        return commit, built.digest
+
+    def tag_image(self, namespace: str, output: Output, digest: str, created: str) -> None:
+        path = f"{IMAGE_API}/namespaces/{namespace}/imagestreams/{output.stream}"
+        for _ in range(5):  # a conflicting writer (the provider's apply) makes us read again
+            stream = self.api.get(path)
+            status = image_stream_status(stream, self.registry, output.tag, digest, created)
+            try:
+                self.api.request("PUT", f"{path}/status", {**stream, "status": status})
+                return
+            except KubeRequestError as err:
+                if err.status != 409:
+                    raise
+        raise RuntimeError(f"could not update {path}/status after 5 conflicts")
+
+
+def serve(runner: Runner, stop: threading.Event) -> None:
+    while not stop.is_set():
+        try:
+            ran = runner.round()
+        except (OSError, KubeRequestError) as err:
+            runner.log.warning("round failed (%s); retrying", err)
+            ran = 0
+        if not ran:
+            stop.wait(POLL_S)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m infra.localenv.builds", description=__doc__.splitlines()[0])
+    parser.add_argument("state_dir", type=Path)
+    parser.add_argument("kubeconfig", type=Path)
+    parser.add_argument("registry", help="host:port of the local registry")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s build-runner %(message)s")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    if shutil.which("git") is None or shutil.which("buildah") is None:
+        print("build-runner: git and buildah are needed (scripts/localenv up installs buildah)", file=sys.stderr)
+        return 2
+    runner = Runner(KubeApi(args.kubeconfig, timeout_s=30), args.state_dir, args.registry,
+                    logging.getLogger("build-runner"))
+    runner.log.info("stand-in for OpenShift's build controller: Docker strategy, Git source, registry %s",
+                    args.registry)
+    started = time.monotonic()
+    serve(runner, stop)
+    runner.log.info("stopped after %.0f s", time.monotonic() - started)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
