@@ -59,7 +59,7 @@ from infra.workload import (  # noqa: E402
     render_step,
     sampled_argv,
 )
-from infra.workload_source import materialize  # noqa: E402
+from infra.workload_source import MARKER, Materialized, SourceError, materialize, sha256_file  # noqa: E402
 
 ENTRYPOINT = REPO / "workloads" / "biggan" / "entrypoint.sh"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -76,6 +76,20 @@ def run_json(argv: list[str], cwd: Path) -> dict[str, Any]:
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def unpack_tree(tree: Path, workdir: Path, commit: str, patch: Path | None) -> Materialized:
+    """Where the machine has no git: the tree the same materialiser made elsewhere (`scripts/biggan-device-run
+    prepare`), accepted only if its record names this commit and this patch's content."""
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    with tarfile.open(tree) as tar:
+        tar.extractall(workdir, filter="data")
+    record = json.loads((workdir / MARKER).read_text())
+    if record.get("commit") != commit or (patch is not None and record.get("patch_sha256") != sha256_file(patch)):
+        raise SystemExit(f"{tree}: made for another commit or patch ({record}); run prepare again")
+    record["unpacked_from"] = f"{tree.name} (no git on this machine; made by infra/workload_source.py elsewhere)"
+    return Materialized(workdir, record)
 
 
 def machine() -> dict[str, Any]:
@@ -248,10 +262,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--source", type=Path, required=True, help="a bundle or clone holding the pinned commit")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--tree", type=Path, help="the materialised tree as .tar.gz, used only if git is missing")
     parser.add_argument("--environment", default="h200", help="the workload's overrides to apply (default h200)")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "atlas-biggan")
     parser.add_argument("--interval", type=float, default=1.0, help="sampler interval, s (the workload says 5)")
-    parser.add_argument("--limit", type=float, default=540.0, help="stop the last step after this many s in all")
+    parser.add_argument("--limit", type=float, default=480.0, help="stop the last step after this many s in all")
     parser.add_argument("--workload", type=Path, default=REPO / "workloads" / "biggan" / "workload.yaml")
     args = parser.parse_args()
     deadline = START + args.limit
@@ -264,10 +279,13 @@ def main() -> int:
         shutil.rmtree(args.work)
     workdir = args.work / "biggan"
     say(f"machine: {json.dumps(machine())}")
-    made = materialize(
-        source.repository, source.commit, workdir, REPO / source.patch if source.patch else None, args.source,
-        key="--source",
-    )
+    patch = REPO / source.patch if source.patch else None
+    try:
+        made = materialize(source.repository, source.commit, workdir, patch, args.source, key="--source")
+    except SourceError as error:
+        if "`git` command is not installed" not in str(error) or args.tree is None:
+            raise
+        made = unpack_tree(args.tree, workdir, source.commit, patch)
     say(f"source: {json.dumps(made.record)}")
     # The steps say `python` and the sampler `python3`: in the image both are its one Python, the one
     # with PyTorch. Here, both are this interpreter's, whatever else PATH holds.
