@@ -34,7 +34,7 @@ class Chart:
 
 
 def _label(env: EnvironmentMetrics) -> str:
-    return f"{env.name} (simulated)" if env.simulated else env.name
+    return env.label
 
 
 def _nothing(ax: Axes, text: str) -> None:

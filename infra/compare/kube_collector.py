@@ -25,6 +25,8 @@ from infra.kubeapi import KubeApi
 __all__ = ["KubeApi", "MonitorFiles", "collect_kubernetes", "records_from_api"]
 
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+GPU_MOCK_LABEL = "atlas.dev/gpu-mock"
+LOCAL_NODE = "local node, mock GPUs"
 GPU_RESOURCE = "nvidia.com/gpu"
 STAGING_COMPONENTS = ("staging", "prepare-volumes")
 SIMULATED_TELEMETRY = "not measured: simulated node, no container ran"
@@ -81,6 +83,7 @@ def _node_record(node: Mapping[str, Any]) -> NodeRecord:
         gpu_product=labels.get("nvidia.com/gpu.product"),
         gpus_allocatable=int(allocatable[GPU_RESOURCE]) if GPU_RESOURCE in allocatable else None,
         labels=tuple(sorted(labels.items())),
+        gpu_mock=labels.get(GPU_MOCK_LABEL) == "true",
     )
 
 
@@ -244,6 +247,8 @@ def records_from_api(
         if (job["metadata"].get("labels") or {}).get("app.kubernetes.io/component") in STAGING_COMPONENTS
     )
     simulated = any(s.simulated for s in steps)
+    used = {s.node for s in steps if s.node}
+    gpu_mock = any(node_records[n].gpu_mock for n in used if n in node_records)
     telemetry_reason = (
         SIMULATED_TELEMETRY
         if simulated
@@ -260,7 +265,10 @@ def records_from_api(
         name=name,
         kind="kubernetes",
         platform=f"{outputs.get('flavour', 'kubernetes').capitalize()} API"
-        + (" (KWOK-simulated nodes)" if simulated else ""),
+        + (" (KWOK-simulated nodes)" if simulated else " (local node: kubelet, containerd, runc; mock GPUs)"
+           if gpu_mock else ""),
+        provenance="simulated nodes" if simulated else LOCAL_NODE if gpu_mock else "",
+        gpu_mock=gpu_mock,
         gpus=outputs.get("gpus"),
         gpu_product=outputs.get("gpu_product"),
         steps=steps,
@@ -275,6 +283,11 @@ def records_from_api(
                 "no container ran. Lifecycle times are the API's, durations are the simulator's.",
             )
             if simulated
+            else (
+                "Local node: the steps ran in containers (kubelet, containerd, runc) on this one host; its "
+                "GPUs are mock (a device plugin with no GPU behind it), so GPU use is not measured.",
+            )
+            if gpu_mock
             else ()
         ),
         cost_profile="moc",

@@ -35,6 +35,9 @@ class Value:
         return self.value is not None
 
 
+MOCK_GPU = "not measured: mock GPU (a device plugin with no GPU behind it)"
+
+
 def missing(unit: str, reason: str, source: str = "") -> Value:
     return Value(None, unit, source, reason, "not-measured")
 
@@ -139,6 +142,12 @@ class EnvironmentMetrics:
     data_access: DataAccess
     scalability: Scalability
     notes: tuple[str, ...]
+    # What the environment is where its name does not say (records.provenance): shown beside it.
+    provenance: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.provenance})" if self.provenance else self.name
 
 
 @dataclass(frozen=True)
@@ -369,7 +378,7 @@ def performance(records: EnvironmentRecords, steps: Sequence[StepMetrics], steps
         rss = _stat(c.tree_rss_bytes, "max", "bytes", src, _reason(c, "memory"))
         host_memory = _stat(c.host_memory_used_bytes, "max", "bytes", src, _reason(c, "memory"))
         gpu_util = _stat(c.gpu_utilization_percent, "mean", "%", src, _reason(c, "gpu"))
-        gpu_memory = _stat(
+        gpu_memory: Value = _stat(
             c.gpu_memory_used_bytes,
             "max",
             "bytes",
@@ -385,6 +394,10 @@ def performance(records: EnvironmentRecords, steps: Sequence[StepMetrics], steps
         gpu_util = missing("%", reason)
         samples = missing("samples", reason)
         series = ()
+    if records.gpu_mock:
+        # Whatever a sampler could read, no GPU was behind the devices the steps were given.
+        gpu_util = missing("%", MOCK_GPU)
+        gpu_memory = missing("bytes", MOCK_GPU)
     return Performance(
         wall,
         train_duration,
@@ -689,6 +702,7 @@ def environment_metrics(
         kind=records.kind,
         platform=records.platform,
         simulated=simulated,
+        provenance=records.provenance,
         steps=steps,
         steps_reason=steps_reason,
         elasticity=elasticity(steps, steps_reason),

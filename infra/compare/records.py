@@ -64,6 +64,8 @@ class NodeRecord:
     gpu_product: str | None
     gpus_allocatable: int | None
     labels: tuple[tuple[str, str], ...]
+    # Its GPUs are mock (a device plugin with no GPU behind it, label atlas.dev/gpu-mock).
+    gpu_mock: bool = False
 
 
 @dataclass(frozen=True)
@@ -154,3 +156,8 @@ class EnvironmentRecords:
     cost_profile: str = ""  # which on-premises profile of the cost model applies
     cloud_rate: str = ""  # the rates.yaml rate that prices rented capacity (aws-p3.8xlarge), if any
     run: dict[str, str] = field(default_factory=dict)  # stack, run id, workload
+    # What the environment is, where it is not what its name says: "simulated nodes",
+    # "local node, mock GPUs", ... Shown beside its name wherever its figures appear.
+    provenance: str = ""
+    # The GPUs the steps were given are mock: GPU use is "not measured (mock GPU)".
+    gpu_mock: bool = False

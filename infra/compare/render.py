@@ -59,6 +59,13 @@ def _bytes(value: float) -> str:
     return f"{value:.0f} B"
 
 
+def _significant(number: float) -> str:
+    """Four significant digits, with thousands separators and never in exponent form above 1 (11,040)."""
+    if abs(number) >= 1000:
+        return f"{round(number, 4 - len(str(int(abs(number))))):,.0f}"
+    return f"{number:,.4g}"
+
+
 def format_value(value: Value, sources: Sources, with_note: bool = True) -> str:
     if value.value is None:
         if not value.note:
@@ -74,7 +81,7 @@ def format_value(value: Value, sources: Sources, with_note: bool = True) -> str:
     elif value.unit in ("USD", "USD/GPU-h"):
         text = f"${number:,.4g}" + ("" if value.unit == "USD" else "/GPU-h")
     else:
-        text = f"{number:,.4g} {value.unit}"
+        text = f"{_significant(number)} {value.unit}"
     marks = []
     if value.simulated:
         marks.append("simulated")
@@ -359,7 +366,7 @@ def summary_table(report: Report) -> Table:
 
         train = next((s.duration for s in env.steps if s.step == "train"), None)
         table.add_row(
-            f"{env.name}{' (simulated)' if env.simulated else ''}",
+            env.label,
             short(env.elasticity.request_to_gpus_running),
             short(env.elasticity.gpu_step_queue_wait),
             short(train) if train else "not measured",

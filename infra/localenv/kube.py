@@ -237,7 +237,15 @@ def _apply_cluster_objects(layout: Layout, settings: KubeSettings, say: Callable
     say("kubernetes: applying OpenShift CRDs, storage and KWOK nodes")
     objects: list[dict[str, Any]] = []
     objects += crds.openshift_crds()
-    objects += kwok.storage_objects(layout.kube_dir / "volumes", rwo=16, rwx=8)
+    storage = kwok.storage_objects(layout.kube_dir / "volumes", rwo=16, rwx=8)
+    for volume in storage:
+        if volume["kind"] == "PersistentVolume":
+            # Made here, not by the kubelet (root, 0755): pods run as an arbitrary non-root user in
+            # group 0, as on OpenShift, so the group must be able to write.
+            folder = Path(volume["spec"]["hostPath"]["path"])
+            folder.mkdir(parents=True, exist_ok=True)
+            folder.chmod(0o775)
+    objects += storage
     objects += kwok.gpu_nodes(settings.gpu_nodes) + kwok.cpu_nodes(settings.cpu_nodes)
     manifest = yaml.safe_dump_all(objects, sort_keys=False)
     kubectl(layout, "apply", "--server-side", "--force-conflicts", "--field-manager=atlas-localenv",

@@ -67,6 +67,11 @@ class Ports:
         return self.base + 510
 
     @property
+    def git(self) -> int:
+        """git daemon serving this repository to the BuildConfig runner (git://)."""
+        return self.base + 418
+
+    @property
     def kubelet(self) -> int:
         return self.base + 250
 
@@ -84,7 +89,7 @@ class Ports:
 
     def all(self) -> dict[str, int]:
         names = ("etcd_client", "etcd_peer", "apiserver", "controller_manager", "scheduler", "kwok",
-                 "sshd", "slurmctld", "slurmd", "moto", "registry", "kubelet", "kubelet_healthz",
+                 "sshd", "slurmctld", "slurmd", "moto", "registry", "git", "kubelet", "kubelet_healthz",
                  "kube_proxy_healthz", "kube_proxy_metrics")
         return {n: getattr(self, n) for n in names}
 

@@ -42,7 +42,7 @@ import yaml
 from infra.localenv import images, kube, mockgpu
 from infra.localenv.layout import LOOPBACK, Layout
 from infra.localenv.pki import NODE_NAME, Pki, kubeconfig_yaml
-from infra.localenv.procs import Daemon, LocalEnvError, require_free_ports, wait_for
+from infra.localenv.procs import Daemon, LocalEnvError, port_open, require_free_ports, wait_for
 from infra.localenv.system import ensure_packages
 from infra.toolchain.pins import REPO_ROOT
 
@@ -62,7 +62,10 @@ NODE_LABELS = {
     NODE_KIND_LABEL: "kubelet",
 }
 GPU_TAINT = "nvidia.com/gpu=present:NoSchedule"
-COMPONENTS = ("containerd", "kubelet", "mock-gpu", "kube-proxy")
+COMPONENTS = ("containerd", "kubelet", "mock-gpu", "kube-proxy", "git-daemon", "build-runner")
+# The repository as a Git server on loopback, for the BuildConfigs' Git source (what OpenShift
+# builds is what is committed, as from any Git server): git://127.0.0.1:<base+418>/atlas.
+GIT_REPOSITORY = "atlas"
 RUNC = "/usr/sbin/runc"
 UNIX_PATH_MAX = 107
 KUBE_PROXY_OWNER = Path("/run/atlas/kube-proxy.owner")
@@ -346,7 +349,8 @@ def up(layout: Layout, say: Callable[[str], None]) -> None:
     """Start the node (containerd, kubelet, mock GPUs, kube-proxy) against the running control
     plane; idempotent."""
     ds = daemons(layout)
-    if all(ds[n].running() for n in ("containerd", "kubelet", "mock-gpu")) and ready(layout)["ready"]:
+    # kube-proxy may be another environment's (its chains are per machine): not required here.
+    if all(d.running() for n, d in ds.items() if n != "kube-proxy") and ready(layout)["ready"]:
         say("node: already running")
         return
     if os.geteuid() != 0:
@@ -403,6 +407,7 @@ def up(layout: Layout, say: Callable[[str], None]) -> None:
     else:
         kubelet_started = 0.0  # already running: its current heartbeat will do
     _start_kube_proxy(layout, say, env)
+    _start_builds(layout, say)
     _wait_node_ready(layout, say, kubelet_started)
 
 
@@ -417,6 +422,36 @@ def _in_node_namespace(argv: list[str], layout: Layout) -> list[str]:
     script = 'mkdir -p "$1" && mount --bind "$2" "$1" && shift 2 && exec "$@"'
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "atlas-node",
             str(DEVICE_PLUGIN_PATH), str(plugin_dir), *argv]
+
+
+def git_uri(layout: Layout) -> str:
+    return f"git://{LOOPBACK}:{layout.ports.git}/{GIT_REPOSITORY}"
+
+
+def _start_builds(layout: Layout, say: Callable[[str], None]) -> None:
+    """The Git server and the BuildConfig runner (infra/localenv/builds.py, a stand-in)."""
+    ds = daemons(layout)
+    if not ds["git-daemon"].running():
+        require_free_ports({"git daemon": layout.ports.git})
+        served = layout.state_dir / "git"
+        served.mkdir(parents=True, exist_ok=True)
+        link = served / GIT_REPOSITORY
+        if not link.is_symlink() or link.resolve() != REPO_ROOT.resolve():
+            link.unlink(missing_ok=True)
+            link.symlink_to(REPO_ROOT.resolve())
+        say(f"node: serving this repository at {git_uri(layout)} (git daemon)")
+        # Only this one repository is exported: the base path holds only its link, and git daemon
+        # refuses paths with `..` in them.
+        ds["git-daemon"].start(["git", "daemon", "--reuseaddr", f"--listen={LOOPBACK}", f"--port={layout.ports.git}",
+                                f"--base-path={served}", "--export-all", str(served)])
+        wait_for(lambda: port_open(layout.ports.git), "git daemon to listen", 15, ds["git-daemon"])
+    if not ds["build-runner"].running():
+        pki = Pki(layout.kube_dir / "pki")
+        kubeconfig = layout.kube_dir / "build-runner.kubeconfig"
+        _write(kubeconfig, kubeconfig_yaml(layout.api_url, pki, "build-runner"))
+        say("node: starting the BuildConfig runner (stand-in for OpenShift's build controller)")
+        ds["build-runner"].start([sys.executable, "-m", "infra.localenv.builds", str(layout.state_dir),
+                                  str(kubeconfig), images.registry_host(layout)], cwd=REPO_ROOT)
 
 
 def _start_kube_proxy(layout: Layout, say: Callable[[str], None], env: dict[str, str]) -> None:
@@ -521,6 +556,9 @@ def _unmount_under(*roots: Path) -> None:
 def down(layout: Layout, say: Callable[[str], None]) -> None:
     ds = daemons(layout)
     paths = NodePaths(layout)
+    for name in ("build-runner", "git-daemon"):
+        if ds[name].stop():
+            say(f"node: stopped the {name}")
     if ds["kube-proxy"].stop():
         subprocess.run([str(kube.bin_dir() / "kube-proxy"), "--cleanup"], capture_output=True, check=False)
         KUBE_PROXY_OWNER.unlink(missing_ok=True)
@@ -570,6 +608,7 @@ def status(layout: Layout) -> dict[str, Any]:
         **ready(layout),
         "gpus_provenance": mockgpu.PROVENANCE,
         "pod_cidr": str(Network.of(layout).pod_cidr),
+        "git_uri": git_uri(layout),
         "kube_proxy": "this environment" if owner == layout.state_dir else (
             f"run by the environment in {owner}" if owner else "not running"),
         "registry": images.registry_status(layout),

@@ -214,6 +214,7 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
             workdir=settings.image.workdir or f"/opt/{workload.name}",
             openshift=settings.is_openshift,
             node_selector=dict(settings.placement.node_selector),
+            tolerations=settings.placement.toleration_list(),
         )
         before_pods = [*constraints, *self.image.ready]
         # The Jobs' completions reach the API server as the provider does.

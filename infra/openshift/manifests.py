@@ -396,14 +396,20 @@ class PodContext:
     claims: Claims
     workdir: str
     openshift: bool
-    # Labels every pod must land on (settings.placement), beside a GPU step's product.
+    # Labels every pod must land on and taints every pod tolerates (settings.placement),
+    # beside a GPU step's product and GPU toleration.
     node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: Sequence[Mapping[str, str]] = ()
 
 
 def _pod_spec(context: PodContext, containers: list[Manifest], volumes: list[Manifest], **extra: Any) -> Manifest:
     selector = {**context.node_selector, **extra.pop("nodeSelector", {})}
     if selector:
         extra["nodeSelector"] = selector
+    tolerations = [dict(t) for t in context.tolerations]
+    tolerations += [t for t in extra.pop("tolerations", []) if t not in tolerations]
+    if tolerations:
+        extra["tolerations"] = tolerations
     return {
         "serviceAccountName": context.service_account,
         "automountServiceAccountToken": False,
@@ -529,8 +535,13 @@ def prepare_volumes_job(workload: Workload, context: PodContext, deadline_s: int
     """Create every subPath directory the steps mount, writable by the project's group."""
     directories = volume_directories(workload)
     paths = [f"{MOUNT_ROOT}/{role}/{d}" for role in VOLUME_ROLES for d in directories[role]]
-    paths += [f"{MOUNT_ROOT}/{role}" for role in VOLUME_ROLES if not directories[role]]
-    script = "set -eu; mkdir -p " + " ".join(paths) + "; chmod g+rwx " + " ".join(paths)
+    # A volume's own root is the provisioner's (root-owned, group-writable or with an fsGroup):
+    # a pod may write there but only the owner may chmod it, so only the folders made here are.
+    roots = " ".join(f"{MOUNT_ROOT}/{role}" for role in VOLUME_ROLES)
+    script = (f'set -eu; for d in {roots}; do [ -w "$d" ] || {{ echo "volume $d is not writable by '
+              f'uid $(id -u), groups $(id -G): its provisioner must make it group-writable" >&2; exit 1; }}; done')
+    if paths:
+        script += "; mkdir -p " + " ".join(paths) + "; chmod g+rwx " + " ".join(paths)
     container = _helper_container(context, "prepare", context.image, ["/bin/sh", "-c", script])
     container["volumeMounts"] = [{"name": role, "mountPath": f"{MOUNT_ROOT}/{role}"} for role in VOLUME_ROLES]
     labels = context.identity.labels("prepare-volumes")

@@ -2,7 +2,9 @@
 
 A one-replica Deployment runs monitor_app.py (Python's http.server, mounted from a ConfigMap)
 with the results and logs PVCs mounted read-only, behind a Service and a Route (OpenShift)
-or an Ingress (plain Kubernetes).
+or, on plain Kubernetes, an Ingress when `monitor.host` names one (without it, the monitor is
+reached through the API server's service proxy with the user's own credentials, as
+`scripts/compare` does: an Ingress without a host would publish it to anyone).
 
 Awaiting: pulumi-kubernetes waits for a Deployment to become available, for a Service to get
 endpoints and for an Ingress to get a load balancer status. On the local KWOK cluster no
@@ -70,14 +72,13 @@ class RunMonitor(pulumi.ComponentResource):
             # OpenShift's router admission fills spec.host when it is left empty.
             host = self.route.spec.apply(lambda spec: (spec or {}).get("host") or settings.monitor.host or "")
             self.url = host.apply(lambda h: f"https://{h}/" if h else "")
-        else:
+        elif settings.monitor.host:
             ingress = manifests.monitor_ingress(settings, context, service_name)
             self.ingress = k8s.networking.v1.Ingress(
                 f"{name}-ingress", metadata=ingress["metadata"], spec=ingress["spec"], opts=child
             )
-            if settings.monitor.host:
-                self.url = pulumi.Output.from_input(f"http://{settings.monitor.host}/")
-            else:
-                # No host: reachable in the cluster (or through `kubectl port-forward`) only.
-                self.url = pulumi.Output.concat("http://", service_name, ".", args.namespace_name, ".svc/")
+            self.url = pulumi.Output.from_input(f"http://{settings.monitor.host}/")
+        else:
+            # No host: reachable in the cluster, or through the API server's service proxy.
+            self.url = pulumi.Output.concat("http://", service_name, ".", args.namespace_name, ".svc/")
         self.register_outputs({"url": self.url})

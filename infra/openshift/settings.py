@@ -7,8 +7,8 @@ for the target (`enabled`, `flavour`, `namespace`, `kubeconfig`, `context`):
     quota:    {manage, gpus, cpu, memory, storage, pvcs}
     storage:  {class, data: {size, class}, results: {size, class}, logs: {size, class}}
     gpu:      {product, check_product}
-    placement: {node_selector: {<label>: <value>}}
-    image:    {build: {git_uri, git_ref, base_image, cpu, memory, await, timeout_seconds}
+    placement: {node_selector: {<label>: <value>}, tolerations: [{key, operator, value, effect}]}
+    image:    {build: {git_uri, git_ref, base_image, cpu, memory, await, timeout_seconds, builder}
                | reference, workdir}
     data:     {sources: {<workload input>: pvc://claim/path | https://... | s3://bucket/key},
                s3: {endpoint, credentials_secret, image}, image, timeout_seconds}
@@ -37,6 +37,8 @@ from infra.errors import AtlasConfigError
 from infra.validation import Fields
 from infra.workload import RenderedStep
 
+# The local cluster's BuildConfig runner (infra/localenv/builds.py), a stand-in for OpenShift's.
+LOCAL_BUILDER = "atlas-local"
 # Keys of `atlas:openshift` that infra/config.py reads into KubernetesTarget.
 TARGET_KEYS = frozenset({"enabled", "flavour", "namespace", "kubeconfig", "context"})
 SETTINGS_KEYS = frozenset({"project", "quota", "storage", "gpu", "image", "data", "pipeline", "monitor", "placement"})
@@ -76,7 +78,8 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # What an image reference may look like: registry/path[:tag][@sha256:digest], no spaces.
 IMAGE_REFERENCE = re.compile(r"^[a-z0-9]+([._:/-][a-zA-Z0-9_.-]+)*(@sha256:[0-9a-f]{64})?$")
-GIT_URI = re.compile(r"^(https://|ssh://|git@)[A-Za-z0-9._:/@~-]+$")
+# git:// as well: OpenShift builds from the Git protocol too (the local cluster serves this repository so).
+GIT_URI = re.compile(r"^(https://|ssh://|git://|git@)[A-Za-z0-9._:/@~-]+$")
 GIT_REF = re.compile(r"^[A-Za-z0-9._/-]+$")
 # Kubernetes quantities without a sign (the sign is reported separately, with its own fix).
 QUANTITY = re.compile(r"^(?P<number>[0-9]+(\.[0-9]+)?)(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
@@ -185,6 +188,11 @@ class PlacementSettings:
     set per pod so it holds on plain Kubernetes too)."""
 
     node_selector: tuple[tuple[str, str], ...] = ()
+    # Taints every pod tolerates (a cluster whose only nodes are tainted GPU nodes, like the local one).
+    tolerations: tuple[tuple[tuple[str, str], ...], ...] = ()
+
+    def toleration_list(self) -> list[dict[str, str]]:
+        return [dict(t) for t in self.tolerations]
 
 
 @dataclass(frozen=True)
@@ -196,9 +204,11 @@ class ImageBuild:
     base_image: str | None
     cpu: Quantity
     memory: Quantity
-    # Wait in `pulumi up` until the build pushed the tag (nothing builds on a local cluster).
+    # Wait in `pulumi up` until the build pushed the tag; the Jobs then pull it by digest.
     await_image: bool
     timeout_seconds: int
+    # Who serves build.openshift.io: OpenShift's build controller, or the local cluster's stand-in.
+    builder: str = "openshift"
 
 
 @dataclass(frozen=True)
@@ -402,9 +412,36 @@ def _gpu(raw: Any, key: str) -> GpuSettings:
     return GpuSettings(product=product)
 
 
+_TOLERATION_KEYS = ("key", "operator", "value", "effect")
+
+
+def _toleration(raw: Any, key: str) -> tuple[tuple[str, str], ...]:
+    section = _mapping(raw, key)
+    _reject_unknown(section, _TOLERATION_KEYS, key)
+    operator = section.get("operator", "Equal")
+    if operator not in ("Equal", "Exists"):
+        raise _fail(f"{key}.operator", f"found {operator!r}", "use Equal or Exists")
+    effect = section.get("effect")
+    if effect is not None and effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+        raise _fail(f"{key}.effect", f"found {effect!r}", "use NoSchedule, PreferNoSchedule or NoExecute")
+    label = section.get("key")
+    if label is not None and (not isinstance(label, str) or not _LABEL_KEY.fullmatch(label)):
+        raise _fail(f"{key}.key", f"{label!r} is not a taint key", "write prefix/name, e.g. nvidia.com/gpu")
+    if operator == "Exists" and section.get("value") is not None:
+        raise _fail(f"{key}.value", "a value with operator Exists", "remove value, or use operator Equal")
+    value = section.get("value")
+    if value is not None and (not isinstance(value, str) or not _LABEL_VALUE.fullmatch(value)):
+        raise _fail(f"{key}.value", f"{value!r} is not a taint value", "quote it as a string")
+    return tuple((k, str(section[k] if k != "operator" else operator)) for k in _TOLERATION_KEYS
+                 if (k == "operator" or section.get(k) is not None))
+
+
 def _placement(raw: Any, key: str) -> PlacementSettings:
     section = _mapping(raw, key)
-    _reject_unknown(section, ("node_selector",), key)
+    _reject_unknown(section, ("node_selector", "tolerations"), key)
+    tolerations = section.get("tolerations") or []
+    if not isinstance(tolerations, list):
+        raise _fail(f"{key}.tolerations", f"found {type(tolerations).__name__}", "write a list of tolerations")
     selector = _mapping(section.get("node_selector"), f"{key}.node_selector")
     pairs = []
     for label, value in selector.items():
@@ -415,7 +452,9 @@ def _placement(raw: Any, key: str) -> PlacementSettings:
             raise _fail(where, f"{value!r} is not a label value",
                         "quote it as a string of letters, digits, '-', '_' and '.' (63 at most)")
         pairs.append((label, value))
-    return PlacementSettings(tuple(sorted(pairs)))
+    return PlacementSettings(
+        tuple(sorted(pairs)), tuple(_toleration(t, f"{key}.tolerations[{i}]") for i, t in enumerate(tolerations))
+    )
 
 
 def _image_settings(raw: Any, key: str, flavour: str) -> ImageSettings:
@@ -429,13 +468,14 @@ def _image_settings(raw: Any, key: str, flavour: str) -> ImageSettings:
         )
     build = None
     if section.get("build") is not None:
-        if flavour != "openshift":
+        build = _image_build(section["build"], f"{key}.build")
+        if flavour != "openshift" and build.builder != LOCAL_BUILDER:
             raise _fail(
                 f"{key}.build",
-                "a BuildConfig needs OpenShift, and this target's flavour is plain Kubernetes",
-                f"build the image elsewhere and set {key}.reference instead",
+                "a BuildConfig needs OpenShift's build API, and this target's flavour is plain Kubernetes",
+                f"build the image elsewhere and set {key}.reference instead (or, on Atlas's local cluster, whose "
+                f"BuildConfig runner serves that API, set {key}.build.builder: {LOCAL_BUILDER})",
             )
-        build = _image_build(section["build"], f"{key}.build")
     if build is not None and reference is not None:
         raise _fail(
             key, "both build and reference are set", f"keep {key}.build (build on the cluster) or {key}.reference"
@@ -452,7 +492,13 @@ def _image_settings(raw: Any, key: str, flavour: str) -> ImageSettings:
 
 def _image_build(raw: Any, key: str) -> ImageBuild:
     section = _mapping(raw, key)
-    _reject_unknown(section, ("git_uri", "git_ref", "base_image", "cpu", "memory", "await", "timeout_seconds"), key)
+    _reject_unknown(
+        section, ("git_uri", "git_ref", "base_image", "cpu", "memory", "await", "timeout_seconds", "builder"), key
+    )
+    builder = section.get("builder", "openshift")
+    if builder not in ("openshift", LOCAL_BUILDER):
+        raise _fail(f"{key}.builder", f"found {builder!r}",
+                    f"use openshift (the cluster's build controller) or {LOCAL_BUILDER} (Atlas's local stand-in)")
     git_uri = section.get("git_uri")
     if not isinstance(git_uri, str) or not GIT_URI.match(git_uri):
         raise _fail(
@@ -473,6 +519,7 @@ def _image_build(raw: Any, key: str) -> ImageBuild:
         memory=parse_quantity(section.get("memory", "8Gi"), f"{key}.memory", "memory size"),
         await_image=_bool(section, "await", key, True),
         timeout_seconds=_int(section, "timeout_seconds", key, 3600, minimum=60) or 3600,
+        builder=builder,
     )
 
 

@@ -32,7 +32,7 @@ def test_backfill_runs_the_workload_s_gpu_step_as_its_own_experiment() -> None:
     assert w.argv[:4] == ("python3", "-m", "workloads.probe", "train")
     # argparse keeps the last value: backfill never writes into the real run's experiment.
     assert w.argv[-2:] == ("--experiment_name", "probe-digits-backfill")
-    assert (w.cpus, w.memory_mib, w.gpu_product) == (2, 2048, "Tesla-V100-SXM2-32GB")
+    assert (w.cpus, w.memory_mib, w.gpu_product) == (1, 2048, "Tesla-V100-SXM2-32GB")
 
 
 def test_backfill_appends_the_step_s_resume_args_and_the_pipeline_does_not() -> None:

@@ -139,7 +139,7 @@ def test_a_job_larger_than_any_node_never_starts() -> None:
 
 def test_the_workload_shape_is_its_largest_gpu_step() -> None:
     shape = shape_of_workload(str(REPO / "workloads" / "probe" / "workload.yaml"))
-    assert (shape.workload, shape.gpus, shape.cpus, shape.memory_mib) == ("probe", 1, 2, 2048)
+    assert (shape.workload, shape.gpus, shape.cpus, shape.memory_mib) == ("probe", 1, 1, 2048)
 
 
 def test_the_estimate_record_keeps_each_environment_s_estimate_and_when_it_was_made() -> None:

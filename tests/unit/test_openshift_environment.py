@@ -281,17 +281,18 @@ def test_changing_training_arguments_changes_only_the_training_job(mocks):
 
 
 @pulumi.runtime.test
-def test_plain_kubernetes_uses_a_namespace_an_ingress_and_the_prebuilt_image(mocks):
+def test_plain_kubernetes_uses_a_namespace_no_ingress_without_a_host_and_the_prebuilt_image(mocks):
     settings = parse_openshift_settings(local_raw(), KEY)
     env = environment(settings, stack="local")
 
     def check(outputs: dict[str, Any]) -> None:
         kinds = {r.kind for r in mocks.registered if r.kind}
-        assert "Namespace" in kinds and "Ingress" in kinds
-        assert not kinds & {"ProjectRequest", "ImageStream", "BuildConfig", "Route"}
+        assert "Namespace" in kinds
+        # No host: no Ingress, which would publish the monitor; the API server's service proxy reaches it.
+        assert not kinds & {"ProjectRequest", "ImageStream", "BuildConfig", "Route", "Ingress"}
         for job in mocks.of_kind("Job"):
             assert job.inputs["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.local/atlas/biggan:dev"
-        for name in ("openshift-monitor-deployment", "openshift-monitor-service", "openshift-monitor-ingress"):
+        for name in ("openshift-monitor-deployment", "openshift-monitor-service"):
             assert mocks.named(name).inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
         assert outputs["monitor_url"] == "http://openshift-monitor-service-0a1b2c3d.atlas-biggan.svc/"
         assert outputs["image"] == "registry.local/atlas/biggan:dev"
@@ -317,3 +318,38 @@ def test_bad_settings_fail_before_any_resource_is_registered(mocks):
     with pytest.raises(OpenShiftSettingsError, match=rf"^{KEY}\.quota\.gpus: "):
         environment(settings)
     assert mocks.registered == []
+
+
+@pulumi.runtime.test
+def test_plain_kubernetes_with_a_monitor_host_gets_an_ingress(mocks):
+    raw = modified(local_raw(), lambda r: r["monitor"].update(host="monitor.example.org"))
+    env = environment(parse_openshift_settings(raw, KEY), stack="local")
+
+    def check(outputs: dict[str, Any]) -> None:
+        (ingress,) = mocks.of_kind("Ingress")
+        assert ingress.inputs["spec"]["rules"][0]["host"] == "monitor.example.org"
+        assert outputs["monitor_url"] == "http://monitor.example.org/"
+
+    return resolved(env).apply(check)
+
+
+@pulumi.runtime.test
+def test_placement_reaches_every_pod(mocks):
+    raw = modified(local_raw(), lambda r: r.update(placement={
+        "node_selector": {"atlas.dev/node-kind": "kubelet"},
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    }))
+    env = environment(parse_openshift_settings(raw, KEY), stack="local")
+
+    def check(_: Any) -> None:
+        specs = [j.inputs["spec"]["template"]["spec"] for j in mocks.of_kind("Job")]
+        specs += [d.inputs["spec"]["template"]["spec"] for d in mocks.of_kind("Deployment")]
+        assert len(specs) >= 4
+        for spec in specs:
+            assert spec["nodeSelector"]["atlas.dev/node-kind"] == "kubelet"
+            assert spec["tolerations"].count(
+                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}) == 1
+        gpu_steps = [s for s in specs if "nvidia.com/gpu" in s["containers"][0]["resources"].get("limits", {})]
+        assert gpu_steps and all("nvidia.com/gpu.product" in s["nodeSelector"] for s in gpu_steps)
+
+    return resolved(env).apply(check)

@@ -132,10 +132,16 @@ def test_missing_image_source_on_plain_kubernetes_asks_for_a_reference():
     assert f"set {KEY}.image.reference" in message
 
 
-def test_a_build_needs_openshift():
+def test_a_build_needs_openshift_or_the_local_builder():
     raw = modified(local_raw(), lambda r: r.update(image={"build": {"git_uri": "https://github.com/x/atlas"}}))
     message = error_of(raw)
-    assert message.startswith(f"{KEY}.image.build: a BuildConfig needs OpenShift")
+    assert message.startswith(f"{KEY}.image.build: a BuildConfig needs OpenShift's build API")
+    assert f"{KEY}.build.builder: atlas-local" in message.replace(".image.build.builder", ".build.builder")
+    local = modified(local_raw(), lambda r: r.update(
+        image={"build": {"git_uri": "git://127.0.0.1:16418/atlas", "git_ref": "HEAD", "builder": "atlas-local"}}))
+    assert parse_openshift_settings(local, KEY).image.build.builder == "atlas-local"
+    wrong = modified(local, lambda r: r["image"]["build"].update(builder="tekton"))
+    assert error_of(wrong).startswith(f"{KEY}.image.build.builder: found 'tekton'")
 
 
 def test_build_and_reference_exclude_each_other():
