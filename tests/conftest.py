@@ -7,18 +7,26 @@ from collections.abc import Iterator
 
 import pytest
 
-from infra.localenv import kube
+from infra.localenv import kube, node
 from infra.localenv.layout import Layout, default_layout
 
 
 @pytest.fixture(scope="session")
-def kube_env() -> Iterator[Layout]:
-    """The local Kubernetes control plane; started here (and stopped after) if not running."""
+def kube_env(root: None) -> Iterator[Layout]:
+    """The local cluster: the control plane with KWOK's simulated nodes, and the real node
+    (kubelet, containerd, mock GPUs, the registry and the BuildConfig runner); started here
+    (and stopped after) if not running. The node runs containerd and the kubelet as root."""
     layout = default_layout()
     started = not kube.status(layout)["ready"]
     if started:
         kube.up(layout, kube.KubeSettings(pod_run_seconds=3.0), print)
+    node_started = not node.ready(layout)["ready"] or not all(node.status(layout)["components"][n]
+                                                               for n in ("containerd", "kubelet", "mock-gpu"))
+    if node_started:
+        node.up(layout, print)
     yield layout
+    if node_started:
+        node.down(layout, print)
     if started:
         kube.down(layout, print)
 

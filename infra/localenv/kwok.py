@@ -468,6 +468,23 @@ def gpu_labels(model: GpuModel, count: int) -> dict[str, str]:
 GPU_TAINT: Manifest = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 
 
+KWOK_TAINT = {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}
+# What a pod spec adds to run on the simulated nodes (the tests that need many nodes).
+SIMULATED_PLACEMENT: Manifest = {
+    "nodeSelector": {"type": "kwok"},
+    "tolerations": [{"key": KWOK_TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}],
+}
+
+
+def on_simulated_nodes(pod_spec: Manifest) -> Manifest:
+    """`pod_spec` placed on KWOK's nodes: their label selected, their taint tolerated."""
+    return {
+        **pod_spec,
+        "nodeSelector": {**(pod_spec.get("nodeSelector") or {}), **SIMULATED_PLACEMENT["nodeSelector"]},
+        "tolerations": [*(pod_spec.get("tolerations") or []), *SIMULATED_PLACEMENT["tolerations"]],
+    }
+
+
 def kwok_node(name: str, shape: NodeShape, *, labels: Mapping[str, str] | None = None,
               taints: list[Manifest] | None = None) -> Manifest:
     """A Node that KWOK manages. Its status is only taken on create (the API server ignores
@@ -488,9 +505,10 @@ def kwok_node(name: str, shape: NodeShape, *, labels: Mapping[str, str] | None =
                 **(labels or {}),
             },
         },
-        # No kwok.x-k8s.io/node=fake:NoSchedule taint, unlike kwokctl's sample nodes: every node
-        # here is simulated, and that taint would need a toleration in every workload.
-        "spec": {"taints": list(taints)} if taints else {},
+        # KWOK's own taint, as its documentation recommends: the local cluster also has a real node,
+        # and a pod lands on a simulated one only when it asks to (SIMULATED_PLACEMENT), so nothing
+        # that should run is silently "run" by the simulator.
+        "spec": {"taints": [dict(KWOK_TAINT), *(taints or [])]},
         "status": {
             "capacity": dict(resources),
             # Equal to capacity: no system reservation, so scheduling arithmetic stays obvious.

@@ -70,6 +70,9 @@ class BackfillWork:
     memory_mib: int = 1024
     gpu_product: str | None = None  # Kubernetes: keep to the run's GPU model
     walltime_seconds: int | None = None
+    # Kubernetes: where else the pods must land and what they tolerate (the run's placement).
+    node_selector: tuple[tuple[str, str], ...] = ()
+    tolerations: tuple[tuple[tuple[str, str], ...], ...] = ()
 
 
 def work_for(workload: Workload, environment: str, image: str = "", gpu_product: str | None = None) -> BackfillWork:
@@ -122,7 +125,8 @@ def backfill_pod_spec(work: BackfillWork, priority_class_name: str = PRIORITY_CL
         "priorityClassName": priority_class_name,
         # Time to write a checkpoint on SIGTERM when preempted.
         "terminationGracePeriodSeconds": 30,
-        "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+        "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"},
+                        *(dict(t) for t in work.tolerations)],
         "containers": [
             {
                 "name": "backfill",
@@ -133,8 +137,11 @@ def backfill_pod_spec(work: BackfillWork, priority_class_name: str = PRIORITY_CL
             }
         ],
     }
+    selector = dict(work.node_selector)
     if work.gpu_product:
-        spec["nodeSelector"] = {"nvidia.com/gpu.product": work.gpu_product}
+        selector["nvidia.com/gpu.product"] = work.gpu_product
+    if selector:
+        spec["nodeSelector"] = selector
     return spec
 
 

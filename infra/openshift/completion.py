@@ -48,6 +48,14 @@ RETRY_S = 2.0  # after the API server did not answer
 # How long a pod may wait for a claim to bind before the step is failed: what pulumi-kubernetes
 # gives a claim to bind when it awaits one (the claims are created with skipAwait).
 UNBOUND_CLAIM_LIMIT_S = 300
+# How long a pod's image may fail to pull (a typo, a missing tag, a registry it cannot reach)
+# before the step is failed; the kubelet retries with back-off for ever. A name that can never
+# be pulled (InvalidImageName) fails at once.
+IMAGE_PULL_LIMIT_S = 60
+PULL_FAILURES = frozenset({"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "RegistryUnavailable"})
+# How long the node a running pod is on may be not Ready (its kubelet or container runtime down)
+# before the step is failed: nothing reports on the pod while it is.
+NODE_LOST_LIMIT_S = 60
 _OUTCOME_FIELDS = ("state", "pod", "exit_code", "finished_at")
 
 
@@ -115,6 +123,27 @@ def _failure_detail(pod: Mapping[str, Any]) -> tuple[str, int | None]:
     return f"pod {_name(pod)} exited {code} ({reason})", int(code)
 
 
+def _pull_failure(pod: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(reason, message) when a container of the pod cannot pull its image."""
+    for container in (pod.get("status") or {}).get("containerStatuses") or ():
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in PULL_FAILURES or waiting.get("reason") == "InvalidImageName":
+            return str(waiting["reason"]), str(waiting.get("message", ""))
+    return None
+
+
+def _node_not_ready(node: Mapping[str, Any] | None) -> tuple[float, str] | None:
+    """(since, why) when a node's Ready condition is not True."""
+    if not node:
+        return None
+    for condition in (node.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "Ready" and condition.get("status") != "True":
+            since = rfc3339(condition.get("lastTransitionTime"))
+            why = f"{condition.get('reason', '')}: {condition.get('message', '')}".strip(": ")
+            return (since if since is not None else 0.0), why
+    return None
+
+
 def _unbound_claim_since(pod: Mapping[str, Any]) -> float | None:
     """When the scheduler first found a claim of this pod unbound (epoch seconds), if it did."""
     for condition in (pod.get("status") or {}).get("conditions") or ():
@@ -128,14 +157,24 @@ def _unbound_claim_since(pod: Mapping[str, Any]) -> float | None:
     return None
 
 
-def assess(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], now: float | None = None) -> StepProgress:
+def assess(
+    job: Mapping[str, Any],
+    pods: Iterable[Mapping[str, Any]],
+    now: float | None = None,
+    node: Mapping[str, Any] | None = None,
+) -> StepProgress:
     """Where a Job of one completion stands: pure (`now` given), so the rules are table-tested.
+    `node` is the node the newest pod is bound to, where known.
 
     - a pod Succeeded: done (the Job completes on the controller's next sync, whatever else);
     - the Job is Complete (its pods may be gone already): done;
     - the Job is Failed: failed, with the controller's reason and the last failed pod's exit;
     - the newest pod has waited UNBOUND_CLAIM_LIMIT_S for a claim to bind: failed, so a claim
       that will never bind is reported in minutes, not at the step's deadline;
+    - its image cannot be pulled (IMAGE_PULL_LIMIT_S after the pod was created; a name that can
+      never be pulled at once): failed, with the kubelet's reason and message;
+    - its node has not been Ready for NODE_LOST_LIMIT_S: failed (the Job stays, and the next
+      `pulumi up` waits for it again once the node is back);
     - otherwise: still going, with a note about the newest pod.
     """
     ordered = sorted(pods, key=_created)
@@ -165,6 +204,27 @@ def assess(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], now: float
                 False,
                 f"{note}; a claim it mounts has not bound in {now - since:.0f} s: see `kubectl describe pvc` in "
                 "the namespace (its storage class, size and access mode must match a volume or a provisioner)",
+                _name(active[-1]),
+            )
+        pull = _pull_failure(active[-1])
+        created = rfc3339(_created(active[-1]))
+        if pull is not None and now is not None and (
+            pull[0] == "InvalidImageName" or (created is not None and now - created >= IMAGE_PULL_LIMIT_S)
+        ):
+            return StepProgress(
+                True, False,
+                f"pod {_name(active[-1])} cannot pull its image: {pull[0]}: {pull[1]}".rstrip(": ")
+                + "; check the image reference (atlas:openshift.image) and that the node reaches its registry",
+                _name(active[-1]),
+            )
+        lost = _node_not_ready(node)
+        if lost is not None and now is not None and now - lost[0] >= NODE_LOST_LIMIT_S:
+            node_name = _name(node or {})
+            return StepProgress(
+                True, False,
+                f"pod {_name(active[-1])} is on node {node_name}, which has not been Ready for {now - lost[0]:.0f} s "
+                f"({lost[1]}): its kubelet or container runtime is down. The Job stays: bring the node back "
+                "(`scripts/localenv up` on the local cluster) and run `pulumi up` again to keep waiting",
                 _name(active[-1]),
             )
         if failed_pods:
@@ -278,7 +338,8 @@ def _follow(
     listing = api.get(job.pods_path)
     pods = {_name(p): p for p in listing.get("items") or ()}
     version = str((listing.get("metadata") or {}).get("resourceVersion", ""))
-    progress = assess(current, pods.values(), time.time())
+    node = _node_of(api, pods.values())
+    progress = assess(current, pods.values(), time.time(), node)
     while not progress.finished:
         note(progress.note)
         remaining = deadline - time.monotonic()
@@ -297,15 +358,30 @@ def _follow(
                 pods.pop(_name(obj), None)
             elif kind in ("ADDED", "MODIFIED"):
                 pods[_name(obj)] = obj
-            progress = assess(current, pods.values(), time.time())
+            progress = assess(current, pods.values(), time.time(), node)
             if progress.finished or progress.retry_pending:
                 break
             note(progress.note)
         if progress.finished:
             break
         current = _read_job(api, job)  # the controller's verdict is on the Job, not on a pod
-        progress = assess(current, pods.values(), time.time())
+        node = _node_of(api, pods.values())  # after every window: a node can be lost while nothing else moves
+        progress = assess(current, pods.values(), time.time(), node)
     return progress
+
+
+def _node_of(api: KubeApi, pods: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The node the newest unfinished pod is bound to, if any (None where it cannot be read:
+    a user of a shared cluster may not be allowed to read nodes)."""
+    active = [p for p in sorted(pods, key=_created) if (p.get("status") or {}).get("phase") in ("Pending", "Running")]
+    node_name = (active[-1].get("spec") or {}).get("nodeName") if active else None
+    if not node_name:
+        return None
+    try:
+        node: Mapping[str, Any] = api.get(f"/api/v1/nodes/{urllib.parse.quote(node_name)}")
+    except (urllib.error.HTTPError, KubeRequestError):
+        return None
+    return node
 
 
 # --- the dynamic resource --------------------------------------------------------------------

@@ -12,6 +12,8 @@ from typing import Any
 
 import yaml
 
+from infra.localenv import images, node
+from infra.localenv.layout import Layout
 from infra.toolchain.pins import REPO_ROOT, load_pins, toolchain_dir
 
 
@@ -95,3 +97,14 @@ class PulumiProject:
 
     def outputs(self, stack: str) -> dict[str, Any]:
         return json.loads(self.run("stack", "output", "--json", "--show-secrets", "-s", stack).stdout)
+
+
+def local_openshift(section: dict[str, Any], layout: Layout, namespace: str) -> dict[str, Any]:
+    """The local stack's `atlas:openshift`, pointed at the environment of `layout` (the stack
+    file names the default one, on ports from 16000): its kubeconfig, the git daemon serving
+    this repository and the base image in its registry."""
+    build = dict(section["image"]["build"])
+    build["git_uri"] = node.git_uri(layout)
+    build["base_image"] = f"{images.registry_host(layout)}/{images.BASE_REPOSITORY}:{images.BASE_TAG}"
+    return {**section, "namespace": namespace, "kubeconfig": str(layout.kubeconfig),
+            "image": {**section["image"], "build": build}}

@@ -15,7 +15,7 @@ import pytest
 
 from infra.localenv import kube, satori
 from infra.localenv.layout import Layout
-from tests.e2e.pulumi_cli import PulumiProject
+from tests.e2e.pulumi_cli import PulumiProject, local_openshift
 
 pytestmark = pytest.mark.e2e
 STACK = "local"
@@ -53,11 +53,7 @@ def stack(tmp_path, kube_env, satori_env):
     run = uuid.uuid4().hex[:6]
     info = satori.status(satori_env)["ssh"]
     config = proj.stack_config(STACK)
-    config["atlas:openshift"] = {
-        **config["atlas:openshift"],
-        "namespace": f"atlas-e2e-{run}",
-        "kubeconfig": str(kube_env.kubeconfig),
-    }
+    config["atlas:openshift"] = local_openshift(config["atlas:openshift"], kube_env, f"atlas-e2e-{run}")
     config["atlas:hpc"]["satori"] = {**config["atlas:hpc"]["satori"], "enabled": False}
     config["atlas:hpc"]["satori-slurm"] = {
         **config["atlas:hpc"]["satori-slurm"],

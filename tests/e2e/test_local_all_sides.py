@@ -17,7 +17,7 @@ import pytest
 
 from infra.localenv import kube, satori
 from infra.localenv.layout import Layout
-from tests.e2e.pulumi_cli import PulumiProject
+from tests.e2e.pulumi_cli import PulumiProject, local_openshift
 
 pytestmark = pytest.mark.e2e
 STACK = "local"
@@ -47,8 +47,7 @@ def stack(tmp_path, kube_env, satori_env):
     ns = f"atlas-e2e-{run}"
     info = satori.status(satori_env)["ssh"]
     config = proj.stack_config(STACK)
-    config["atlas:openshift"] = {**config["atlas:openshift"], "namespace": ns,
-                                 "kubeconfig": str(kube_env.kubeconfig)}
+    config["atlas:openshift"] = local_openshift(config["atlas:openshift"], kube_env, ns)
     for name in HPC_ENVIRONMENTS:
         config["atlas:hpc"][name] = {
             **config["atlas:hpc"][name], "port": info["port"], "known_hosts_file": info["known_hosts_file"],

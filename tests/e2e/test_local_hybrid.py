@@ -20,7 +20,7 @@ import pytest
 
 from infra.localenv import satori
 from infra.localenv.layout import Layout
-from tests.e2e.pulumi_cli import PulumiProject
+from tests.e2e.pulumi_cli import PulumiProject, local_openshift
 
 pytestmark = pytest.mark.e2e
 STACK = "local-hybrid"
@@ -71,11 +71,7 @@ def ssh(layout: Layout, command: str) -> str:
 def configure(proj: PulumiProject, kube_env: Layout, satori_env: Layout, moto_env: Layout, run: str) -> None:
     info = satori.status(satori_env)["ssh"]
     config = proj.stack_config(STACK)
-    config["atlas:openshift"] = {
-        **config["atlas:openshift"],
-        "namespace": f"atlas-e2e-{run}",
-        "kubeconfig": str(kube_env.kubeconfig),
-    }
+    config["atlas:openshift"] = local_openshift(config["atlas:openshift"], kube_env, f"atlas-e2e-{run}")
     for name in HPC_ENVIRONMENTS:
         config["atlas:hpc"][name] = {
             **config["atlas:hpc"][name],

@@ -11,7 +11,7 @@ import pytest
 
 from infra.localenv import kube
 from infra.localenv.layout import Layout
-from tests.e2e.pulumi_cli import PulumiProject
+from tests.e2e.pulumi_cli import PulumiProject, local_openshift
 
 pytestmark = pytest.mark.e2e
 STACK = "local"
@@ -40,8 +40,7 @@ def project(tmp_path, kube_env):
     proj = PulumiProject.create(tmp_path)
     ns = f"atlas-e2e-{uuid.uuid4().hex[:6]}"
     config = proj.stack_config(STACK)
-    config["atlas:openshift"] = {**config["atlas:openshift"], "namespace": ns,
-                                 "kubeconfig": str(kube_env.kubeconfig)}
+    config["atlas:openshift"] = local_openshift(config["atlas:openshift"], kube_env, ns)
     # The OpenShift side alone (test_local_all_sides.py runs every side together).
     config["atlas:hpc"] = {name: {**env, "enabled": False} for name, env in config["atlas:hpc"].items()}
     proj.set_stack_config(STACK, config)

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from infra.hpc import ssh
-from infra.localenv import kube, satori
+from infra.localenv import kube, kwok, satori
 from infra.localenv.layout import Layout
 from infra.monitor.kube import KubeClient
 from infra.nodes import backfill
@@ -30,7 +30,12 @@ pytestmark = pytest.mark.integration
 
 GPU = "nvidia.com/gpu"
 Runner = Callable[[str], ssh.RemoteResult]
-WORK = backfill.BackfillWork(workload="h10test", argv=("sleep", "900"), image="busybox", cpus=1, memory_mib=256)
+# On KWOK's simulated GPU nodes, the fleet this test needs (the real node has only four GPUs).
+WORK = backfill.BackfillWork(
+    workload="h10test", argv=("sleep", "900"), image="busybox", cpus=1, memory_mib=256,
+    node_selector=tuple(kwok.SIMULATED_PLACEMENT["nodeSelector"].items()),
+    tolerations=tuple(tuple(t.items()) for t in kwok.SIMULATED_PLACEMENT["tolerations"]),
+)
 
 
 def wait_until(check: Callable[[], Any], what: str, timeout: float = 90.0, pause: float = 0.5) -> Any:
@@ -48,13 +53,15 @@ def wait_until(check: Callable[[], Any], what: str, timeout: float = 90.0, pause
 
 
 def free_gpus(layout: Layout) -> int:
-    nodes = kube.api_get(layout, "/api/v1/nodes")["items"]
+    """Free GPUs of the simulated nodes."""
+    nodes = [n for n in kube.api_get(layout, "/api/v1/nodes")["items"] if n["metadata"]["labels"].get("type") == "kwok"]
+    names = {n["metadata"]["name"] for n in nodes}
     pods = kube.api_get(layout, "/api/v1/pods")["items"]
     total = sum(int(n["status"]["allocatable"].get(GPU, 0)) for n in nodes)
     held = sum(
         int(c.get("resources", {}).get("limits", {}).get(GPU, 0))
         for p in pods
-        if p["spec"].get("nodeName") and p["status"].get("phase") not in ("Succeeded", "Failed")
+        if p["spec"].get("nodeName") in names and p["status"].get("phase") not in ("Succeeded", "Failed")
         for c in p["spec"]["containers"]
     )
     return total - held
@@ -99,11 +106,11 @@ def test_backfill_pods_are_preempted_when_a_gpu_job_arrives_and_the_job_runs(
                 "backoffLimit": 0,
                 "template": {
                     "metadata": {"annotations": {"atlas.dev/kwok-run-seconds": "4"}},
-                    "spec": {
+                    "spec": kwok.on_simulated_nodes({
                         "restartPolicy": "Never",
                         "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
                         "containers": [{"name": "main", "image": "busybox", "resources": {"limits": {GPU: "1"}}}],
-                    },
+                    }),
                 },
             },
         }

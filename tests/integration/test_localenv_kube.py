@@ -102,13 +102,13 @@ def _job(name: str, namespace: str, gpus: int, annotations: dict[str, str] | Non
             "backoffLimit": 0,
             "template": {
                 "metadata": {"annotations": annotations or {}},
-                "spec": {
+                "spec": kwok.on_simulated_nodes({
                     "restartPolicy": "Never",
                     "nodeSelector": {"nvidia.com/gpu.product": "Tesla-V100-SXM2-32GB"},
                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
                     "containers": [{"name": "main", "image": "busybox",
                                     "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
-                },
+                }),
             },
         },
     }

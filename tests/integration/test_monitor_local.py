@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from infra.hpc import ssh
-from infra.localenv import kube, satori
+from infra.localenv import kube, kwok, satori
 from infra.localenv.layout import Layout
 from infra.monitor.build import Monitor
 from infra.monitor.hpc import HpcSource
@@ -108,7 +108,7 @@ def gpu_job(name: str, namespace: str, run_seconds: int, gpus: int = 1) -> dict[
             "backoffLimit": 0,
             "template": {
                 "metadata": {"annotations": {"atlas.dev/kwok-run-seconds": str(run_seconds)}},
-                "spec": {
+                "spec": kwok.on_simulated_nodes({
                     "restartPolicy": "Never",
                     "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
                     "containers": [
@@ -118,7 +118,7 @@ def gpu_job(name: str, namespace: str, run_seconds: int, gpus: int = 1) -> dict[
                             "resources": {"limits": {GPU: str(gpus)}, "requests": {GPU: str(gpus)}},
                         }
                     ],
-                },
+                }),
             },
         },
     }

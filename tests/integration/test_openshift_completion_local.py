@@ -40,13 +40,12 @@ def create_job(
             "backoffLimit": 0,
             "template": {
                 "metadata": {"annotations": annotations or {}},
-                "spec": {
+                "spec": kwok.on_simulated_nodes({
                     "restartPolicy": "Never",
-                    "nodeSelector": {"type": "kwok"},
                     "containers": [{"name": "step", "image": "busybox",
                                     "volumeMounts": [{"name": v["name"], "mountPath": "/data"} for v in volumes]}],
                     "volumes": volumes,
-                },
+                }),
             },
         },
     }

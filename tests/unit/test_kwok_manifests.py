@@ -243,7 +243,7 @@ def test_gpu_nodes_look_like_moc_v100_nodes():
         assert labels["nvidia.com/cuda.driver.major"].isdigit()
         assert all(isinstance(v, str) for v in labels.values())
         assert node["spec"]["taints"] == [
-            {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+            kwok.KWOK_TAINT, {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
         ]
         assert status["capacity"] == status["allocatable"] == {
             "cpu": "40", "memory": "512Gi", "pods": "110", "ephemeral-storage": "500Gi",
@@ -256,16 +256,16 @@ def test_gpu_node_options():
     assert node["metadata"]["name"] == "a100-0"
     assert node["status"]["capacity"]["nvidia.com/gpu"] == "8"
     assert node["metadata"]["labels"]["nvidia.com/gpu.count"] == "8"
-    assert "taints" not in node["spec"]
+    assert node["spec"]["taints"] == [kwok.KWOK_TAINT]  # only the simulator's
 
 
-def test_cpu_nodes_have_no_gpus_and_no_taint():
+def test_cpu_nodes_have_no_gpus_and_only_the_simulators_taint():
     nodes = kwok.cpu_nodes()
     assert len(nodes) == 2
     for node in nodes:
         assert "nvidia.com/gpu" not in node["status"]["capacity"]
         assert not any(k.startswith("nvidia.com/") for k in node["metadata"]["labels"])
-        assert "taints" not in node["spec"]
+        assert node["spec"]["taints"] == [kwok.KWOK_TAINT]
         assert node["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"
     names = {n["metadata"]["name"] for n in nodes + kwok.gpu_nodes()}
     assert len(names) == 6
@@ -305,3 +305,13 @@ def test_pool_sizes_are_configurable_and_paths_absolute():
     assert [p["spec"]["capacity"]["storage"] for p in pvs] == ["10Gi"]
     with pytest.raises(ValueError, match="absolute"):
         kwok.storage_objects(Path("relative/dir"))
+
+
+def test_a_pod_lands_on_simulated_nodes_only_when_it_asks_to():
+    spec = {"nodeSelector": {"nvidia.com/gpu.product": "x"},
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
+    placed = kwok.on_simulated_nodes(spec)
+    assert placed["nodeSelector"] == {"nvidia.com/gpu.product": "x", "type": "kwok"}
+    assert placed["tolerations"][0] == spec["tolerations"][0]
+    assert {"key": kwok.KWOK_TAINT["key"], "operator": "Exists", "effect": "NoSchedule"} in placed["tolerations"]
+    assert spec["nodeSelector"] == {"nvidia.com/gpu.product": "x"}  # the input is left as it was

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from infra.compare.timeparse import rfc3339
 from infra.openshift import completion
 from infra.openshift.completion import StepFailed, StepJob, assess, wait_for_step
 
@@ -266,3 +267,32 @@ def test_diff_replaces_the_completion_with_its_job_and_updates_the_rest():
     changed = provider.diff("id", olds, {**olds, "timeout_s": 20})
     assert changed.changes and not changed.replaces
     assert not provider.diff("id", olds, dict(olds)).changes
+
+
+def test_an_image_that_cannot_be_pulled_fails_the_step_after_the_limit():
+    created = rfc3339("2026-12-02T10:00:00Z")
+    waiting = [pod("p1", "Pending", **PULL_BACKOFF)]
+    assert not assess(job(), waiting, created + completion.IMAGE_PULL_LIMIT_S - 1).finished
+    failed = assess(job(), waiting, created + completion.IMAGE_PULL_LIMIT_S)
+    assert failed.finished and not failed.succeeded and failed.pod == "p1"
+    assert failed.note.startswith("pod p1 cannot pull its image: ImagePullBackOff: Back-off pulling image;")
+    # A name that can never be pulled fails at once.
+    invalid = {"containerStatuses": [{"state": {"waiting": {"reason": "InvalidImageName", "message": "bad"}}}]}
+    assert assess(job(), [pod("p1", "Pending", **invalid)], created + 1).finished
+
+
+def node_ready(status: str, since: str = "2026-12-02T10:02:00Z") -> dict[str, Any]:
+    return {"metadata": {"name": "atlas-node"}, "status": {"conditions": [
+        {"type": "Ready", "status": status, "reason": "NodeStatusUnknown",
+         "message": "Kubelet stopped posting node status.", "lastTransitionTime": since}]}}
+
+
+def test_a_lost_node_fails_the_step_after_the_limit_and_a_ready_one_never():
+    since = rfc3339("2026-12-02T10:02:00Z")
+    running = [pod("p1", "Running")]
+    assert not assess(job(), running, since + 3600, node_ready("True")).finished
+    assert not assess(job(), running, since + completion.NODE_LOST_LIMIT_S - 1, node_ready("Unknown")).finished
+    lost = assess(job(), running, since + completion.NODE_LOST_LIMIT_S, node_ready("Unknown"))
+    assert lost.finished and not lost.succeeded
+    assert "node atlas-node, which has not been Ready for 60 s (NodeStatusUnknown: Kubelet stopped posting" in lost.note
+    assert "The Job stays" in lost.note

@@ -433,6 +433,9 @@ def train(args: argparse.Namespace) -> int:
                     state["epoch"] += 1
                 metrics = {"G_loss": g_loss, "D_loss_real": d_real, "D_loss_fake": d_fake}
                 train_log.log(itr, **metrics)
+                if itr == start_itr + 1:
+                    # Wall-clock time of the first iteration's end: request -> first iteration, per environment.
+                    print(f"First iteration done at {time.time():.3f} (Unix s)", flush=True)
                 if itr % args.log_every == 0:
                     print(", ".join([f"itr: {itr}"] + [f"{key} : {value:+4.3f}" for key, value in metrics.items()]))
                 if itr % args.test_every == 0:
