@@ -14,7 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.compare.kube_collector import GPU_RESOURCE, records_from_api
+from infra.compare.kube_collector import GPU_MOCK_LABEL, GPU_RESOURCE, records_from_api
+from infra.compare.metrics import MOCK_GPU
 from infra.compare.records import StepRecord
 from infra.compare.timeparse import rfc3339
 from infra.hpc.scheduler import Phase, scheduler_for
@@ -159,6 +160,7 @@ class Monitor:
             holders = [p for p in pods if (p.get("spec") or {}).get("nodeName") == node_name and pod_active(p)]
             gpu_holders = [p for p in holders if pod_gpus(p)]
             simulated = is_simulated(node)
+            mock = ((node.get("metadata") or {}).get("labels") or {}).get(GPU_MOCK_LABEL) == "true"
             node_views.append(
                 NodeView(
                     name=node_name,
@@ -168,6 +170,8 @@ class Monitor:
                     gpu_util_percent=None,
                     util_source="not measured: simulated node (KWOK), no GPU ran"
                     if simulated
+                    else MOCK_GPU
+                    if mock
                     else "not readable: no GPU metrics source for Kubernetes nodes here (the sampler's files "
                     "sit on the run's PVC)",
                     simulated=simulated,
