@@ -181,7 +181,7 @@ def performance_chart(report: Report) -> Chart:
         [_label(e) for e in report.environments],
         [e.performance.images_per_s for e in report.environments],
         "images/s",
-        "Throughput (training log: iterations between evaluations x batch size)",
+        "Throughput (training log: iterations per second x images an iteration; the table says how)",
     )
     _fixed_layout(figure, [_label(e) for e in report.environments])
     return Chart("performance", "Performance", _png(figure))

@@ -30,6 +30,7 @@ from infra.telemetry.parsers import (
     iteration_rate,
     parse_cri_log,
     parse_metalog,
+    parse_sampler_jsonl,
 )
 from infra.workload import Workload, step_differences
 
@@ -113,6 +114,30 @@ def train_speed(console: str, metalog: str | None, argv: tuple[str, ...] | list[
     return TrainSpeed(rate, per_iteration, basis, source)
 
 
+def sampler_cost(jsonl: str, wall: Mapping[str, Any], workload_interval_s: float) -> dict[str, Any]:
+    """The sampler's cost per sample, from the CPU time it writes into every sample (its own, since it
+    started): the difference between its first and last sample leaves start-up out, so a sample's cost
+    can be scaled to another interval. `wall` is the driver's /proc reading (start-up and children in)."""
+    samples = [s for s in parse_sampler_jsonl(jsonl).samples if s.sampler_cpu_s is not None]
+    result: dict[str, Any] = {}
+    if len(samples) >= 3 and samples[-1].t > samples[0].t:
+        first, last = samples[0], samples[-1]
+        assert first.sampler_cpu_s is not None and last.sampler_cpu_s is not None
+        per_sample_s = (last.sampler_cpu_s - first.sampler_cpu_s) / (len(samples) - 1)
+        interval_s = (last.t - first.t) / (len(samples) - 1)
+        result = {
+            "samples": len(samples),
+            "per_sample_ms": 1000 * per_sample_s,
+            "mean_interval_s": interval_s,
+            "start_up_s": first.sampler_cpu_s - per_sample_s,
+            "percent_of_a_core_at_workload_interval": 100 * per_sample_s / workload_interval_s,
+            "workload_interval_s": workload_interval_s,
+        }
+    if wall.get("own_s") is not None and wall.get("wall_s"):
+        result["percent_of_a_core_measured"] = 100 * (wall["own_s"] + wall["children_s"]) / wall["wall_s"]
+    return result
+
+
 def _read(path: Path) -> str | None:
     # Bytes, decoded: read_text's universal newlines would turn a progress bar's "\r" into a line break.
     return path.read_bytes().decode("utf-8", errors="replace") if path.is_file() else None
@@ -145,7 +170,12 @@ def _step_record(step: Mapping[str, Any], telemetry: TelemetryColumns | Missing,
     )
 
 
-def device_notes(manifest: Mapping[str, Any], workload: Workload | None, speed: TrainSpeed | None) -> tuple[str, ...]:
+def device_notes(
+    manifest: Mapping[str, Any],
+    workload: Workload | None,
+    speed: TrainSpeed | None,
+    costs: Mapping[str, Mapping[str, Any]] | None = None,
+) -> tuple[str, ...]:
     """What a reader must know to read this run's numbers: where it ran, what was real, what differs."""
     machine = manifest.get("machine", {})
     gpus = ", ".join(machine.get("gpus", [])) or "not recorded"
@@ -191,14 +221,35 @@ def device_notes(manifest: Mapping[str, Any], workload: Workload | None, speed: 
             f"{speed.rate.steady_intervals} intervals (first 10 iterations and those ending a save or an "
             f"evaluation left out) = {speed.steady_images_per_s:,.0f} images/s ({speed.images_basis} per iteration)."
         )
+    if speed is not None and speed.overall_images_per_s is not None and speed.rate.overall_it_per_s is not None:
+        notes.append(
+            f"Train step, overall: {speed.rate.overall_it_per_s:.3f} it/s = {speed.overall_images_per_s:,.0f} "
+            f"images/s from the first to the last logged iteration ({speed.rate.window_s:.0f} s), every pause included."
+        )
+    if speed is not None and speed.rate.slow:
+        slow = speed.rate.slow
+        notes.append(
+            f"Train step pauses the median hides: {len(slow)} intervals over 5x the median, "
+            f"{sum(s for _, s in slow) / len(slow):.1f} s on average, ending iterations "
+            f"{', '.join(str(i) for i, _ in slow)}; together {sum(s for _, s in slow):.0f} s of the "
+            f"{speed.rate.window_s:.0f} s between the first and last logged iteration."
+        )
     for step in manifest.get("steps", []):
         cpu = step.get("sampler_cpu", {})
         if cpu.get("own_s") is not None and cpu.get("wall_s"):
             share = 100 * (cpu["own_s"] + cpu["children_s"]) / cpu["wall_s"]
+            cost = (costs or {}).get(step["step"], {})
+            scaled = (
+                f"; {cost['per_sample_ms']:.1f} ms a sample (its own CPU between first and last sample), so "
+                f"{cost['percent_of_a_core_at_workload_interval']:.3f} % at the workload's "
+                f"{cost['workload_interval_s']:g} s interval (goal: at most 1 %)"
+                if cost.get("per_sample_ms") is not None
+                else ""
+            )
             notes.append(
                 f"Sampler cost during {step['step']}: {cpu['own_s'] + cpu['children_s']:.2f} CPU-s over "
-                f"{cpu['wall_s']:.0f} s = {share:.3f} % of one core (start-up and reaped children included; "
-                f"{cpu['source']})."
+                f"{cpu['wall_s']:.0f} s = {share:.3f} % of one core at the {manifest.get('sampler_interval_s'):g} s "
+                f"interval used here, start-up and reaped children included{scaled} ({cpu['source']})."
             )
     return tuple(notes)
 
@@ -208,10 +259,13 @@ def import_device_run(folder: Path, name: str, workload: Workload | None = None)
     host = str(manifest.get("machine", {}).get("hostname", "device"))
     run_id = str(manifest.get("run_id", ""))
     telemetry: dict[str, TelemetryColumns | Missing] = {}
+    costs: dict[str, dict[str, Any]] = {}
     steps = []
+    workload_interval = float(manifest.get("workload_interval_s") or 5.0)
     for step in manifest.get("steps", []):
         jsonl = folder / "telemetry" / f"{step['step']}.jsonl"
         if jsonl.is_file():
+            costs[step["step"]] = sampler_cost(_read(jsonl) or "", step.get("sampler_cpu", {}), workload_interval)
             columns_file = Path(columns_path(str(jsonl)))
             telemetry[step["step"]] = load_sampler_telemetry(
                 jsonl, f"the sampler's telemetry/{step['step']}.jsonl on {host}", columns_file
@@ -265,7 +319,7 @@ def import_device_run(folder: Path, name: str, workload: Workload | None = None)
         telemetry=telemetry,
         training=training,
         staging=Missing("not applicable: the driver made the data on the machine (see notes)"),
-        notes=device_notes(manifest, workload, speed),
+        notes=device_notes(manifest, workload, speed, costs),
         cost_profile="",
         run={
             "workload": str(manifest.get("workload")),
@@ -308,6 +362,11 @@ def bench_result(folder: Path, workload: Workload | None = None) -> dict[str, An
                 "percent_of_a_core": 100 * (cpu["own_s"] + cpu["children_s"]) / cpu["wall_s"],
                 "interval_s": manifest.get("sampler_interval_s"),
             }
+        jsonl = _read(folder / "telemetry" / f"{record.step}.jsonl")
+        if jsonl is not None:
+            entry.setdefault("sampler", {}).update(
+                sampler_cost(jsonl, cpu, float(manifest.get("workload_interval_s") or 5.0))
+            )
         steps.append(entry)
     training = records.training
     speed: dict[str, Any] = {}
@@ -327,6 +386,7 @@ def bench_result(folder: Path, workload: Workload | None = None) -> dict[str, An
             "steady_intervals": measured.rate.steady_intervals,
             "steady_images_per_s": measured.steady_images_per_s,
             "left_out_iterations": list(measured.rate.skipped),
+            "slow_intervals_over_5x_median": [[itr, seconds] for itr, seconds in measured.rate.slow],
             "iteration_marks": [[itr, t] for itr, t in training.iteration_marks],
         }
     return {

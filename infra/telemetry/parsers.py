@@ -539,6 +539,12 @@ class IterationRate:
     steady_median_s: float | None  # median time between consecutive iterations, skipped ones left out
     steady_intervals: int
     skipped: tuple[int, ...]  # iterations whose interval held a save or an evaluation, or the warm-up
+    # Kept intervals over SLOW_FACTOR x the median, as (itr that ended it, seconds): pauses the median
+    # hides, such as each epoch's start while the DataLoader's workers fill their first batches.
+    slow: tuple[tuple[int, float], ...] = ()
+
+
+SLOW_FACTOR = 5.0
 
 
 def iteration_rate(marks: tuple[IterationMark, ...], warmup: int = 10, every: tuple[int, ...] = ()) -> IterationRate:
@@ -549,16 +555,17 @@ def iteration_rate(marks: tuple[IterationMark, ...], warmup: int = 10, every: tu
         return IterationRate(len(marks), 0.0, None, None, 0, ())
     window = marks[-1].t - marks[0].t
     overall = (marks[-1].itr - marks[0].itr) / window
-    intervals = []
+    intervals: list[tuple[int, float]] = []
     skipped = []
     for before, after in itertools.pairwise(marks):
         held = any(e > 0 and before.itr % e == 0 for e in every)
         if after.itr <= warmup or held or after.itr != before.itr + 1:
             skipped.append(after.itr)
             continue
-        intervals.append(after.t - before.t)
-    median = sorted(intervals)[len(intervals) // 2] if intervals else None
-    if intervals and len(intervals) % 2 == 0:
-        ordered = sorted(intervals)
+        intervals.append((after.itr, after.t - before.t))
+    ordered = sorted(seconds for _, seconds in intervals)
+    median = ordered[len(ordered) // 2] if ordered else None
+    if ordered and len(ordered) % 2 == 0:
         median = (ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2
-    return IterationRate(len(marks), window, overall, median, len(intervals), tuple(skipped))
+    slow = tuple((itr, s) for itr, s in intervals if median and s > SLOW_FACTOR * median)
+    return IterationRate(len(marks), window, overall, median, len(intervals), tuple(skipped), slow)

@@ -71,6 +71,7 @@ def test_iteration_rate_leaves_out_warm_up_and_the_iterations_after_saves() -> N
         times[i] = t
     rate = iteration_rate(marks(times), warmup=10, every=(20,))
     assert rate.steady_median_s == pytest.approx(0.5)
+    assert rate.slow == ()  # the 10-second save was left out, not counted as slow
     assert 21 in rate.skipped and all(i in rate.skipped for i in range(2, 11))
     assert rate.steady_intervals == 30 - 1 - 9 - 1
     assert rate.overall_it_per_s == pytest.approx(29 / (times[30] - times[1]))
@@ -90,3 +91,15 @@ def test_iteration_rate_edge_cases(times: dict[int, float], median: float | None
     assert rate.steady_median_s == (pytest.approx(median) if median is not None else None)
     if len(times) < 2:
         assert rate.overall_it_per_s is None
+
+
+def test_pauses_the_median_hides_are_listed_as_slow() -> None:
+    # 7 iterations an epoch: each epoch's first waits 20 s for the loader's first batches.
+    times, t = {}, 0.0
+    for i in range(1, 36):
+        t += 20.0 if i % 7 == 1 else 0.5
+        times[i] = t
+    rate = iteration_rate(marks(times), warmup=0)
+    assert rate.steady_median_s == pytest.approx(0.5)
+    assert [itr for itr, _ in rate.slow] == [8, 15, 22, 29]
+    assert all(seconds == pytest.approx(20.0) for _, seconds in rate.slow)

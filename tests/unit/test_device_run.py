@@ -30,7 +30,7 @@ T0 = 1796300000.0
 GIB = 1 << 30
 
 
-def sample(t: float, util: float | None, memory: int) -> dict[str, object]:
+def sample(t: float, util: float | None, memory: int, cpu_s: float = 0.1) -> dict[str, object]:
     gpu: dict[str, object] = (
         {"measured": True, "source": "nvml", "devices": [{"index": 0, "name": "NVIDIA H200",
          "utilization_percent": util, "memory_used_bytes": memory, "memory_total_bytes": 150754820096}]}
@@ -46,7 +46,7 @@ def sample(t: float, util: float | None, memory: int) -> dict[str, object]:
         "disk": {"measured": True, "host_read_bytes": 0, "host_write_bytes": 0, "tree_read_bytes": 0,
                  "tree_write_bytes": 0},
         "network": {"measured": True, "rx_bytes": 0, "tx_bytes": 0},
-        "sampler": {"cpu_s": 0.1},
+        "sampler": {"cpu_s": cpu_s},
     }  # fmt: skip
 
 
@@ -54,7 +54,8 @@ def write_step(folder: Path, step: str, start: float, seconds: int, util: float 
     rendered = render_step(WORKLOAD, step, "h200")
     lines = [{"type": "start", "version": 1, "t": start, "step": step, "argv": list(rendered.argv), "pid": 2,
               "sampler_pid": 1, "host": "gpu-vm", "interval_s": 1.0, "gpu_source": "nvml"}]  # fmt: skip
-    lines += [sample(start + i, util, (i + 1) * GIB) for i in range(1, seconds)]
+    # The sampler's own CPU: 0.2 s of start-up, then 10 ms a sample.
+    lines += [sample(start + i, util, (i + 1) * GIB, 0.2 + 0.01 * i) for i in range(1, seconds)]
     lines.append({"type": "end", "t": start + seconds, "exit_code": 0, "signal": None, "duration_s": seconds})
     (folder / "telemetry").mkdir(exist_ok=True)
     (folder / "telemetry" / f"{step}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
@@ -141,6 +142,7 @@ def test_notes_state_the_weights_and_every_difference_from_the_full_run(run_fold
     assert "imagenet-train: data/ImageNet/train as defined" in text and "1797 images made by" in text
     assert "Sampler interval 1 s (the workload says 5 s)" in text
     assert "steady state: median 0.2500 s per iteration" in text and "1,024 images/s" in text
+    assert "10.0 ms a sample" in text and "0.200 % at the workload's 5 s interval" in text
 
 
 def test_bench_result_keeps_every_sample_and_the_samplers_cost(run_folder: Path) -> None:
@@ -151,7 +153,10 @@ def test_bench_result_keeps_every_sample_and_the_samplers_cost(run_folder: Path)
     assert speed["left_out_iterations"] == list(range(2, 11))  # warm-up; itr 21 is no save point (save_every 100)
     train = next(s for s in result["steps"] if s["step"] == "train")
     assert len(train["gpu_utilization_percent_samples"]) == 59
-    assert train["sampler"]["percent_of_a_core"] == pytest.approx(0.5)
+    assert train["sampler"]["percent_of_a_core"] == pytest.approx(0.5)  # the driver's /proc reading
+    assert train["sampler"]["per_sample_ms"] == pytest.approx(10.0)
+    assert train["sampler"]["start_up_s"] == pytest.approx(0.2)
+    assert train["sampler"]["percent_of_a_core_at_workload_interval"] == pytest.approx(0.2)  # 10 ms / 5 s
     make = next(s for s in result["steps"] if s["step"] == "make-hdf5")
     assert make["gpu_utilization_percent_mean"] is None and "gpu" in make["not_measured"]
 
