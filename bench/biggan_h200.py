@@ -330,7 +330,8 @@ def main() -> int:
         record = run_step(workload, args.environment, step.name, workdir, logs, args.interval, deadline, run_id)
         steps.append(record)
         if record["exit_code"] != 0:
-            say(f"{step.name} failed: the steps after it are not run")
+            why = "stopped at the run's time limit" if record["stopped_by_deadline"] else "failed"
+            say(f"{step.name} {why}" + ("" if step is workload.steps[-1] else ": the steps after it are not run"))
             break
 
     manifest = {
