@@ -5,6 +5,7 @@ Everything that can be wrong with the configuration or the workload is found bef
 first resource is registered, so `pulumi preview` fails cleanly, naming the key.
 """
 
+import dataclasses
 from pathlib import Path
 
 import pulumi
@@ -35,6 +36,7 @@ except (AtlasConfigError, WorkloadError, SourceError) as bad:
     raise pulumi.RunError(f"invalid stack configuration: {bad}") from None
 
 environments: dict[str, pulumi.Input[object]] = {}
+openshift: OpenShiftEnvironment | None = None
 
 if config.openshift is not None:
     openshift = OpenShiftEnvironment(
@@ -117,6 +119,13 @@ if config.backfill is not None:
         )
     except BackfillError as bad:
         raise pulumi.RunError(f"invalid stack configuration: atlas:backfill.workload: {bad}") from None
+    if settings is not None:
+        # The run's placement: backfill copies land where the run's pods may.
+        work = dataclasses.replace(
+            work,
+            node_selector=settings.placement.node_selector,
+            tolerations=settings.placement.tolerations,
+        )
     backfill = Backfill(
         "backfill",
         BackfillArgs(
@@ -124,6 +133,8 @@ if config.backfill is not None:
             work=work,
             stack=config.stack,
             kubernetes=kubernetes,
+            # The image the run built (its digest, on a cluster that builds), when it is the same workload.
+            image=openshift.image.image if openshift is not None and backfill_workload is workload else None,
             # In the environment's own run folder, after its preparation steps: the data is there.
             slurm=tuple(
                 SlurmBackfillTarget(h.name, h.target, hpc_components[h.name].run_dir, (hpc_components[h.name],))

@@ -73,6 +73,9 @@ class BackfillWork:
     # Kubernetes: where else the pods must land and what they tolerate (the run's placement).
     node_selector: tuple[tuple[str, str], ...] = ()
     tolerations: tuple[tuple[tuple[str, str], ...], ...] = ()
+    # Kubernetes: the preparation steps each copy runs first, in its own container (a backfill
+    # namespace has no claim on the run's data): set where the workload makes its data itself.
+    prepare: tuple[tuple[str, ...], ...] = ()
 
 
 def work_for(workload: Workload, environment: str, image: str = "", gpu_product: str | None = None) -> BackfillWork:
@@ -84,6 +87,13 @@ def work_for(workload: Workload, environment: str, image: str = "", gpu_product:
     step = render_step(workload, gpu_steps[-1].name, environment)
     # The step's resume arguments: a preempted copy, started again, continues from its checkpoint.
     argv = tuple(step.argv) + workload.step(step.name).resume_args
+    # A workload that reads no outside data (the probe) makes it with its earlier steps: each
+    # Kubernetes copy runs them first. One that reads outside data has nothing to prepare from.
+    prepare: tuple[tuple[str, ...], ...] = ()
+    produced = {name for s in workload.steps for name in s.outputs}
+    if all(d.name in produced for d in workload.data):
+        before = workload.steps[: workload.steps.index(workload.step(step.name))]
+        prepare = tuple(tuple(render_step(workload, s.name, environment).argv) for s in before)
     experiment = None
     if "--experiment_name" in argv:
         experiment = f"{workload.logs.experiment or workload.name}-backfill"
@@ -97,6 +107,7 @@ def work_for(workload: Workload, environment: str, image: str = "", gpu_product:
         memory_mib=step.resources.memory_mib,
         gpu_product=gpu_product,
         walltime_seconds=step.resources.walltime_seconds,
+        prepare=prepare,
     )
 
 
@@ -131,8 +142,7 @@ def backfill_pod_spec(work: BackfillWork, priority_class_name: str = PRIORITY_CL
             {
                 "name": "backfill",
                 "image": work.image or "registry.invalid/atlas/backfill:unset",
-                "command": list(work.argv[:1]),
-                "args": list(work.argv[1:]),
+                **_backfill_command(work),
                 "resources": resources,
             }
         ],
@@ -143,6 +153,14 @@ def backfill_pod_spec(work: BackfillWork, priority_class_name: str = PRIORITY_CL
     if selector:
         spec["nodeSelector"] = selector
     return spec
+
+
+def _backfill_command(work: BackfillWork) -> dict[str, list[str]]:
+    if not work.prepare:
+        return {"command": list(work.argv[:1]), "args": list(work.argv[1:])}
+    # Each copy makes its data in its own container (the image's writable WORKDIR), then trains.
+    chain = " && ".join([*(shlex.join(p) for p in work.prepare), f"exec {shlex.join(work.argv)}"])
+    return {"command": ["/bin/sh", "-c", chain]}
 
 
 def backfill_deployment(

@@ -46,6 +46,8 @@ class BackfillArgs:
     stack: str
     kubernetes: KubernetesTarget | None = None
     slurm: tuple[SlurmBackfillTarget, ...] = field(default_factory=tuple)
+    # The image the copies run (the run's own, an output once it is built); else work.image.
+    image: pulumi.Input[str] | None = None
 
 
 class Backfill(pulumi.ComponentResource):
@@ -60,7 +62,7 @@ class Backfill(pulumi.ComponentResource):
         self.priority_class = None
         outputs: dict[str, Any] = {"workload": args.work.workload, "gpus_per_environment": settings.gpus}
         if args.kubernetes is not None:
-            outputs["kubernetes"] = self._kubernetes(name, args.kubernetes, settings, args.work)
+            outputs["kubernetes"] = self._kubernetes(name, args.kubernetes, settings, args.work, args.image)
         self.slurm_job_ids = {}
         for slurm in args.slurm:
             self.slurm_job_ids[slurm.environment] = self._slurm(name, slurm, settings, args)
@@ -69,7 +71,12 @@ class Backfill(pulumi.ComponentResource):
         self.register_outputs(outputs)
 
     def _kubernetes(
-        self, name: str, target: KubernetesTarget, settings: BackfillSettings, work: backfill.BackfillWork
+        self,
+        name: str,
+        target: KubernetesTarget,
+        settings: BackfillSettings,
+        work: backfill.BackfillWork,
+        image: pulumi.Input[str] | None,
     ) -> dict[str, Any]:
         provider = k8s.Provider(
             f"{name}-provider",
@@ -99,6 +106,8 @@ class Backfill(pulumi.ComponentResource):
         spec = deployment["spec"]
         template_spec = dict(spec["template"]["spec"])
         template_spec["priorityClassName"] = self.priority.metadata.name
+        if image is not None:
+            template_spec["containers"] = [{**template_spec["containers"][0], "image": image}]
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
             metadata={

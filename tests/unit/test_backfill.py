@@ -3,6 +3,7 @@ the `atlas:nodes:Backfill` component under Pulumi mocks (children, parents, what
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from pathlib import Path
 from typing import Any
@@ -78,9 +79,29 @@ def test_backfill_pods_ask_one_gpu_each_at_low_priority_on_gpu_nodes() -> None:
     assert spec["priorityClassName"] == backfill.PRIORITY_CLASS
     (container,) = spec["containers"]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
-    assert container["command"] == ["python3"] and container["args"][:3] == ["-m", "workloads.probe", "train"]
+    # The probe makes its own data: each copy runs the preparation steps first, then trains.
+    assert container["command"][:2] == ["/bin/sh", "-c"]
+    chain = container["command"][2]
+    assert chain.index("workloads.probe make-hdf5") < chain.index("workloads.probe inception-moments")
+    assert chain.index("workloads.probe inception-moments") < chain.index("exec python3 -m workloads.probe train")
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
     assert spec["nodeSelector"] == {"nvidia.com/gpu.product": "Tesla-V100-SXM2-32GB"}
+
+
+def test_a_workload_that_reads_outside_data_runs_its_gpu_step_alone() -> None:
+    biggan = load_workload(REPO / "workloads" / "biggan" / "workload.yaml")
+    work = backfill.work_for(biggan, "openshift", "img")
+    assert work.prepare == ()
+    (container,) = backfill.backfill_pod_spec(work)["containers"]
+    assert container["command"] == ["python"] and container["args"][0] == "main.py"
+
+
+def test_backfill_follows_the_runs_placement() -> None:
+    placed = dataclasses.replace(work(), node_selector=(("atlas.dev/node-kind", "kubelet"),),
+                                 tolerations=((("key", "x"), ("operator", "Exists")),))
+    spec = backfill.backfill_pod_spec(placed)
+    assert spec["nodeSelector"] == {"atlas.dev/node-kind": "kubelet", "nvidia.com/gpu.product": "Tesla-V100-SXM2-32GB"}
+    assert {"key": "x", "operator": "Exists"} in spec["tolerations"]
 
 
 def test_slurm_backfill_scripts_go_to_the_preemptible_partition_one_gpu_each() -> None:

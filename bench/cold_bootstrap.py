@@ -1,0 +1,89 @@
+"""Benchmark: `scripts/bootstrap` on a machine with nothing cached, by phase.
+
+A copy of the repository (no .venv) with every cache pointed at empty folders: the toolchain
+(`ATLAS_CACHE`), Go's modules and builds (`GOMODCACHE`, `GOCACHE`) and pip's (`PIP_CACHE_DIR`).
+So everything is downloaded and compiled as on a fresh machine; only Go, Python and the
+Debian archive are the machine's own. Then a second run of the same copy (warm: stamps only).
+
+    .venv/bin/python -m bench.cold_bootstrap
+
+Writes bench/results/cold-bootstrap-<date>.json: each phase's seconds (the bootstrap's own
+`--timings`), the total wall time, and the load average before and after (run it on an idle
+machine: the figure is only as good as the quiet around it). Goal: <= 20 minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from infra.toolchain.pins import REPO_ROOT
+
+RESULTS = REPO_ROOT / "bench" / "results"
+
+
+def copy_repository(dest: Path) -> None:
+    listing = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO_ROOT,
+                             capture_output=True, check=True).stdout.decode()
+    for name in filter(None, listing.split("\0")):
+        source = REPO_ROOT / name
+        if source.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+
+
+def main() -> int:
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="atlas-cold-") as tmp:
+        root = Path(tmp)
+        clone = root / "atlas"
+        copy_repository(clone)
+        env = {**os.environ, "ATLAS_CACHE": str(root / "cache"), "GOMODCACHE": str(root / "gomod"),
+               "GOCACHE": str(root / "gocache"), "PIP_CACHE_DIR": str(root / "pip")}
+        timings = root / "timings.json"
+        print(f"bench: cold bootstrap in {clone} (load average before: {load_before[0]:.2f})", flush=True)
+        start = time.monotonic()
+        subprocess.run([str(clone / "scripts" / "bootstrap"), "--timings", str(timings)], env=env, check=True)
+        cold_s = time.monotonic() - start
+        phases = json.loads(timings.read_text())
+        start = time.monotonic()
+        subprocess.run([str(clone / "scripts" / "bootstrap")], env=env, check=True, capture_output=True)
+        warm_s = time.monotonic() - start
+        sizes = {name: _du(root / name) for name in ("cache", "gomod", "gocache")}
+        # Go's module cache is read-only by design: make it removable.
+        subprocess.run(["chmod", "-R", "u+w", str(root / "gomod")], check=False)
+    result = {
+        "bench": "cold_bootstrap",
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "kernel": platform.release(), "python": platform.python_version()},
+        "load_average_before": [round(x, 2) for x in load_before],
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        "cold_total_s": round(cold_s, 1),
+        "phases_s": phases,
+        "warm_rerun_s": round(warm_s, 2),
+        "disk_bytes": sizes,
+        "goal_s": 1200,
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"cold-bootstrap-{dt.date.today().isoformat()}.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in result.items() if k != "phases_s"}, indent=2))
+    print(f"bench: wrote {out.relative_to(REPO_ROOT)}")
+    return 0
+
+
+def _du(path: Path) -> int:
+    out = subprocess.run(["du", "-sb", str(path)], capture_output=True, text=True, check=False).stdout
+    return int(out.split()[0]) if out else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
