@@ -730,7 +730,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     step_names = ",".join(["venv", *(s.name for s in BINARY_STEPS)])
     parser.add_argument("--only", help=f"comma-separated step names ({step_names})")
     parser.add_argument("--print-bin", action="store_true", help="print the toolchain's bin folder and exit")
-    parser.add_argument("--timings", type=Path, help="write the seconds each phase took to this JSON file")
+    parser.add_argument("--timings", type=Path, default=os.environ.get("ATLAS_BOOTSTRAP_TIMINGS") or None,
+                        help="write the seconds each phase took to this JSON file (or $ATLAS_BOOTSTRAP_TIMINGS)")
     args = parser.parse_args(argv)
 
     pins = load_pins()
