@@ -241,9 +241,12 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
             outputs[what] = {"pvc": claims.of(role), "path": f"{path}/"}
         outputs["monitor_url"] = ""
         if settings.monitor.enabled:
+            # After the data is staged: the staging pod has then pulled the image, so a run whose
+            # image cannot be pulled fails on its first Job, not ten minutes later on the
+            # monitor Deployment's own await.
             self.monitor = RunMonitor(
                 f"{name}-monitor",
-                RunMonitorArgs(workload, settings, context, target.namespace, before_pods),
+                RunMonitorArgs(workload, settings, context, target.namespace, [*before_pods, *self.staging.ready]),
                 opts=component,
             )
             outputs["monitor_url"] = self.monitor.url

@@ -603,8 +603,16 @@ def monitor_selector(identity: RunIdentity) -> dict[str, str]:
     return {"app.kubernetes.io/component": "monitor", "atlas.dev/stack": identity.stack}
 
 
+# How long `pulumi up` waits for the monitor to be ready (pulumi-kubernetes' default is 10
+# minutes): it starts after the data is staged, so its image is on the node already, and a
+# small HTTP server not ready in 3 minutes is a node or cluster fault worth reporting sooner.
+MONITOR_AWAIT_S = 180
+
+
 def _skip_await(settings: OpenShiftSettings) -> dict[str, str]:
-    return {} if settings.monitor.await_ready else {SKIP_AWAIT: "true"}
+    if settings.monitor.await_ready:
+        return {"pulumi.com/timeoutSeconds": str(MONITOR_AWAIT_S)}
+    return {SKIP_AWAIT: "true"}
 
 
 def monitor_deployment(

@@ -309,7 +309,8 @@ def test_monitor_reads_the_volumes_read_only():
         deployment["spec"]["selector"]["matchLabels"].items()
         <= deployment["spec"]["template"]["metadata"]["labels"].items()
     )
-    assert "annotations" not in deployment["metadata"]  # awaited on a real cluster
+    # Awaited on a real cluster, for minutes rather than pulumi-kubernetes' ten.
+    assert deployment["metadata"]["annotations"] == {"pulumi.com/timeoutSeconds": "180"}
 
 
 @pytest.mark.parametrize("make", [manifests.monitor_service, manifests.monitor_deployment])
