@@ -21,21 +21,15 @@ import os
 import platform
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.local_stack import timed
 from infra.localenv import images, kube, node
 from infra.localenv.layout import Layout, Ports
 from infra.toolchain.pins import REPO_ROOT
 
 RESULTS = REPO_ROOT / "bench" / "results"
-
-
-def timed(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def main() -> int:

@@ -150,13 +150,6 @@ class SchemaConversionError(ValueError):
     """The OpenAPI document does not have what a CRD needs; the message names the definition."""
 
 
-def _ref_name(ref: str) -> str:
-    prefix = "#/definitions/"
-    if not ref.startswith(prefix):
-        raise SchemaConversionError(f"unsupported $ref {ref!r}: only {prefix}<name> is resolved")
-    return ref[len(prefix):]
-
-
 def structural_schema(
     node: Mapping[str, Any],
     definitions: Mapping[str, Schema],
@@ -170,7 +163,10 @@ def structural_schema(
     preserve-unknown-fields, as is anything deeper than MAX_REF_DEPTH).
     """
     if "$ref" in node:
-        name = _ref_name(node["$ref"])
+        try:
+            name = schemas.ref_name(node["$ref"])
+        except schemas.SchemaDocumentError as bad:
+            raise SchemaConversionError(str(bad)) from None
         resolved = _resolve(name, definitions, stack)
         # A field's own description says more than its type's.
         if "description" in node:

@@ -75,7 +75,8 @@ class SchemaDocumentError(ValueError):
     """A schema document is missing, malformed or not closed under its references."""
 
 
-def _ref_name(ref: str) -> str:
+def ref_name(ref: str) -> str:
+    """`#/definitions/<name>` -> name; any other $ref is refused, naming it."""
     prefix = "#/definitions/"
     if not ref.startswith(prefix):
         raise SchemaDocumentError(f"unsupported $ref {ref!r}: only {prefix}<name> is resolved")
@@ -87,7 +88,7 @@ def references(node: Any) -> Iterable[str]:
     if isinstance(node, dict):
         for key, value in node.items():
             if key == "$ref" and isinstance(value, str):
-                yield _ref_name(value)
+                yield ref_name(value)
             else:
                 yield from references(value)
     elif isinstance(node, list):

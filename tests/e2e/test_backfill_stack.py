@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import time
 import urllib.error
 import uuid
 from typing import Any
@@ -16,6 +15,7 @@ import pytest
 from infra.localenv import kube, satori
 from infra.localenv.layout import Layout
 from tests.e2e.pulumi_cli import PulumiProject, local_openshift
+from tests.support import wait_until
 
 pytestmark = pytest.mark.e2e
 STACK = "local"
@@ -35,16 +35,6 @@ def ssh(layout: Layout, command: str) -> str:
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, f"{command}: {proc.stdout}{proc.stderr}"
     return proc.stdout
-
-
-def wait_until(check: Any, what: str, timeout: float = 90.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(1.0)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
 @pytest.fixture

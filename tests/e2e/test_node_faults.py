@@ -25,6 +25,7 @@ from infra.localenv import images, kube, node
 from infra.localenv.layout import Layout
 from tests.e2e.pulumi_cli import PulumiProject, local_openshift
 from tests.e2e.test_faults import BackgroundUp
+from tests.support import wait_until
 
 pytestmark = pytest.mark.e2e
 STACK = "local"
@@ -32,16 +33,6 @@ STACK = "local"
 
 def api(layout: Layout, path: str) -> Any:
     return kube.api_get(layout, path, timeout=10)
-
-
-def wait_until(check: Any, what: str, timeout: float = 180.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 @pytest.fixture
@@ -115,7 +106,7 @@ def test_a_pod_killed_during_a_step_is_retried_by_the_job(project, kube_env):
     proj, ns = project
     set_openshift(proj, pipeline={"backoff_limit": 2})
     proj.run("up", "--yes", "--skip-preview", "-s", STACK, timeout=900)
-    (train,) = wait_until(lambda: jobs_of(kube_env, ns, "train"), "the train Job")
+    (train,) = wait_until(lambda: jobs_of(kube_env, ns, "train"), "the train Job", 180)
     selector = f"batch.kubernetes.io/job-name={train['metadata']['name']}"
 
     def running_container() -> str | None:
@@ -126,7 +117,7 @@ def test_a_pod_killed_during_a_step_is_retried_by_the_job(project, kube_env):
                     return str(status["containerID"]).removeprefix("containerd://")
         return None
 
-    container = wait_until(running_container, "the train pod's container to run")
+    container = wait_until(running_container, "the train pod's container to run", 180)
     # Killed outside Kubernetes, as the OOM killer or a node's operator would: the container's process.
     ctr = [str(kube.bin_dir() / "ctr"), "--address", str(node.NodePaths(kube_env).containerd_socket),
            "--namespace", "k8s.io"]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -25,6 +24,7 @@ from infra.localenv import kube, kwok, satori
 from infra.localenv.layout import Layout
 from infra.monitor.kube import KubeClient
 from infra.nodes import backfill
+from tests.support import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -36,17 +36,6 @@ WORK = backfill.BackfillWork(
     node_selector=tuple(kwok.SIMULATED_PLACEMENT["nodeSelector"].items()),
     tolerations=tuple(tuple(t.items()) for t in kwok.SIMULATED_PLACEMENT["tolerations"]),
 )
-
-
-def wait_until(check: Callable[[], Any], what: str, timeout: float = 90.0, pause: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(pause)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what} (last: {last!r})")
 
 
 # --- Kubernetes ----------------------------------------------------------------------------------

@@ -6,7 +6,6 @@ and from this host, as a user of the cluster would."""
 from __future__ import annotations
 
 import json
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -20,6 +19,7 @@ from infra.localenv import images, kube, mockgpu, node
 from infra.localenv.layout import Layout
 from infra.localenv.pki import NODE_NAME
 from infra.toolchain.pins import REPO_ROOT
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("root")]
 
@@ -31,16 +31,6 @@ def api(layout: Layout, path: str) -> Any:
 def apply(layout: Layout, *objects: dict[str, Any]) -> None:
     kube.kubectl(layout, "apply", "--server-side", "--field-manager=atlas-test", "-f", "-",
                  stdin="\n---\n".join(json.dumps(o) for o in objects))
-
-
-def wait_until(check: Any, what: str, timeout: float = 120.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def pod_phase(layout: Layout, namespace: str, name: str) -> str:
@@ -105,7 +95,7 @@ def test_a_pod_gets_the_gpus_it_asked_for_as_a_non_root_user_without_capabilitie
               'echo "mark=$ATLAS_GPU_PROVENANCE"; grep CapEff /proc/self/status')
     apply(kube_env, {**pod("gpus", image, ["sh", "-c", script], gpus=2), "metadata": {"name": "gpus",
                                                                                      "namespace": namespace}})
-    wait_until(lambda: pod_phase(kube_env, namespace, "gpus") in ("Succeeded", "Failed"), "the pod to finish")
+    wait_until(lambda: pod_phase(kube_env, namespace, "gpus") in ("Succeeded", "Failed"), "the pod to finish", 120)
     assert pod_phase(kube_env, namespace, "gpus") == "Succeeded"
     log = kube.kubectl(kube_env, "logs", "-n", namespace, "gpus")
     lines = dict(line.split("=", 1) for line in log.splitlines() if "=" in line and not line.startswith("CapEff"))
@@ -136,7 +126,7 @@ def test_pods_are_reachable_and_services_route_through_kube_proxy(kube_env: Layo
         return [a for s in slices for e in s.get("endpoints") or [] if (e.get("conditions") or {}).get("ready")
                 for a in e["addresses"]]
 
-    (pod_ip,) = wait_until(endpoints, "the Service's endpoint to be ready (kubelet's readiness probe)")
+    (pod_ip,) = wait_until(endpoints, "the Service's endpoint to be ready (kubelet's readiness probe)", 120)
     with urllib.request.urlopen(f"http://{pod_ip}:8080/", timeout=5) as resp:
         assert resp.status == 200
     cluster_ip = api(kube_env, f"/api/v1/namespaces/{namespace}/services/web")["spec"]["clusterIP"]

@@ -16,6 +16,7 @@ from infra.localenv import kube, kwok
 from infra.localenv.layout import Layout, Ports
 from infra.localenv.procs import LocalEnvError, port_in_use
 from infra.toolchain.pins import load_pins
+from tests.support import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -23,16 +24,6 @@ pytestmark = pytest.mark.integration
 def apply(layout: Layout, manifest: dict, *extra: str) -> str:
     return kube.kubectl(layout, "apply", "--server-side", "--field-manager=atlas-test", *extra,
                         "-f", "-", stdin=json.dumps(manifest))
-
-
-def wait_until(check, what: str, timeout: float = 60.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 @pytest.fixture

@@ -1,0 +1,20 @@
+"""Helpers the integration and end-to-end tests share."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def wait_until(check: Callable[[], Any], what: str, timeout: float = 90.0, pause: float = 0.5) -> Any:
+    """`check()`'s first truthy value; AssertionError naming `what` (and the last value) after `timeout` s.
+    For events the test cannot be told of (a pod's phase, a job's state): it polls, it never sleeps blind."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(pause)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what} (last: {last!r})")
