@@ -11,6 +11,7 @@ Each runs the OpenShift side alone (the HPC sides have tests/e2e/test_faults.py)
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import time
 import uuid
@@ -102,9 +103,22 @@ def test_an_image_that_cannot_be_pulled_stops_up_with_the_kubelets_reason(projec
     assert time.monotonic() - started < 600, "reported within minutes, not at the step's deadline"
 
 
+def hold_first_attempt(proj: PulumiProject, name: str) -> None:
+    """The step's first attempt holds (the probe's steps take seconds, too short to catch running);
+    a retry finds the marker on the volume and runs the step's own command at once."""
+    path = proj.root / "workloads" / "probe" / "workload.yaml"
+    doc = yaml.safe_load(path.read_text())
+    step = next(s for s in doc["steps"] if s["name"] == name)
+    original = shlex.join([*step["command"], *map(str, step["args"])])
+    step["command"] = ["sh", "-c", f"if mkdir data/.first-attempt 2>/dev/null; then sleep 600; fi; exec {original}"]
+    step["args"] = []
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
 def test_a_pod_killed_during_a_step_is_retried_by_the_job(project, kube_env):
     proj, ns = project
     set_openshift(proj, pipeline={"backoff_limit": 2})
+    hold_first_attempt(proj, "train")
     proj.run("up", "--yes", "--skip-preview", "-s", STACK, timeout=900)
     (train,) = wait_until(lambda: jobs_of(kube_env, ns, "train"), "the train Job", 180)
     selector = f"batch.kubernetes.io/job-name={train['metadata']['name']}"
