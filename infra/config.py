@@ -19,7 +19,7 @@ from typing import Any
 
 from infra.aws.settings import AwsSettings, parse_aws_settings, resolve_credentials
 from infra.errors import AtlasConfigError
-from infra.hpc.target import HpcTarget, parse_hpc_target
+from infra.hpc.target import PROVENANCE_NOT_STATED, HpcTarget, parse_hpc_target
 from infra.nodes.settings import BackfillSettings, check_backfill_targets, parse_backfill_settings
 from infra.openshift.settings import SETTINGS_KEYS, TARGET_KEYS, OpenShiftSettings, parse_openshift_settings
 from infra.validation import Fields
@@ -34,7 +34,7 @@ FLAVOURS = ("kubernetes", "openshift")
 # Keys whose values are structured (YAML objects) rather than strings.
 OBJECT_KEYS = frozenset({"openshift", "hpc", "aws", "backfill"})
 # Keys of an `atlas:hpc.<name>` section that config.py reads itself; the rest is the target.
-HPC_OWN_KEYS = frozenset({"enabled", "wait_for"})
+HPC_OWN_KEYS = frozenset({"enabled", "wait_for", "provenance"})
 
 
 def _key(section: str, field: str | None = None) -> str:
@@ -90,6 +90,9 @@ class HpcEnvironmentConfig:
     # Steps whose jobs `pulumi up` waits for, so their failure fails the update; None:
     # every step but the last (the preparation steps), as on the OpenShift side.
     wait_for: tuple[str, ...] | None
+    # What the environment is, shown beside its name wherever its figures appear: "real" for a
+    # real cluster, or what stands in ("local stand-in: LSF's command set over Slurm, mock GPUs").
+    provenance: str = PROVENANCE_NOT_STATED
 
 
 @dataclass(frozen=True)
@@ -157,10 +160,20 @@ def parse_hpc(raw: Any, project_dir: Path) -> tuple[HpcEnvironmentConfig, ...]:
             not isinstance(wait_for, list) or not all(isinstance(w, str) and DNS_LABEL.match(w) for w in wait_for)
         ):
             raise AtlasConfigError(f"{env_key}.wait_for: expected a list of step names, found {wait_for!r}")
+        provenance = env.get("provenance", PROVENANCE_NOT_STATED)
+        if not isinstance(provenance, str) or not provenance.strip():
+            raise AtlasConfigError(
+                f"{env_key}.provenance: expected text saying what the environment is (`real`, or what stands "
+                f"in, e.g. `local stand-in: mock GPUs`), found {provenance!r}"
+            )
         target = parse_hpc_target({k: v for k, v in env.items() if k not in HPC_OWN_KEYS}, env_key, project_dir)
         # Read the host keys now: a missing known_hosts file must stop preview before any resource.
         target.load_known_hosts()
-        environments.append(HpcEnvironmentConfig(str(name), target, tuple(wait_for) if wait_for is not None else None))
+        environments.append(
+            HpcEnvironmentConfig(
+                str(name), target, tuple(wait_for) if wait_for is not None else None, provenance.strip()
+            )
+        )
     return tuple(environments)
 
 

@@ -72,6 +72,7 @@ for hpc_config in config.hpc:
             run_id=config.run_id,
             wait_for_steps=hpc_config.wait_for if hpc_config.wait_for is not None else preparation_steps,
             extra_files=source_files,
+            provenance=hpc_config.provenance,
         ),
     )
     environments[hpc_config.name] = hpc.outputs

@@ -32,6 +32,7 @@ from infra.hpc.lsf import LsfScheduler
 from infra.hpc.scheduler import UnsupportedOutput
 from infra.hpc.slurm import SlurmScheduler
 from infra.hpc.ssh import RemoteResult
+from infra.hpc.target import PROVENANCE_NOT_STATED
 from infra.telemetry.columns import SUFFIX as COLUMN_SUFFIX
 from infra.telemetry.columns import columns_path
 
@@ -347,6 +348,8 @@ def collect_hpc(
         training=training,
         staging=staged,
         cost_profile="satori",
+        # Stack outputs from before Atlas recorded it say nothing: never taken for real.
+        provenance=str(outputs.get("provenance") or PROVENANCE_NOT_STATED),
     )
 
 

@@ -34,7 +34,7 @@ from infra.hpc.pipeline import (
 )
 from infra.hpc.providers import StagedFiles, ssh_inputs
 from infra.hpc.scheduler import scheduler_for
-from infra.hpc.target import HpcConfigError, HpcTarget, validate_remote_path
+from infra.hpc.target import PROVENANCE_NOT_STATED, HpcConfigError, HpcTarget, validate_remote_path
 from infra.workload import GitSource, InTreeSource, Workload, render_step
 from infra.workload_source import SourceError, materialize_cached, staged_paths
 
@@ -98,6 +98,8 @@ class HpcEnvironmentArgs:
     extra_files: tuple[StagedFile, ...] = ()
     # The private key as a Pulumi secret (config.require_secret); otherwise the target's.
     private_key: pulumi.Input[str] | None = None
+    # What the environment is (config's `provenance`), carried into the outputs for the report.
+    provenance: str = PROVENANCE_NOT_STATED
 
 
 class HpcEnvironment(pulumi.ComponentResource):
@@ -181,6 +183,7 @@ class HpcEnvironment(pulumi.ComponentResource):
         self.outputs = pulumi.Output.all(*step_outputs).apply(
             lambda steps: {
                 "kind": "hpc",
+                "provenance": args.provenance,
                 "scheduler": target.scheduler,
                 "host": target.host,
                 "port": target.port,

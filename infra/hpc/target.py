@@ -77,6 +77,11 @@ class HpcConfigError(AtlasConfigError):
     """An HPC target value that cannot be used; the message names the key and the fix."""
 
 
+# What an HPC environment is when its config does not say (`atlas:hpc.<name>.provenance`):
+# shown beside its name in every report, never taken for "real".
+PROVENANCE_NOT_STATED = "provenance not stated"
+
+
 @dataclass(frozen=True)
 class HpcTarget:
     """Where and how to reach a cluster's login node and its scheduler.

@@ -216,6 +216,15 @@ def test_hpc_collector_brings_scheduler_times_telemetry_logs_and_staging(tmp_pat
     assert records.training.batch_size == 64 and records.training.iterations == 2000
     assert not isinstance(records.staging, Missing) and records.staging[0].bytes_moved == 100
     assert (tmp_path / "raw" / "telemetry-train.jsonl").exists()  # the report keeps what it read
+    assert records.provenance == ENVS["satori"]["provenance"]
+
+
+def test_hpc_outputs_that_do_not_say_what_the_environment_is_are_not_taken_for_real(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    mirror_run_dir(home, ENVS["satori"]["run_dir"])
+    outputs = {k: v for k, v in ENVS["satori"].items() if k != "provenance"}
+    records = collect_hpc("satori", outputs, lambda _command: result("bjobs.json"), LocalFiles(home), tmp_path / "raw")
+    assert records.provenance == "provenance not stated"
 
 
 # --- training logs and the seed's logs ----------------------------------------------------------

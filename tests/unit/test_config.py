@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from infra.config import AtlasConfigError, parse_stack_config
+from tests.unit.test_hpc_target import KNOWN_HOSTS
 
 PROJECT_DIR = Path("/srv/atlas")
 GOOD = {"workload": "probe", "openshift": {"flavour": "kubernetes", "namespace": "atlas-local",
@@ -49,6 +50,8 @@ def test_flavour_defaults_to_openshift():
         ({"hpc": {"satori": {"enabled": False}}}, "no environment is enabled"),
         ({**GOOD, "hpc": {"satori": {"host": "h", "user": "u", "scheduler": "lsf", "wait_for": "train"}}},
          "atlas:hpc.satori.wait_for: expected a list of step names"),
+        ({"hpc": {"satori": {"host": "h", "user": "u", "scheduler": "lsf", "provenance": ""}}},
+         "atlas:hpc.satori.provenance: expected text saying what the environment is"),
         ({"openshift": {}}, "atlas:openshift.namespace: required; set it with `pulumi config set --path"),
         ({"openshift": "yes"}, "atlas:openshift: expected an object"),
         ({"openshift": {"namespace": "ok", "enabled": "maybe"}}, "atlas:openshift.enabled: expected true or false"),
@@ -60,3 +63,13 @@ def test_bad_values_name_the_key(values, message):
     with pytest.raises(AtlasConfigError) as err:
         parse_stack_config("s", values, PROJECT_DIR)
     assert message in str(err.value)
+
+
+def test_an_hpc_environment_is_never_real_by_default(tmp_path):
+    env = {"host": "h", "user": "u", "scheduler": "lsf", "known_hosts": KNOWN_HOSTS,
+           "private_key_file": str(tmp_path / "id_ed25519")}
+    unstated = parse_stack_config("s", {"hpc": {"satori": env}}, PROJECT_DIR).hpc[0]
+    assert unstated.provenance == "provenance not stated"
+    stated = parse_stack_config("s", {"hpc": {"satori": {**env, "provenance": " local stand-in: mock GPUs "}}},
+                                PROJECT_DIR).hpc[0]
+    assert stated.provenance == "local stand-in: mock GPUs"
