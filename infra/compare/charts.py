@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import multiprocessing
 import os
+import textwrap
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -24,6 +25,9 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLo
 from infra.compare.metrics import EnvironmentMetrics, Report, Value
 
 DPI = 110
+# Provenance ("local stand-in: LSF commands on Slurm, mock GPUs, CPU run") goes under the name in
+# lines of this many characters, so the left margin stays a third of a chart at most.
+PROVENANCE_WRAP = 34
 
 
 @dataclass(frozen=True)
@@ -33,8 +37,11 @@ class Chart:
     png: bytes
 
 
-def _label(env: EnvironmentMetrics) -> str:
-    return env.label
+def _label(env: EnvironmentMetrics, suffix: str = "") -> str:
+    """The environment's name (and `suffix`), its provenance wrapped below: tick labels stay narrow."""
+    if not env.provenance:
+        return env.name + suffix
+    return f"{env.name}{suffix}\n" + textwrap.fill(f"({env.provenance})", PROVENANCE_WRAP)
 
 
 def _nothing(ax: Axes, text: str) -> None:
@@ -58,7 +65,7 @@ def _fixed_layout(
     an x label below, tick labels on the left), so fixed margins fit them.
     """
     width_in, height_in = figure.get_size_inches()
-    longest = max((len(label) for label in left_labels), default=5)
+    longest = max((len(line) for label in left_labels for line in label.splitlines()), default=5)
     left_in = min(0.55 + longest * label_points * 0.55 / 72, 0.5 * width_in / columns)  # ~0.55 em a character
     top_in, bottom_in, right_in = 0.25 + 0.2 * title_lines, 0.55, 0.3
     rows = max(len(figure.axes) // columns, 1)
@@ -99,7 +106,9 @@ def _bars(ax: Axes, labels: Sequence[str], values: Sequence[Value], unit: str, t
 def lifecycle_chart(report: Report) -> Chart:
     """Elasticity: each step's wait (requested to started) and run (started to finished) per environment."""
     envs = [e for e in report.environments if e.steps]
-    figure = Figure(figsize=(9, 1.2 + 0.45 * max(1, sum(len(e.steps) for e in envs))))
+    # A row per step, tall enough for its label's lines (the name, then the wrapped provenance).
+    row_in = max(0.45, 0.1 + 0.14 * max((_label(e).count("\n") + 1 for e in envs), default=1))
+    figure = Figure(figsize=(9, 1.2 + row_in * max(1, sum(len(e.steps) for e in envs))))
     ax = figure.add_subplot()
     if not envs:
         _nothing(ax, "not measured: no environment recorded step times")
@@ -125,7 +134,7 @@ def lifecycle_chart(report: Report) -> Chart:
                     color="#4C72B0",
                     label="running (started to finished)" if rows == 0 else None,
                 )
-            labels.append(f"{_label(env)}: {step.step}")
+            labels.append(_label(env, f": {step.step}"))
             rows += 1
     ax.set_yticks(range(rows), labels, fontsize=8)
     ax.invert_yaxis()
