@@ -359,6 +359,10 @@ def test_queue_host_and_gpu_views(ssh: paramiko.SSHClient) -> None:
         "ngpus_physical",
     ]
     assert gpu[1].split()[2] == "4"
+    # Mock GPUs: no use or memory reading, so "-" as LSF prints an index it has no value for, never 0%.
+    assert gpu[1].split()[3:5] == ["-", "-"]
+    per_gpu = run(ssh, "lsload -gpuload").out.splitlines()
+    assert all(line.split()[-7:-5] == ["-", "-"] for line in per_gpu[1:]), per_gpu
     assert run(ssh, "bhosts").out.splitlines()[1].split()[3] == "8"
 
 

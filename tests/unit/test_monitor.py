@@ -33,9 +33,10 @@ from infra.monitor.hpc import (
     sections_script,
 )
 from infra.monitor.kube import GoneError, KubeCache
-from infra.monitor.model import to_dict, to_json
+from infra.monitor.model import NodeView, to_dict, to_json
 from infra.monitor.render import html_page, terminal_view
 from infra.nodes.estimate import JobShape
+from infra.nodes.idle import judge_node
 
 REC = Path(__file__).parent / "data" / "compare"
 OUTPUTS = json.loads((REC / "stack_outputs.json").read_text())
@@ -94,6 +95,28 @@ def test_lsload_gpu_reads_use_per_host_and_busy_gpus_as_allocated() -> None:
     nodes = {n.name: n for n in parse_lsload_gpu(gpu, gpuload)}
     assert (nodes["hosta"].gpus_total, nodes["hosta"].gpus_allocated, nodes["hosta"].gpu_util_percent) == (4, 2, 37.0)
     assert (nodes["hostb"].gpus_total, nodes["hostb"].gpus_allocated, nodes["hostb"].gpu_util_percent) == (2, 0, 0.0)
+
+
+def test_lsload_gpu_with_no_reading_is_unknown_not_zero() -> None:
+    # LSF prints "-" for a load index it has no value for (the local stand-in's mock GPUs too).
+    gpu = (
+        "HOST_NAME       status  ngpus  gpu_shared_avg_mut  gpu_shared_avg_ut  ngpus_physical\n"
+        "vm                  ok      4                   -                  -               4\n"
+    )
+    gpuload = (
+        "HOST_NAME       gpuid   gpu_model   gpu_mode  gpu_temp   gpu_ecc  gpu_ut  gpu_mut gpu_mtotal "
+        "gpu_mused   gpu_pstate   gpu_status   gpu_error\n"
+        "vm                  0 TeslaV100_SXM2_32GB  0.0  -  -  -  -  32G  -  -  busy  -\n"
+        "                    1 TeslaV100_SXM2_32GB  0.0  -  -  -  -  32G  -  -  ok  -\n"
+    )
+    (node,) = parse_lsload_gpu(gpu, gpuload)
+    assert (node.gpus_total, node.gpus_allocated) == (4, 1)
+    assert node.gpu_util_percent is None
+    view = NodeView(node.name, node.state, node.gpus_total, node.gpus_allocated, node.gpu_util_percent,
+                    node.util_source, idle_since=0.0)
+    finding = judge_node("satori", view, now=3600.0, workload="probe")
+    # An hour with no reading is not an hour idle: the busy GPU is never called idle.
+    assert finding.gpus_idle == 0 and "use not readable" in finding.suggestion
 
 
 def test_queue_listings_give_pending_gpus_waits_and_expected_ends() -> None:

@@ -604,12 +604,14 @@ def bhosts(argv: list[str]) -> int:
 def lsload(argv: list[str]) -> int:
     flags, _values, _hosts = _parse_flags(argv, {"-gpu", "-gpuload", "-w", "-l"}, {"-R", "-I"}, "lsload")
     nodes = _node_usage()
+    # The local Satori's GPUs are mock: nothing measures their use or memory, so every such load
+    # index is "-", as LSF prints an index it has no value for (never a made-up 0%).
     if "-gpu" in flags:
         lines = ["HOST_NAME       status  ngpus  gpu_shared_avg_mut  gpu_shared_avg_ut  ngpus_physical"]
         for n in nodes:
             gpus = _count_gpus(n["gres"])
             status = "ok" if not n["state"].startswith(("down", "drain", "fail")) else "unavail"
-            lines.append(f"{n['name']:<15} {status:>6} {gpus:>6} {'0%':>19} {'0%':>18} {gpus:>15}")
+            lines.append(f"{n['name']:<15} {status:>6} {gpus:>6} {'-':>19} {'-':>18} {gpus:>15}")
         print("\n".join(lines))
         return 0
     if "-gpuload" in flags:
@@ -621,8 +623,8 @@ def lsload(argv: list[str]) -> int:
             used = _count_gpus(n["gres_used"].split("(")[0])
             for g in range(_count_gpus(n["gres"])):
                 lines.append(
-                    f"{n['name']:<15} {g:>5} {'TeslaV100_SXM2_32GB':>12} {'0.0':>9} {'-':>9} {'0.0':>9} "
-                    f"{'0%':>7} {'0%':>8} {'32G':>10} {'0M':>9} {0:>12} "
+                    f"{n['name']:<15} {g:>5} {'TeslaV100_SXM2_32GB':>12} {'0.0':>9} {'-':>9} {'-':>9} "
+                    f"{'-':>7} {'-':>8} {'32G':>10} {'-':>9} {'-':>12} "
                     f"{'busy' if g < used else 'ok':>12} {'-':>11}"
                 )
         print("\n".join(lines))
