@@ -78,6 +78,9 @@ def with_estimates(
         measured = env.elasticity.time_to_add_gpus
         if measured.value is None:
             error = missing("s", f"no measured wait: {measured.note}")
+        elif measured.simulated:
+            # A simulator's wait says nothing of how good the estimate is: no error is scored against it.
+            error = missing("s", "not measured: the GPU step's wait was simulated (KWOK), not a scheduler's")
         else:
             error = Value(
                 float(seconds) - measured.value,

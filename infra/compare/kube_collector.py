@@ -27,6 +27,7 @@ __all__ = ["KubeApi", "MonitorFiles", "collect_kubernetes", "records_from_api"]
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 GPU_MOCK_LABEL = "atlas.dev/gpu-mock"
 LOCAL_NODE = "local node, mock GPUs"
+NOT_EXECUTED = "not executed: no step's pod ran on a node"
 GPU_RESOURCE = "nvidia.com/gpu"
 STAGING_COMPONENTS = ("staging", "prepare-volumes")
 SIMULATED_TELEMETRY = "not measured: simulated node, no container ran"
@@ -181,6 +182,16 @@ def _step_record(
     )
 
 
+def _provenance(simulated: bool, gpu_mock: bool, ran_on_a_node: bool) -> str:
+    """What the environment was, as its nodes showed it; "real" only where a step's pod ran on a
+    node that is neither KWOK's nor one with mock GPUs."""
+    if simulated:
+        return "simulated nodes"
+    if not ran_on_a_node:
+        return NOT_EXECUTED
+    return LOCAL_NODE if gpu_mock else "real"
+
+
 def _workload_argv(argv: tuple[str, ...] | None) -> tuple[str, ...] | None:
     """The step's own command: what follows the sampler's `--` when the sampler wraps it."""
     if argv and "infra.telemetry.sampler" in argv and "--" in argv:
@@ -267,7 +278,7 @@ def records_from_api(
         platform=f"{outputs.get('flavour', 'kubernetes').capitalize()} API"
         + (" (KWOK-simulated nodes)" if simulated else " (local node: kubelet, containerd, runc; mock GPUs)"
            if gpu_mock else ""),
-        provenance="simulated nodes" if simulated else LOCAL_NODE if gpu_mock else "",
+        provenance=_provenance(simulated, gpu_mock, bool(used)),
         gpu_mock=gpu_mock,
         gpus=outputs.get("gpus"),
         gpu_product=outputs.get("gpu_product"),

@@ -138,6 +138,7 @@ def test_a_job_gone_from_the_api_is_reported_not_invented() -> None:
     records = records_from_api("openshift", ENVS["openshift"], {"items": []}, {"items": []}, {"items": []}, [])
     assert not isinstance(records.steps, Missing)
     assert all(s.state == "NotFound" and s.started_at is None for s in records.steps)
+    assert records.provenance == "not executed: no step's pod ran on a node"  # never "real" by default
 
 
 # --- LSF and Slurm ------------------------------------------------------------------------------

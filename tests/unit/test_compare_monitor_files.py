@@ -112,6 +112,7 @@ def test_a_real_cluster_run_brings_telemetry_and_the_training_log_through_the_mo
         "openshift", ENV, api_get, lambda ns, svc: MonitorFiles(api_get, download, ns, svc), tmp_path / "raw"
     )
     assert not isinstance(records.steps, Missing) and not any(s.simulated for s in records.steps)
+    assert records.provenance == "real"  # its pods ran on nodes that are neither KWOK's nor mock-GPU ones
     train = records.telemetry["train"]
     assert isinstance(train, TelemetryColumns) and train.rows == 2 and train.exit_code == 0
     assert "through the monitor" in train.source

@@ -44,19 +44,24 @@ def record(taken_at: float, seconds: dict[str, float | None]) -> dict[str, objec
 
 def test_the_estimate_sits_beside_the_measured_wait_with_its_error(report: metrics.Report) -> None:
     before = min(s.requested_at.value for e in report.environments for s in e.steps if s.requested_at.value) - 60
-    names = [e.name for e in report.environments]
-    envs = with_estimates(report.environments, record(before, {names[0]: 3.0, names[1]: None}), {"stack": "local"})
-    first, second = envs
-    measured = first.elasticity.time_to_add_gpus.value
-    assert measured is not None
-    assert first.elasticity.estimated_gpu_step_wait.value == 3.0
-    assert first.elasticity.estimated_gpu_step_wait.kind == "projection"
-    assert first.elasticity.estimate_error.value == pytest.approx(3.0 - measured)
-    assert "not a forecast" not in first.elasticity.estimated_gpu_step_wait.note
-    assert second.elasticity.estimated_gpu_step_wait.value is None
-    assert "not estimable then" in second.elasticity.estimated_gpu_step_wait.note
-    text = render_markdown(metrics.Report(**{**report.__dict__, "environments": envs}), (), {})
+    kwok, hpc = (e.name for e in report.environments)
+    simulated, scored = with_estimates(report.environments, record(before, {kwok: 3.0, hpc: 3.0}), {"stack": "local"})
+    measured = scored.elasticity.time_to_add_gpus.value
+    assert measured is not None and not scored.elasticity.time_to_add_gpus.simulated
+    assert scored.elasticity.estimated_gpu_step_wait.value == 3.0
+    assert scored.elasticity.estimated_gpu_step_wait.kind == "projection"
+    assert scored.elasticity.estimate_error.value == pytest.approx(3.0 - measured)
+    assert "not a forecast" not in scored.elasticity.estimated_gpu_step_wait.note
+    # Against KWOK's simulated wait no error is scored: "off by 0" there would say nothing.
+    assert simulated.elasticity.time_to_add_gpus.simulated
+    assert simulated.elasticity.estimated_gpu_step_wait.value == 3.0
+    assert simulated.elasticity.estimate_error.value is None
+    assert "simulated" in simulated.elasticity.estimate_error.note
+    text = render_markdown(metrics.Report(**{**report.__dict__, "environments": (simulated, scored)}), (), {})
     assert "estimated before the run" in text and "estimate minus measured" in text
+    _, unestimable = with_estimates(report.environments, record(before, {kwok: 3.0, hpc: None}), {"stack": "local"})
+    assert unestimable.elasticity.estimated_gpu_step_wait.value is None
+    assert "not estimable then" in unestimable.elasticity.estimated_gpu_step_wait.note
 
 
 def test_an_estimate_made_after_the_request_is_no_forecast_and_another_stack_s_is_ignored(
