@@ -29,7 +29,6 @@ import datetime as dt
 import json
 import os
 import platform
-import random
 import re
 import shutil
 import statistics
@@ -43,6 +42,7 @@ from typing import Any
 
 import yaml
 
+from bench.stats import bootstrap_ci
 from infra.localenv import images, kube, node, satori
 from infra.localenv.layout import Layout, Ports
 from infra.toolchain.pins import REPO_ROOT
@@ -175,12 +175,6 @@ class Container:
             raise RuntimeError(f"pod {name} {phase}:\n{log[-2000:]}")
         kube.kubectl(self.layout, "delete", "pod", "-n", self.namespace, name, "--wait=false")
         return log, requested
-
-
-def bootstrap_ci(pairs: list[float], rounds: int = 10000, seed: int = 0) -> tuple[float, float]:
-    rng = random.Random(seed)  # noqa: S311 - resampling, not secrecy
-    medians = sorted(statistics.median(rng.choices(pairs, k=len(pairs))) for _ in range(rounds))
-    return medians[int(0.025 * rounds)], medians[int(0.975 * rounds) - 1]
 
 
 def main() -> int:

@@ -1,40 +1,57 @@
-"""A 50-job sweep through Atlas's SSH + scheduler layer against 50 sequential `ssh host sbatch` calls.
+"""A 50-job sweep through Atlas's SSH + scheduler layer against what a competent user would do.
 
-Both sides submit the same staged job script to the local Satori, in the same run,
-alternating rounds:
-- atlas: infra/hpc's pooled paramiko connection (one login for the whole sweep), the
-  scheduler's submit command per job, then ONE batched status query for all jobs (the
-  status board); the script upload (SFTP, sha256-checked) is inside the timing;
-- ssh: the real OpenSSH client, one `ssh host "bash -lc 'cd dir && sbatch script'"` per job
-  (new connection, key login, pinned host key each time), as scripts and Pulumi's command
-  provider do; no status query at all (in its favour).
+Every side submits the same staged job script to the local Satori (real OpenSSH server, real
+Slurm; LSF's command set is the stand-in over it), in the same run, ABBA order (each round's
+order is the reverse of the last), and `--rounds` rounds:
+- atlas: infra/hpc's pooled paramiko connection (one login for the sweep), the scheduler's
+  submit command per job (its own exec channel, `bash -lc`), then ONE batched status query for
+  all jobs (the status board). The script upload (SFTP, sha256-checked) is inside the timing.
+- ssh-mux: the OpenSSH client per job over one ControlMaster connection (ControlPersist), the
+  way an experienced user scripts a sweep; the master's login is inside the timing.
+- array: one job array in one `ssh` call (`sbatch --array=1-N`, `bsub -J "name[1-N]"`): the
+  scheduler's own answer to a sweep of identical jobs.
+- ssh-fresh: one new `ssh` connection per job (no multiplexing), as naive scripts and Pulumi's
+  command provider do. Kept to show what the pooled connection saves, not as the bar.
+No baseline queries status afterwards (in its favour).
 
-Reports the median sweep time of each side over the rounds, the ratio, and how many SSH
-connections each side opened.
+SSH logins are counted by the server: the "Accepted publickey" lines sshd logs during a sweep.
+The JSON holds every round, per-job medians and, for each baseline, the paired ratio
+baseline/atlas per round with a 95 % bootstrap interval (above 1: Atlas faster).
 
-    .venv/bin/python bench/hpc_sweep.py [--jobs 50] [--rounds 3] [--scheduler slurm|lsf] [--up]
-        [--state-dir DIR --port-base N]   (default: the running `scripts/localenv` environment)
+`--profile` times where one Atlas submission's milliseconds go: a bare exec channel, the same
+under `bash -lc`, Atlas's run_remote of `true`, and of a real submission, against the OpenSSH
+client over a ControlMaster connection.
+
+    .venv/bin/python -m bench.hpc_sweep [--jobs 50] [--rounds 10] [--scheduler slurm|lsf] [--up]
+        [--profile] [--state-dir DIR --port-base N]   (default: the running `scripts/localenv`)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from bench.stats import abba_order, machine, now_utc, paired_ratio
 from infra.hpc import polling, ssh
-from infra.hpc.scheduler import JobSpec, render_job_script, scheduler_for
+from infra.hpc.scheduler import JobSpec, Scheduler, render_job_script, scheduler_for
 from infra.localenv import satori
 from infra.localenv.layout import Layout, Ports, default_layout
+from infra.toolchain.pins import REPO_ROOT
 
 RUN_DIR = "atlas-bench/sweep"
+JOB_NAME = "atlas-bench-sweep"
+SIDES = ("atlas", "ssh-mux", "array", "ssh-fresh")
+BASELINES = SIDES[1:]
+RESULTS = REPO_ROOT / "bench" / "results"
 
 
 def endpoint(info: dict[str, Any]) -> ssh.SshEndpoint:
@@ -49,38 +66,64 @@ def endpoint(info: dict[str, Any]) -> ssh.SshEndpoint:
     )
 
 
-def sweep_atlas(info: dict[str, Any], scheduler_name: str, script: str, jobs: int) -> tuple[float, list[str], int]:
+def script_path(sched: Scheduler) -> str:
+    return f".atlas/jobs/sweep{sched.script_suffix}"
+
+
+def sweep_atlas(info: dict[str, Any], sched: Scheduler, script: str, jobs: int) -> list[str]:
     ssh.close_all()
     polling.reset_boards()
-    opened_before = sum(ssh.CONNECTIONS_OPENED.values())
-    sched = scheduler_for(scheduler_name)
-    script_path = f".atlas/jobs/sweep{sched.script_suffix}"
-    start = time.perf_counter()
     conn = ssh.connection(endpoint(info))
     ssh.make_directories(conn, [RUN_DIR, f"{RUN_DIR}/.atlas/jobs", f"{RUN_DIR}/logs"])
-    ssh.upload_bytes(conn, script.encode(), f"{RUN_DIR}/{script_path}")
+    ssh.upload_bytes(conn, script.encode(), f"{RUN_DIR}/{script_path(sched)}")
     ids = []
     for _ in range(jobs):
-        result = ssh.run_remote(conn, sched.submit_command(RUN_DIR, script_path, []), check=False)
+        result = ssh.run_remote(conn, sched.submit_command(RUN_DIR, script_path(sched), []), check=False)
         ids.append(sched.parse_submission(result))
     board = polling.board_for(conn.endpoint.pool_key, 1.0)
     states = board.states(sched, lambda c: ssh.run_remote(conn, c, check=False, safe_to_retry=True), ids)
-    elapsed = time.perf_counter() - start
     if any(s is None for s in states.values()):
         raise SystemExit(f"atlas sweep: some jobs unknown to the scheduler: {states}")
-    return elapsed, ids, sum(ssh.CONNECTIONS_OPENED.values()) - opened_before
+    return ids
 
 
-def sweep_ssh(info: dict[str, Any], scheduler_name: str, jobs: int) -> tuple[float, list[str], int]:
-    sched = scheduler_for(scheduler_name)
-    command = sched.submit_command(RUN_DIR, f".atlas/jobs/sweep{sched.script_suffix}", [])
-    ids = []
-    start = time.perf_counter()
-    for _ in range(jobs):
-        argv = satori.ssh_client_argv(info, command)
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
-        ids.append(sched.parse_submission(ssh.RemoteResult(command, result.returncode, result.stdout, result.stderr)))
-    return time.perf_counter() - start, ids, jobs
+def openssh(argv: list[str], command: str) -> ssh.RemoteResult:
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    return ssh.RemoteResult(command, result.returncode, result.stdout, result.stderr)
+
+
+def mux_argv(info: dict[str, Any], control_path: Path, command: str) -> list[str]:
+    base = satori.ssh_client_argv(info, command)
+    options = ["-o", "ControlMaster=auto", "-o", f"ControlPath={control_path}", "-o", "ControlPersist=60"]
+    return [base[0], *options, *base[1:]]
+
+
+def sweep_mux(info: dict[str, Any], sched: Scheduler, jobs: int, control_path: Path) -> list[str]:
+    command = sched.submit_command(RUN_DIR, script_path(sched), [])
+    return [sched.parse_submission(openssh(mux_argv(info, control_path, command), command)) for _ in range(jobs)]
+
+
+def close_mux(info: dict[str, Any], control_path: Path) -> None:
+    argv = mux_argv(info, control_path, "true")
+    subprocess.run([argv[0], "-O", "exit", *argv[1:-1]], capture_output=True, timeout=30, check=False)
+
+
+def sweep_fresh(info: dict[str, Any], sched: Scheduler, jobs: int) -> list[str]:
+    command = sched.submit_command(RUN_DIR, script_path(sched), [])
+    return [sched.parse_submission(openssh(satori.ssh_client_argv(info, command), command)) for _ in range(jobs)]
+
+
+def array_command(scheduler: str, jobs: int) -> str:
+    path = shlex.quote(f".atlas/jobs/sweep{scheduler_for(scheduler).script_suffix}")
+    if scheduler == "slurm":
+        return f"cd -- {RUN_DIR} && sbatch --parsable --array=1-{jobs} {path}"
+    return f"cd -- {RUN_DIR} && bsub -J {shlex.quote(f'{JOB_NAME}[1-{jobs}]')} < {path}"
+
+
+def sweep_array(info: dict[str, Any], scheduler: str, jobs: int) -> list[str]:
+    command = array_command(scheduler, jobs)
+    array_id = scheduler_for(scheduler).parse_submission(openssh(satori.ssh_client_argv(info, command), command))
+    return [f"{array_id}[{i}]" for i in range(1, jobs + 1)]
 
 
 def cancel_all(info: dict[str, Any]) -> None:
@@ -88,15 +131,106 @@ def cancel_all(info: dict[str, Any]) -> None:
     ssh.run_remote(conn, 'scancel --user "$USER" || true', safe_to_retry=True)
 
 
+def logins(sshd_log: Path) -> int:
+    return sshd_log.read_text(errors="replace").count("Accepted publickey")
+
+
+def run_sweeps(info: dict[str, Any], sshd_log: Path, scheduler: str, jobs: int, rounds: int) -> dict[str, Any]:
+    sched = scheduler_for(scheduler)
+    spec = JobSpec(job_name=JOB_NAME, step="sweep", workdir=RUN_DIR, log_dir="logs", command=("true",))
+    script = render_job_script(sched, spec)
+    sweep_atlas(info, sched, script, 0)  # stage once, untimed, so every side finds the script
+    samples: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="atlas-mux-") as tmp:
+        control_path = Path(tmp) / "cm-%C"
+        sides: dict[str, Callable[[], list[str]]] = {
+            "atlas": lambda: sweep_atlas(info, sched, script, jobs),
+            "ssh-mux": lambda: sweep_mux(info, sched, jobs, control_path),
+            "array": lambda: sweep_array(info, scheduler, jobs),
+            "ssh-fresh": lambda: sweep_fresh(info, sched, jobs),
+        }
+        for round_index, order in enumerate(abba_order(SIDES, rounds)):
+            for side in order:
+                before = logins(sshd_log)
+                started = time.perf_counter()
+                ids = sides[side]()
+                elapsed = time.perf_counter() - started
+                if side == "ssh-mux":
+                    close_mux(info, control_path)  # the next round's master logs in anew, timed
+                opened = logins(sshd_log) - before
+                if len(set(ids)) != jobs:
+                    raise SystemExit(f"{side}: expected {jobs} distinct job ids, got {len(set(ids))}")
+                samples.append({"round": round_index, "side": side, "seconds": round(elapsed, 4), "logins": opened})
+                cancel_all(info)
+            print(f"round {round_index + 1}/{rounds}: " + ", ".join(
+                f"{s['side']} {s['seconds']:.2f} s ({s['logins']} login(s))" for s in samples[-len(SIDES):]
+            ), flush=True)
+    return summarise(samples, scheduler, jobs, rounds)
+
+
+def summarise(samples: list[dict[str, Any]], scheduler: str, jobs: int, rounds: int) -> dict[str, Any]:
+    seconds = {side: [s["seconds"] for s in samples if s["side"] == side] for side in SIDES}
+    logins_by_side = {side: sorted({s["logins"] for s in samples if s["side"] == side}) for side in SIDES}
+    return {
+        "scheduler": scheduler,
+        "jobs": jobs,
+        "rounds": rounds,
+        "order": "ABBA (each round the reverse of the one before)",
+        "median_s": {side: round(statistics.median(v), 4) for side, v in seconds.items()},
+        "per_job_median_ms": {side: round(1000 * statistics.median(v) / jobs, 2) for side, v in seconds.items()},
+        "logins_per_sweep": logins_by_side,
+        # Above 1: Atlas's sweep took less time than the baseline's.
+        "baseline_over_atlas": {side: paired_ratio(seconds[side], seconds["atlas"]) for side in BASELINES},
+        "samples": samples,
+    }
+
+
+def profile(info: dict[str, Any], scheduler: str, count: int) -> dict[str, Any]:
+    """Milliseconds per command, median of `count`, each way a command can reach the login node."""
+    sched = scheduler_for(scheduler)
+    ssh.close_all()
+    conn = ssh.connection(endpoint(info))
+    transport = conn.transport()
+
+    def bare_channel(command: str) -> None:
+        channel = transport.open_session()
+        channel.exec_command(command)
+        channel.recv_exit_status()
+        channel.close()
+
+    submit = sched.submit_command(RUN_DIR, script_path(sched), [])
+    with tempfile.TemporaryDirectory(prefix="atlas-mux-") as tmp:
+        control_path = Path(tmp) / "cm-%C"
+        openssh(mux_argv(info, control_path, "true"), "true")  # the master, untimed
+        ways: dict[str, Callable[[], object]] = {
+            "paramiko exec channel, `true`": lambda: bare_channel("true"),
+            "paramiko exec channel, `bash -lc true`": lambda: bare_channel("bash -lc true"),
+            "atlas run_remote(`true`) (bash -lc, output read to EOF)": lambda: ssh.run_remote(conn, "true"),
+            "openssh over ControlMaster, `bash -lc true`": lambda: openssh(mux_argv(info, control_path, "true"), ""),
+            "atlas run_remote(submission)": lambda: ssh.run_remote(conn, submit),
+            "openssh over ControlMaster, submission": lambda: openssh(mux_argv(info, control_path, submit), ""),
+        }
+        timings: dict[str, list[float]] = {way: [] for way in ways}
+        for round_index in range(count):
+            for way in ways if round_index % 2 == 0 else reversed(list(ways)):
+                started = time.perf_counter()
+                ways[way]()
+                timings[way].append(1000 * (time.perf_counter() - started))
+        close_mux(info, control_path)
+    cancel_all(info)
+    return {way: {"median_ms": round(statistics.median(t), 2), "samples_ms": [round(x, 2) for x in t]}
+            for way, t in timings.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=50)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--scheduler", choices=("slurm", "lsf"), default="slurm")
+    parser.add_argument("--profile", action="store_true", help="also time one submission's parts (30 of each)")
     parser.add_argument("--up", action="store_true", help="start the local Satori first if it is not running")
     parser.add_argument("--state-dir", type=Path, help="a local environment's state dir (with --port-base)")
     parser.add_argument("--port-base", type=int)
-    parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     layout: Layout = (
         Layout(state_dir=args.state_dir, ports=Ports(args.port_base))
@@ -108,45 +242,31 @@ def main() -> int:
     if not info["running"]:
         print("the local Satori is not running: `scripts/localenv up`, or pass --up", file=sys.stderr)
         return 1
-    spec = JobSpec(job_name="atlas-bench-sweep", step="sweep", workdir=RUN_DIR, log_dir="logs", command=("true",))
-    script = render_job_script(scheduler_for(args.scheduler), spec)
-    # Stage once, untimed, so the ssh side finds the script too.
-    sweep_atlas(info, args.scheduler, script, 0)
-    times: dict[str, list[float]] = {"atlas": [], "ssh": []}
-    connections: dict[str, list[int]] = {"atlas": [], "ssh": []}
-    for _ in range(args.rounds):
-        for side in ("ssh", "atlas"):
-            if side == "atlas":
-                elapsed, ids, opened = sweep_atlas(info, args.scheduler, script, args.jobs)
-            else:
-                elapsed, ids, opened = sweep_ssh(info, args.scheduler, args.jobs)
-            if len(set(ids)) != args.jobs:
-                raise SystemExit(f"{side}: expected {args.jobs} distinct job ids, got {len(set(ids))}")
-            times[side].append(elapsed)
-            connections[side].append(opened)
-            cancel_all(info)
-    medians = {side: statistics.median(values) for side, values in times.items()}
-    ratio = medians["ssh"] / medians["atlas"]
-    result = {
-        "scheduler": args.scheduler,
-        "jobs": args.jobs,
-        "rounds": args.rounds,
-        "median_s": medians,
-        "per_job_median_ms": {side: 1000 * m / args.jobs for side, m in medians.items()},
-        "all_s": times,
-        "ssh_connections_per_sweep": {side: max(c) for side, c in connections.items()},
-        "atlas_faster_by": ratio,
+    sshd_log = Path(status["daemons"]["sshd"]["log"])
+    result: dict[str, Any] = {
+        "bench": "hpc_sweep",
+        "date": now_utc(),
+        "machine": machine(),
+        "provenance": "local Satori: real OpenSSH server and Slurm on this host"
+        + ("; LSF's command set is Atlas's stand-in over that Slurm" if args.scheduler == "lsf" else ""),
+        **run_sweeps(info, sshd_log, args.scheduler, args.jobs, args.rounds),
     }
-    for side in ("ssh", "atlas"):
-        print(
-            f"{side:<6} median {medians[side]:7.2f} s for {args.jobs} jobs "
-            f"({1000 * medians[side] / args.jobs:6.1f} ms/job), "
-            f"{max(connections[side])} SSH connection(s) per sweep; rounds: "
-            + ", ".join(f"{t:.2f}" for t in times[side])
-        )
-    print(f"atlas is {ratio:.2f}x faster (goal >= 2x, one connection per host)")
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    if args.profile:
+        result["profile_ms"] = profile(info, args.scheduler, 30)
+    for side in SIDES:
+        print(f"{side:<10} median {result['median_s'][side]:7.2f} s for {args.jobs} jobs "
+              f"({result['per_job_median_ms'][side]:6.1f} ms/job), logins per sweep {result['logins_per_sweep'][side]}")
+    for side, ratio in result["baseline_over_atlas"].items():
+        low, high = ratio["ci95"]
+        verdict = "Atlas faster" if low > 1 else "Atlas slower" if high < 1 else "no clear winner"
+        print(f"{side:<10} / atlas: {ratio['median']:.2f} (95 % CI {ratio['ci95'][0]:.2f} to {ratio['ci95'][1]:.2f}): "
+              f"{verdict}")
+    for way, timing in (result.get("profile_ms") or {}).items():
+        print(f"  {timing['median_ms']:7.1f} ms  {way}")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"hpc-sweep-{args.scheduler}-{result['date'][:10]}.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {out.relative_to(REPO_ROOT)}")
     return 0
 
 

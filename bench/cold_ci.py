@@ -1,0 +1,117 @@
+"""Benchmark: a fresh clone's full `.ci/run` on a machine with nothing cached, by phase.
+
+`git clone` of this repository's HEAD into a temporary folder, every cache pointed at empty
+folders (the toolchain and images: `ATLAS_CACHE`; Go: `GOMODCACHE`, `GOCACHE`; pip:
+`PIP_CACHE_DIR`; the rest of `XDG_CACHE_HOME`), then `.ci/run` as CI runs it. Only Go, Python
+and the Debian packages the scripts install (already installed here: `apt-get` finds them) are
+the machine's own. The bootstrap's phases come from its own `--timings` (ATLAS_BOOTSTRAP_TIMINGS);
+`scripts/test`'s own progress lines give when lint, type check and pytest began.
+
+    .venv/bin/python -m bench.cold_ci              (about an hour on 2 cores; run it on an idle machine)
+    .venv/bin/python -m bench.cold_ci --record LOG --timings FILE --commit SHA
+                                                   (a run made by hand the same way: its log and timings)
+
+Writes bench/results/cold-ci-<date>.json. Goals: bootstrap <= 20 min, the whole run <= 60 min.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.stats import machine, now_utc
+from infra.toolchain.pins import REPO_ROOT
+
+RESULTS = REPO_ROOT / "bench" / "results"
+# `scripts/test`'s progress lines: "test <seconds>s <what>".
+TEST_LINE = re.compile(r"^test (\d+)s (.+)$", re.M)
+PYTEST_SUMMARY = re.compile(r"=+ (.*(?:passed|failed).*) in ([\d.]+)s")
+
+
+def summarise(log: str, phases: dict[str, float], total_s: float, returncode: int, commit: str) -> dict[str, Any]:
+    marks = {what: int(seconds) for seconds, what in TEST_LINE.findall(log)}
+    bootstrap_s = next((s for what, s in marks.items() if what.startswith("ruff")), None)
+    pytest_start = next((s for what, s in marks.items() if what.startswith("pytest")), None)
+    summary = PYTEST_SUMMARY.findall(log)
+    return {
+        "bench": "cold_ci",
+        "date": now_utc(),
+        "machine": machine(),
+        "commit": commit,
+        "what": "git clone, every cache empty, then .ci/run (scripts/test: bootstrap, ruff, mypy, pytest)",
+        "returncode": returncode,
+        "total_s": round(total_s, 1),
+        # scripts/test's own marks: seconds since it started, when each part began.
+        "marks_s": marks,
+        "bootstrap_s": bootstrap_s,
+        "bootstrap_phases_s": phases,
+        "pytest_s": float(summary[-1][1]) if summary else None,
+        "pytest_result": summary[-1][0] if summary else "not reached",
+        "pytest_started_at_s": pytest_start,
+        "goals_s": {"bootstrap": 1200, "total": 3600},
+    }
+
+
+def run_cold(commit: str) -> tuple[str, dict[str, float], float, int]:
+    with tempfile.TemporaryDirectory(prefix="atlas-cold-ci-") as tmp:
+        root = Path(tmp)
+        clone = root / "atlas"
+        subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(clone)], check=True)
+        subprocess.run(["git", "checkout", "-q", commit], cwd=clone, check=True)
+        timings = root / "timings.json"
+        env = {**os.environ, "ATLAS_CACHE": str(root / "cache"), "GOMODCACHE": str(root / "gomod"),
+               "GOCACHE": str(root / "gocache"), "PIP_CACHE_DIR": str(root / "pip"),
+               "XDG_CACHE_HOME": str(root / "xdg"), "ATLAS_BOOTSTRAP_TIMINGS": str(timings)}
+        env.pop("VIRTUAL_ENV", None)
+        print(f"bench: .ci/run in a fresh clone at {clone}, every cache empty", flush=True)
+        start = time.monotonic()
+        proc = subprocess.Popen([str(clone / ".ci" / "run")], cwd=clone, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:
+            print(line, end="", flush=True)
+            lines.append(line)
+        code = proc.wait()
+        total = time.monotonic() - start
+        phases = json.loads(timings.read_text()) if timings.exists() else {}
+        subprocess.run(["chmod", "-R", "u+w", str(root / "gomod")], check=False)  # Go's cache is read-only
+    return "".join(lines), phases, total, code
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--record", type=Path, help="the log of a run made by hand (its last line: `end ... rc=N "
+                                                    "elapsed=Ns`)")
+    parser.add_argument("--timings", type=Path, help="with --record: the bootstrap's timings file")
+    parser.add_argument("--commit", default="HEAD")
+    args = parser.parse_args()
+    commit = subprocess.run(["git", "rev-parse", args.commit], cwd=REPO_ROOT, capture_output=True, text=True,
+                            check=True).stdout.strip()
+    if args.record:
+        log = args.record.read_text()
+        end = re.search(r"^end \S+ rc=(\d+) elapsed=(\d+)s", log, re.M)
+        if end is None:
+            raise SystemExit(f"{args.record}: no `end ... rc=N elapsed=Ns` line: the run has not finished")
+        phases = json.loads(args.timings.read_text()) if args.timings else {}
+        result = summarise(log, phases, float(end[2]), int(end[1]), commit)
+    else:
+        result = summarise(*run_cold(commit), commit)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"cold-ci-{result['date'][:10]}.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in result.items() if k != "bootstrap_phases_s"}, indent=2))
+    print(f"bench: wrote {out.relative_to(REPO_ROOT)}")
+    return 0 if result["returncode"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

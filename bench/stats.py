@@ -1,0 +1,44 @@
+"""What every bench shares: the run order (ABBA) and paired ratios with a bootstrap interval."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import random
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+
+def abba_order(sides: Sequence[str], rounds: int) -> list[list[str]]:
+    """One list of sides per round: forward on even rounds, reversed on odd ones (ABBA, and for
+    more than two sides ABC CBA), so drift over the run weighs on every side alike."""
+    return [list(sides) if r % 2 == 0 else list(reversed(sides)) for r in range(rounds)]
+
+
+def bootstrap_ci(values: Sequence[float], rounds: int = 10000, seed: int = 0) -> tuple[float, float]:
+    """95 % interval of the median, by resampling the values (fixed seed: the file is re-checkable)."""
+    rng = random.Random(seed)  # noqa: S311 - resampling, not secrecy
+    medians = sorted(statistics.median(rng.choices(list(values), k=len(values))) for _ in range(rounds))
+    return medians[int(0.025 * rounds)], medians[int(0.975 * rounds) - 1]
+
+
+def paired_ratio(numerators: Sequence[float], denominators: Sequence[float]) -> dict[str, Any]:
+    """Median of the per-round ratios a/b, with its 95 % interval and the rounds it rests on."""
+    pairs = [a / b for a, b in zip(numerators, denominators, strict=True)]
+    low, high = bootstrap_ci(pairs)
+    return {
+        "median": round(statistics.median(pairs), 4),
+        "ci95": [round(low, 4), round(high, 4)],
+        "rounds": len(pairs),
+        "pairs": [round(p, 4) for p in pairs],
+    }
+
+
+def machine() -> dict[str, Any]:
+    return {"cpus": os.cpu_count(), "kernel": platform.release(), "python": platform.python_version()}
+
+
+def now_utc() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
