@@ -47,6 +47,10 @@ def summarise(log: str, phases: dict[str, float], total_s: float, returncode: in
         "machine": machine(),
         "commit": commit,
         "what": "git clone, every cache empty, then .ci/run (scripts/test: bootstrap, ruff, mypy, pytest)",
+        "started": started[1] if (started := re.search(r"^start (\S+)", log, re.M)) else None,
+        # Not cold here: the Debian packages the scripts install with apt-get (Slurm, OpenSSH,
+        # buildah, runc, chromium, ...) were already on this machine.
+        "already_installed": "Debian packages installed by the scripts (apt-get found them)",
         "returncode": returncode,
         "total_s": round(total_s, 1),
         # scripts/test's own marks: seconds since it started, when each part began.
@@ -76,7 +80,7 @@ def run_cold(commit: str) -> tuple[str, dict[str, float], float, int]:
         proc = subprocess.Popen([str(clone / ".ci" / "run")], cwd=clone, env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         assert proc.stdout is not None
-        lines = []
+        lines = [f"start {now_utc()}\n"]
         for line in proc.stdout:
             print(line, end="", flush=True)
             lines.append(line)
