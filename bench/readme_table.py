@@ -81,13 +81,21 @@ def hpc_sweep_rows(data: dict[str, Any], name: str) -> list[Row]:
     per_job = data["per_job_median_ms"]
     logins = data["logins_per_sweep"]
     parts = [f"Atlas **{data['median_s']['atlas']:.2f} s** ({per_job['atlas']:.1f} ms a job, "
-             f"{'/'.join(map(str, logins['atlas']))} login)"]
+             f"{'/'.join(map(str, logins['atlas']))} login(s))"]
     for side, what in SWEEP_SIDES.items():
         ratio = data["baseline_over_atlas"][side]
         low, high = ratio["ci95"]
         verdict = "Atlas faster" if low > 1 else "**Atlas slower**" if high < 1 else "no clear winner"
-        parts.append(f"{what} {data['median_s'][side]:.2f} s ({'/'.join(map(str, logins[side]))} logins): "
+        parts.append(f"{what} {data['median_s'][side]:.2f} s ({'/'.join(map(str, logins[side]))} login(s)): "
                      f"ratio {_ci(ratio)}, {verdict}")
+    profile = data.get("profile_ms") or {}
+    atlas_one = profile.get("atlas run_remote(submission)", {}).get("median_ms")
+    mux_one = profile.get("openssh over ControlMaster, submission", {}).get("median_ms")
+    if atlas_one is not None and mux_one is not None:
+        parts.append(f"one submission alone: Atlas **{atlas_one:.1f} ms** vs `ssh` over ControlMaster "
+                     f"{mux_one:.1f} ms (medians of {len(profile['atlas run_remote(submission)']['samples_ms'])}); "
+                     "the sweep's difference is Atlas's fixed cost: login, SFTP staging checked by sha256, "
+                     "the status query")
     scheduler = "Slurm" if data["scheduler"] == "slurm" else "LSF's command set (stand-in) over Slurm"
     return [(
         f"{data['jobs']}-job sweep on the local Satori, {scheduler}: Atlas's SSH layer vs the peers "

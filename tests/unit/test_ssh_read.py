@@ -79,11 +79,19 @@ class ScriptedChannel:
     def close(self) -> None:
         self.closed_by_us = True
 
+    def wait_readable(self, timeout: float) -> None:
+        """As select() on a paramiko channel: wakes at the next output chunk or the EOF (not at the
+        exit status, which does not signal the channel's pipe), or after `timeout`."""
+        events = [t for t, _ in self.stdout + self.stderr] + ([self.eof_at] if self.eof_at is not None else [])
+        upcoming = [t for t in events if t > self.clock.now]
+        self.clock.now = min([self.clock.now + timeout, *upcoming])
+
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     fake = FakeClock()
     monkeypatch.setattr(ssh, "time", fake)
+    monkeypatch.setattr(ssh, "_wait_readable", lambda channel, timeout: channel.wait_readable(timeout))
     return fake
 
 
@@ -102,13 +110,16 @@ LINES = [f"{i:064x}  /home/atlas/run/file{i}.py\n".encode() for i in range(17)]
 def test_all_output_is_read_whatever_the_order(
     clock: FakeClock, case: str, stdout: list[tuple[float, bytes]], exit_at: float, eof_at: float
 ) -> None:
+    eof = eof_at + 0.03
     channel = ScriptedChannel(
         clock,
         stdout=list(stdout),
-        stderr=[(exit_at + 0.03, b"late warning\n")],
+        # After the exit status, but before the EOF: SSH sends no data, stderr neither, after EOF
+        # (RFC 4254, 5.3).
+        stderr=[(min(exit_at + 0.03, eof - 0.01), b"late warning\n")],
         exit_at=exit_at,
         exit_code=3,
-        eof_at=eof_at + 0.03,
+        eof_at=eof,
     )
     out, err, code = ssh._read_all(channel, "sha256sum -- ...", deadline=60.0, host="login")  # type: ignore[arg-type]
     assert out == b"".join(LINES), case
