@@ -24,6 +24,8 @@ import yaml
 
 from infra.localenv import images, kube, node
 from infra.localenv.layout import Layout
+from infra.openshift.manifests import step_mounts
+from infra.workload import load_workload
 from tests.e2e.pulumi_cli import PulumiProject, local_openshift
 from tests.e2e.test_faults import BackgroundUp
 from tests.support import wait_until
@@ -73,6 +75,16 @@ def background_up(proj: PulumiProject) -> BackgroundUp:
 
 def jobs_of(layout: Layout, ns: str, step: str) -> list[dict[str, Any]]:
     return list(api(layout, f"/apis/batch/v1/namespaces/{ns}/jobs?labelSelector=atlas.dev/step={step}")["items"])
+
+
+def data_volume_dir(layout: Layout, ns: str, workload: Path) -> Path:
+    """The host folder behind the PVC that holds the steps' `data/` (the results PVC for the probe,
+    whose data are all made by its steps; the local cluster's volumes are hostPath)."""
+    role = {m.sub_path: m.role for m in step_mounts(load_workload(workload))}["data"]
+    selector = f"app.kubernetes.io/component={role}-volume"
+    (claim,) = api(layout, f"/api/v1/namespaces/{ns}/persistentvolumeclaims?labelSelector={selector}")["items"]
+    volume = api(layout, f"/api/v1/persistentvolumes/{claim['spec']['volumeName']}")
+    return Path(volume["spec"]["hostPath"]["path"])
 
 
 def test_a_step_that_exits_non_zero_stops_up_with_its_exit_code_and_log(project, kube_env):
@@ -152,9 +164,11 @@ def test_a_pod_killed_during_a_step_is_retried_by_the_job(project, kube_env):
 
 def test_the_kubelet_stopped_during_up_fails_clearly_and_the_next_up_finishes_once(project, kube_env):
     proj, ns = project
-    # The first preparation step holds long enough for the node to be lost while it is awaited.
-    edit_step(proj, "make-hdf5", ["sh", "-c", "sleep 150; python3 -m workloads.probe make-hdf5 --dataset digits "
-                                              "--resolution 8 --data_root data --chunk_size 500 --compression"])
+    # The first preparation step holds, while it is awaited, until the test releases it (a file on its
+    # volume), once the node has been lost and is back.
+    edit_step(proj, "make-hdf5", ["sh", "-c", "until [ -e data/.release ]; do sleep 1; done; python3 -m "
+                                              "workloads.probe make-hdf5 --dataset digits --resolution 8 "
+                                              "--data_root data --chunk_size 500 --compression"])
     up = background_up(proj)
     try:
         up.wait_for("openshift-pipeline-make-hdf5-done", 300)
@@ -171,6 +185,7 @@ def test_the_kubelet_stopped_during_up_fails_clearly_and_the_next_up_finishes_on
     assert "has not been Ready for" in text and "kubelet or container runtime is down" in text, text[-3000:]
     assert "The Job stays" in text
     before = {s: [j["metadata"]["uid"] for j in jobs_of(kube_env, ns, s)] for s in ("make-hdf5",)}
+    (data_volume_dir(kube_env, ns, proj.root / "workloads" / "probe" / "workload.yaml") / "data" / ".release").touch()
     proj.run("up", "--yes", "--skip-preview", "-s", STACK, timeout=900)
     after = {s: [j["metadata"]["uid"] for j in jobs_of(kube_env, ns, s)] for s in ("make-hdf5",)}
     assert after == before and len(after["make-hdf5"]) == 1, "nothing created twice"
