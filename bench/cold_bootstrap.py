@@ -17,7 +17,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -25,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.stats import machine, now_utc
 from infra.toolchain.pins import REPO_ROOT
 
 RESULTS = REPO_ROOT / "bench" / "results"
@@ -62,8 +62,8 @@ def main() -> int:
         subprocess.run(["chmod", "-R", "u+w", str(root / "gomod")], check=False)
     result = {
         "bench": "cold_bootstrap",
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "kernel": platform.release(), "python": platform.python_version()},
+        "date": now_utc(),
+        "machine": machine(),
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "cold_total_s": round(cold_s, 1),

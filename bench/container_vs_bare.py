@@ -28,7 +28,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import re
 import shutil
 import statistics
@@ -42,7 +41,7 @@ from typing import Any
 
 import yaml
 
-from bench.stats import bootstrap_ci
+from bench.stats import bootstrap_ci, machine, now_utc
 from infra.localenv import images, kube, node, satori
 from infra.localenv.layout import Layout, Ports
 from infra.toolchain.pins import REPO_ROOT
@@ -245,8 +244,8 @@ def summarise(samples: list[dict[str, Any]], argv: list[str]) -> dict[str, Any]:
         }
     return {
         "bench": "container_vs_bare",
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "kernel": platform.release(), "python": platform.python_version()},
+        "date": now_utc(),
+        "machine": machine(),
         "provenance": "local node (kubelet, containerd, runc; mock GPUs, the probe runs on the CPU) against "
                       "the local Satori's Slurm (real Slurm, same host)",
         "command": argv,

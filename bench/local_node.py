@@ -18,13 +18,13 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from bench.local_stack import timed
+from bench.stats import machine, now_utc
 from infra.localenv import images, kube, node
 from infra.localenv.layout import Layout, Ports
 from infra.toolchain.pins import REPO_ROOT
@@ -70,8 +70,8 @@ def main() -> int:
         down()
     result = {
         "bench": "local_node",
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "kernel": platform.release()},
+        "date": now_utc(),
+        "machine": machine(),
         "provenance": "local node: kubelet, containerd, runc, mock GPUs; buildah and distribution from Debian",
         "localenv_up_first_s": round(first, 2),
         "localenv_up_warm_s": [round(w, 2) for w in warm],

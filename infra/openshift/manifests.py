@@ -609,7 +609,8 @@ def monitor_selector(identity: RunIdentity) -> dict[str, str]:
 MONITOR_AWAIT_S = 180
 
 
-def _skip_await(settings: OpenShiftSettings) -> dict[str, str]:
+def _monitor_await(settings: OpenShiftSettings) -> dict[str, str]:
+    """The monitor objects' await annotations: awaited for MONITOR_AWAIT_S, or not at all."""
     if settings.monitor.await_ready:
         return {"pulumi.com/timeoutSeconds": str(MONITOR_AWAIT_S)}
     return {SKIP_AWAIT: "true"}
@@ -657,7 +658,7 @@ def monitor_deployment(
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _metadata(labels, context.namespace, _skip_await(settings)),
+        "metadata": _metadata(labels, context.namespace, _monitor_await(settings)),
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": selector},
@@ -675,7 +676,7 @@ def monitor_service(settings: OpenShiftSettings, context: PodContext) -> Manifes
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(context.identity.labels("monitor"), context.namespace, _skip_await(settings)),
+        "metadata": _metadata(context.identity.labels("monitor"), context.namespace, _monitor_await(settings)),
         "spec": {
             "type": "ClusterIP",
             "selector": monitor_selector(context.identity),
@@ -722,6 +723,6 @@ def monitor_ingress(settings: OpenShiftSettings, context: PodContext, service: p
         "apiVersion": "networking.k8s.io/v1",
         "kind": "Ingress",
         # An Ingress is awaited until a controller fills its status: none on the local cluster.
-        "metadata": _metadata(context.identity.labels("monitor"), context.namespace, _skip_await(settings)),
+        "metadata": _metadata(context.identity.labels("monitor"), context.namespace, _monitor_await(settings)),
         "spec": spec,
     }

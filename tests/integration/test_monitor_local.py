@@ -35,21 +35,12 @@ from infra.monitor.model import Snapshot
 from infra.monitor.serve import make_server, serve_in_thread
 from infra.nodes.estimate import JobShape
 from infra.nodes.idle import find_underused
+from tests.support import wait_until
 
 pytestmark = pytest.mark.integration
 
 GPU = "nvidia.com/gpu"
 Runner = Callable[[str], ssh.RemoteResult]
-
-
-def wait_until(check: Callable[[], Any], what: str, timeout: float = 60.0, pause: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(pause)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
 @pytest.fixture(scope="module")
@@ -306,8 +297,8 @@ def test_the_web_view_shows_the_snapshot_s_numbers_in_chromium(
         cache.start()
         source = HpcSource("satori-slurm", outputs["environments"]["satori-slurm"], run, 30.0)
         monitor = Monitor(outputs, cache, {"satori-slurm": source}, JobShape("probe", 1), 30.0)
-        wait_until(lambda: monitor.snapshot().environments[0].steps[0].phase == "running", "the pod to run")
-        wait_until(lambda: source.poll(force=True).steps[0].started_at is not None, "the Slurm job to start")
+        wait_until(lambda: monitor.snapshot().environments[0].steps[0].phase == "running", "the pod to run", 60)
+        wait_until(lambda: source.poll(force=True).steps[0].started_at is not None, "the Slurm job to start", 60)
 
         def watched_allocation() -> dict[str, tuple[int, int]]:
             nodes = monitor.snapshot().environments[0].nodes
