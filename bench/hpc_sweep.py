@@ -10,6 +10,15 @@ order is the reverse of the last), and `--rounds` rounds:
   way an experienced user scripts a sweep; the master's login is inside the timing.
 - array: one job array in one `ssh` call (`sbatch --array=1-N`, `bsub -J "name[1-N]"`): the
   scheduler's own answer to a sweep of identical jobs.
+- submitit (Slurm only): the Python peer researchers sweep with. One `ssh` call runs
+  bench/submitit_sweep.py on the login node with the login user's python: `executor.map_array` over
+  the N parameter sets, which submitit submits as one Slurm job array (one `sbatch`); each task
+  runs the same staged script, `bash .atlas/jobs/sweep.sbatch <i>`, through submitit's `srun python
+  -m submitit.core._submit`. Python's start, `import submitit` and the pickling are inside the
+  timing, as they are in the researcher's. Untimed, before the rounds: submitit is installed into
+  a venv in the login user's home from bench/requirements-login-node.txt (pinned, hashed), and one
+  2-job map_array is run to completion, so a side whose jobs could not run is never timed. For
+  LSF the side is recorded as not measured: submitit has no LSF executor.
 - ssh-fresh: one new `ssh` connection per job (no multiplexing), as naive scripts and Pulumi's
   command provider do. Kept to show what the pooled connection saves, not as the bar.
 No baseline queries status afterwards (in its favour).
@@ -24,12 +33,18 @@ client over a ControlMaster connection.
 
     .venv/bin/python -m bench.hpc_sweep [--jobs 50] [--rounds 10] [--scheduler slurm|lsf] [--up]
         [--profile] [--state-dir DIR --port-base N]   (default: the running `scripts/localenv`)
+        [--out FILE]   (default: bench/results/hpc-sweep-<scheduler>-<date>.json)
+
+The JSON records the arguments it ran with (`args`), the sides measured (`sides`) and those not,
+with the reason (`not_measured`).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import re
 import shlex
 import statistics
 import subprocess
@@ -49,9 +64,19 @@ from infra.toolchain.pins import REPO_ROOT
 
 RUN_DIR = "atlas-bench/sweep"
 JOB_NAME = "atlas-bench-sweep"
-SIDES = ("atlas", "ssh-mux", "array", "ssh-fresh")
-BASELINES = SIDES[1:]
+SIDES = ("atlas", "ssh-mux", "array", "submitit", "ssh-fresh")
+# Sides a scheduler cannot have, with the reason the JSON and the report give.
+NOT_MEASURED: dict[str, dict[str, str]] = {"slurm": {}, "lsf": {"submitit": "submitit has no LSF executor"}}
 RESULTS = REPO_ROOT / "bench" / "results"
+SUBMITIT_REQUIREMENTS = REPO_ROOT / "bench" / "requirements-login-node.txt"
+SUBMITIT_DRIVER = REPO_ROOT / "bench" / "submitit_sweep.py"
+# The login user's venv for submitit, under their home (kept between runs: a researcher's is too).
+SUBMITIT_VENV = ".venvs/atlas-bench-submitit"
+SUBMITIT_CHECK_JOBS = 2
+
+
+def sides_for(scheduler: str) -> tuple[str, ...]:
+    return tuple(side for side in SIDES if side not in NOT_MEASURED[scheduler])
 
 
 def endpoint(info: dict[str, Any]) -> ssh.SshEndpoint:
@@ -126,6 +151,75 @@ def sweep_array(info: dict[str, Any], scheduler: str, jobs: int) -> list[str]:
     return [f"{array_id}[{i}]" for i in range(1, jobs + 1)]
 
 
+def submitit_setup_command(requirements_sha256: str) -> str:
+    """Shell text, run as the login user: (re)create the submitit venv unless it was built from
+    these exact requirements (a stamp holds their sha256), then print submitit's version and the
+    venv's python version. pip checks every file against the requirements' hashes."""
+    venv = f'"$HOME"/{SUBMITIT_VENV}'
+    stamp = f"{venv}/.atlas-requirements-sha256"
+    requirements = shlex.quote(f"{RUN_DIR}/{SUBMITIT_REQUIREMENTS.name}")
+    sha = shlex.quote(requirements_sha256)
+    probe = "import submitit, sys; print(submitit.__version__, sys.version.split()[0])"
+    return (
+        "set -e; "
+        f'if [ "$(cat {stamp} 2>/dev/null)" != {sha} ]; then '
+        f"rm -rf {venv}; {satori.SYSTEM_PYTHON} -m venv {venv}; "
+        f"{venv}/bin/python -m pip install --disable-pip-version-check -q --require-hashes -r {requirements}; "
+        f"echo {sha} > {stamp}; fi; "
+        f"{venv}/bin/python -c {shlex.quote(probe)}"
+    )
+
+
+def submitit_command(sched: Scheduler, jobs: int, wait: bool = False) -> str:
+    """Shell text for the login node: the researcher's sweep script, from the sweep's directory."""
+    argv = [f"--jobs={jobs}", f"--script={script_path(sched)}", f"--name={JOB_NAME}", *(["--wait"] if wait else [])]
+    return f'cd -- {RUN_DIR} && "$HOME"/{SUBMITIT_VENV}/bin/python {SUBMITIT_DRIVER.name} ' + " ".join(
+        shlex.quote(a) for a in argv
+    )
+
+
+def parse_submitit_ids(stdout: str) -> list[str]:
+    """The job ids bench/submitit_sweep.py prints, one a line: `<array id>_<task index>`."""
+    return [line.strip() for line in stdout.splitlines() if re.fullmatch(r"\d+_\d+", line.strip())]
+
+
+def prepare_submitit(info: dict[str, Any], sched: Scheduler, jobs: int) -> dict[str, Any]:
+    """Untimed: install submitit for the login user, stage the sweep script, and run one small
+    map_array to completion, so the timed side is known to submit jobs that run."""
+    conn = ssh.connection(endpoint(info))
+    requirements = SUBMITIT_REQUIREMENTS.read_bytes()
+    ssh.upload_bytes(conn, requirements, f"{RUN_DIR}/{SUBMITIT_REQUIREMENTS.name}")
+    ssh.upload_bytes(conn, SUBMITIT_DRIVER.read_bytes(), f"{RUN_DIR}/{SUBMITIT_DRIVER.name}")
+    # Job folders of earlier runs (pickles, logs): the timed sweeps start from an empty one.
+    ssh.run_remote(conn, f"rm -rf -- {RUN_DIR}/submitit")
+    setup = ssh.run_remote(conn, submitit_setup_command(hashlib.sha256(requirements).hexdigest()), timeout=600)
+    version, python = setup.stdout.strip().splitlines()[-1].split()  # the probe's line comes last
+    check = ssh.run_remote(conn, submitit_command(sched, SUBMITIT_CHECK_JOBS, wait=True), timeout=300)
+    ids = parse_submitit_ids(check.stdout)
+    done = [line.split()[1] for line in check.stdout.splitlines() if line.startswith("ok ")]
+    if len(ids) != SUBMITIT_CHECK_JOBS or done != ids:
+        raise SystemExit(f"submitit check: expected {SUBMITIT_CHECK_JOBS} jobs to run, got:\n{check.stdout}")
+    cancel_all(info)
+    return {
+        "version": version,
+        "python": f"{python} ({SUBMITIT_VENV} in the login user's home, from {SUBMITIT_REQUIREMENTS.name})",
+        "runs": (
+            f"one ssh call: {submitit_command(sched, jobs)}; bench/submitit_sweep.py does "
+            f"AutoExecutor(cluster='slurm').map_array over 1..{jobs} (one sbatch of "
+            f"a job array); each task runs `bash {script_path(sched)} <i>` under submitit's srun"
+        ),
+        "check": f"{SUBMITIT_CHECK_JOBS} jobs run to completion before the rounds: {', '.join(done)}",
+    }
+
+
+def sweep_submitit(info: dict[str, Any], sched: Scheduler, jobs: int) -> list[str]:
+    command = submitit_command(sched, jobs)
+    result = openssh(satori.ssh_client_argv(info, command), command)
+    if result.exit_code != 0:
+        raise SystemExit(f"submitit side: exit {result.exit_code}:\n{result.stdout}{result.stderr}")
+    return parse_submitit_ids(result.stdout)
+
+
 def cancel_all(info: dict[str, Any]) -> None:
     conn = ssh.connection(endpoint(info))
     ssh.run_remote(conn, 'scancel --user "$USER" || true', safe_to_retry=True)
@@ -137,9 +231,11 @@ def logins(sshd_log: Path) -> int:
 
 def run_sweeps(info: dict[str, Any], sshd_log: Path, scheduler: str, jobs: int, rounds: int) -> dict[str, Any]:
     sched = scheduler_for(scheduler)
+    sides_here = sides_for(scheduler)
     spec = JobSpec(job_name=JOB_NAME, step="sweep", workdir=RUN_DIR, log_dir="logs", command=("true",))
     script = render_job_script(sched, spec)
     sweep_atlas(info, sched, script, 0)  # stage once, untimed, so every side finds the script
+    submitit_setup = prepare_submitit(info, sched, jobs) if "submitit" in sides_here else None
     samples: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="atlas-mux-") as tmp:
         control_path = Path(tmp) / "cm-%C"
@@ -147,9 +243,10 @@ def run_sweeps(info: dict[str, Any], sshd_log: Path, scheduler: str, jobs: int, 
             "atlas": lambda: sweep_atlas(info, sched, script, jobs),
             "ssh-mux": lambda: sweep_mux(info, sched, jobs, control_path),
             "array": lambda: sweep_array(info, scheduler, jobs),
+            "submitit": lambda: sweep_submitit(info, sched, jobs),
             "ssh-fresh": lambda: sweep_fresh(info, sched, jobs),
         }
-        for round_index, order in enumerate(abba_order(SIDES, rounds)):
+        for round_index, order in enumerate(abba_order(sides_here, rounds)):
             for side in order:
                 before = logins(sshd_log)
                 started = time.perf_counter()
@@ -162,25 +259,37 @@ def run_sweeps(info: dict[str, Any], sshd_log: Path, scheduler: str, jobs: int, 
                     raise SystemExit(f"{side}: expected {jobs} distinct job ids, got {len(set(ids))}")
                 samples.append({"round": round_index, "side": side, "seconds": round(elapsed, 4), "logins": opened})
                 cancel_all(info)
-            print(f"round {round_index + 1}/{rounds}: " + ", ".join(
-                f"{s['side']} {s['seconds']:.2f} s ({s['logins']} login(s))" for s in samples[-len(SIDES):]
-            ), flush=True)
-    return summarise(samples, scheduler, jobs, rounds)
+            print(
+                f"round {round_index + 1}/{rounds}: "
+                + ", ".join(
+                    f"{s['side']} {s['seconds']:.2f} s ({s['logins']} login(s))" for s in samples[-len(sides_here) :]
+                ),
+                flush=True,
+            )
+    result = summarise(samples, scheduler, jobs, rounds)
+    if submitit_setup is not None:
+        result["submitit"] = submitit_setup
+    return result
 
 
 def summarise(samples: list[dict[str, Any]], scheduler: str, jobs: int, rounds: int) -> dict[str, Any]:
-    seconds = {side: [s["seconds"] for s in samples if s["side"] == side] for side in SIDES}
-    logins_by_side = {side: sorted({s["logins"] for s in samples if s["side"] == side}) for side in SIDES}
+    """Medians, logins and paired ratios of the sides measured; those not measured by name, with
+    the reason, and in no figure (a reading not taken is not a zero)."""
+    sides_here = sides_for(scheduler)
+    seconds = {side: [s["seconds"] for s in samples if s["side"] == side] for side in sides_here}
+    logins_by_side = {side: sorted({s["logins"] for s in samples if s["side"] == side}) for side in sides_here}
     return {
         "scheduler": scheduler,
         "jobs": jobs,
         "rounds": rounds,
         "order": "ABBA (each round the reverse of the one before)",
+        "sides": list(sides_here),
+        "not_measured": {side: f"not measured: {why}" for side, why in NOT_MEASURED[scheduler].items()},
         "median_s": {side: round(statistics.median(v), 4) for side, v in seconds.items()},
         "per_job_median_ms": {side: round(1000 * statistics.median(v) / jobs, 2) for side, v in seconds.items()},
         "logins_per_sweep": logins_by_side,
         # Above 1: Atlas's sweep took less time than the baseline's.
-        "baseline_over_atlas": {side: paired_ratio(seconds[side], seconds["atlas"]) for side in BASELINES},
+        "baseline_over_atlas": {side: paired_ratio(seconds[side], seconds["atlas"]) for side in sides_here[1:]},
         "samples": samples,
     }
 
@@ -218,8 +327,10 @@ def profile(info: dict[str, Any], scheduler: str, count: int) -> dict[str, Any]:
                 timings[way].append(1000 * (time.perf_counter() - started))
         close_mux(info, control_path)
     cancel_all(info)
-    return {way: {"median_ms": round(statistics.median(t), 2), "samples_ms": [round(x, 2) for x in t]}
-            for way, t in timings.items()}
+    return {
+        way: {"median_ms": round(statistics.median(t), 2), "samples_ms": [round(x, 2) for x in t]}
+        for way, t in timings.items()
+    }
 
 
 def main() -> int:
@@ -231,6 +342,7 @@ def main() -> int:
     parser.add_argument("--up", action="store_true", help="start the local Satori first if it is not running")
     parser.add_argument("--state-dir", type=Path, help="a local environment's state dir (with --port-base)")
     parser.add_argument("--port-base", type=int)
+    parser.add_argument("--out", type=Path, help="write the JSON here (smoke runs), not to bench/results/")
     args = parser.parse_args()
     layout: Layout = (
         Layout(state_dir=args.state_dir, ports=Ports(args.port_base))
@@ -249,24 +361,31 @@ def main() -> int:
         "machine": machine(),
         "provenance": "local Satori: real OpenSSH server and Slurm on this host"
         + ("; LSF's command set is Atlas's stand-in over that Slurm" if args.scheduler == "lsf" else ""),
+        "args": sys.argv[1:],
         **run_sweeps(info, sshd_log, args.scheduler, args.jobs, args.rounds),
     }
     if args.profile:
         result["profile_ms"] = profile(info, args.scheduler, 30)
-    for side in SIDES:
-        print(f"{side:<10} median {result['median_s'][side]:7.2f} s for {args.jobs} jobs "
-              f"({result['per_job_median_ms'][side]:6.1f} ms/job), logins per sweep {result['logins_per_sweep'][side]}")
+    for side, why in result["not_measured"].items():
+        print(f"{side:<10} {why}")
+    for side in result["sides"]:
+        print(
+            f"{side:<10} median {result['median_s'][side]:7.2f} s for {args.jobs} jobs "
+            f"({result['per_job_median_ms'][side]:6.1f} ms/job), logins per sweep {result['logins_per_sweep'][side]}"
+        )
     for side, ratio in result["baseline_over_atlas"].items():
         low, high = ratio["ci95"]
         verdict = "Atlas faster" if low > 1 else "Atlas slower" if high < 1 else "no clear winner"
-        print(f"{side:<10} / atlas: {ratio['median']:.2f} (95 % CI {ratio['ci95'][0]:.2f} to {ratio['ci95'][1]:.2f}): "
-              f"{verdict}")
+        print(
+            f"{side:<10} / atlas: {ratio['median']:.2f} (95 % CI {ratio['ci95'][0]:.2f} to {ratio['ci95'][1]:.2f}): "
+            f"{verdict}"
+        )
     for way, timing in (result.get("profile_ms") or {}).items():
         print(f"  {timing['median_ms']:7.1f} ms  {way}")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"hpc-sweep-{args.scheduler}-{result['date'][:10]}.json"
+    out: Path = args.out or RESULTS / f"hpc-sweep-{args.scheduler}-{result['date'][:10]}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {out.relative_to(REPO_ROOT)}")
+    print(f"wrote {out}")
     return 0
 
 
