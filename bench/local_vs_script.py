@@ -1,40 +1,62 @@
-"""`pulumi up` of the `local` stack against a hand-written script doing the same work.
+"""Stand-up: `pulumi up` of the `local` stack against the script a competent user writes instead.
 
-Both sides, in the same run, alternating (the order flips every round), median of N each:
-- atlas: `pulumi up --yes --skip-preview -s local` with the OpenShift side on the local cluster
-  (KWOK) and Satori through LSF (`satori-slurm` disabled: the script is `kubectl apply` plus
-  `ssh bsub`, like for like); everything Atlas does is inside the timing (program start,
-  plugins, diff, SFTP staging checked by sha256, job submission, the awaited steps);
-- script: what a person writes without Atlas, given the same objects and job scripts:
-  Kubernetes and HPC halves run concurrently, as Atlas runs them.
-  - Kubernetes: one `kubectl apply` of the namespace-level objects (namespace, quota, limits,
-    service account, PVCs, monitor), then each Job in Atlas's order, `kubectl apply` and, for the
-    Jobs Atlas awaits (those with a JobCompletion), `kubectl wait --for=condition=complete`
-    before the next one: the way to wait for a Job that kubectl and its docs give. Atlas's
-    completion ends on the pod's success instead, a second before the job controller posts
-    Complete (infra/openshift/completion.py): that is Atlas's doing, and counted for it;
-  - HPC: `ssh mkdir -p`, one `scp -r` of the job scripts and the staged Python, then one
-    `ssh host 'cd dir && bsub [-w "done(id)"] < script'` per step, then `ssh bjobs` every 2 s
-    (Atlas's poll interval on this stack) until the preparation steps are DONE.
-  The objects are the ones Atlas created in an untimed warm-up run (`kubectl get -o json`,
-  status, uids, resourceVersions, controller labels and selectors stripped, re-namespaced);
-  the job scripts are the ones Atlas staged, with the run folder and job names changed.
+Both sides stand up the same run on the same local environment (the OpenShift side on the real
+local node: kubelet, containerd and runc, mock GPUs, the image built by the BuildConfig runner
+stand-in into the local registry; Satori through the LSF command set (stand-in) over a real Slurm,
+reached over real OpenSSH), one after the other, ABBA order (each round the reverse of the one
+before), `--rounds` rounds. Each timing starts with nothing of the run in place and ends when
+the preparation steps have succeeded on both sides and the training step is submitted:
 
-Cleanup after every run, outside the timing: `pulumi destroy`, or `kubectl delete namespace`,
-`bkill` of the training job and `rm -rf` of the remote folder.
+- atlas: `pulumi up --yes --skip-preview -s local` (`satori-slurm` disabled: the script drives
+  LSF only). Inside the timing: the CLI, language host, program, plugins and diff; on the
+  OpenShift side the namespace, quota, limits, service account, claims, ConfigMaps, ImageStream
+  and BuildConfig (the runner builds from Git with buildah, layers cached, and pushes), the wait
+  for the ImageStream's tag, the volume-preparation Job, the monitor (Deployment and Service,
+  awaited until available), and the step Jobs, each awaited one until its pod Succeeded; on
+  Satori one SSH login (paramiko), SFTP staging checked by sha256, one `bsub` per step chained by
+  `-w "done(id)"`, and `bjobs` every 2 s until the preparation steps are DONE.
+- script: what a person writes without Atlas, given Atlas's own objects and job scripts (taken
+  from an untimed warm-up `pulumi up`; status, uids, resourceVersions, controller labels and
+  selectors stripped, moved to the script's namespace). Its Kubernetes and HPC halves run
+  concurrently, as Atlas's do:
+  - Kubernetes: one `kubectl apply` of every object that is not a Job or the Deployment (in
+    Atlas's creation order); `kubectl wait` on the ImageStream for the same jsonpath Atlas awaits
+    (so the script builds its image the same way, through the same BuildConfig runner and the
+    same layer cache, and uses the digest its own build pushed: it is not handed Atlas's image);
+    then each staging Job applied and, where Atlas awaits it, followed with
+    `kubectl get pods -l job-name=<job> -w` until its pod's phase is Succeeded (what Atlas's
+    JobCompletion waits for; not `kubectl wait --for=condition=complete`, which the job
+    controller answers about a second later); then the monitor's Deployment applied and
+    `kubectl rollout status` in the background; then the step Jobs likewise; then the rollout.
+  - HPC: one OpenSSH ControlMaster connection (ControlPersist) for every `ssh` and `scp` call of
+    the run: `ssh mkdir -p`, one `scp -r` of the job scripts and the staged Python, one
+    `ssh 'cd dir && bsub [-w "done(id)"] < script'` per step, then `ssh bjobs` every 2 s (Atlas's
+    poll interval on this stack) until the preparation steps are DONE. The master's login is
+    inside the timing; closing it (`ssh -O exit`) is not. Job scripts are Atlas's, with the run
+    folder and job names changed, written to disk before the timing starts.
 
-Runs against the local environment of ATLAS_LOCALENV_DIR / ATLAS_LOCALENV_PORT_BASE (starting
-what is not running and stopping it after), with its own Pulumi home and backend and its own
-namespaces and remote folders; or, with --port-base, a fresh one in a temporary folder. As root:
+SSH logins are counted by the server (the "Accepted publickey" lines in the local sshd's log
+during each timing), as bench/hpc_sweep.py does. Cleanup after every timing, outside it:
+`pulumi destroy`, or `kubectl delete namespace`, `bkill` and `rm -rf` of the remote folder; the
+released volumes are handed back to the pool before the next side starts. The JSON holds every
+sample and the paired ratio script/atlas per round with a 95 % bootstrap interval (above 1:
+Atlas stood the run up faster). The warm-up also times three no-change `pulumi up`s: Atlas's
+fixed cost per invocation.
 
-    ATLAS_LOCALENV_DIR=$PWD/.state/test-localenv ATLAS_LOCALENV_PORT_BASE=18000 \
-        .venv/bin/python bench/local_vs_script.py [--rounds 3] [--json out.json]
+Runs against the running local environment of ATLAS_LOCALENV_DIR / ATLAS_LOCALENV_PORT_BASE
+(`scripts/localenv up` first: the Kubernetes side, the node and Satori), with its own Pulumi home
+and backend and its own namespaces and remote folders; heavy, so under the shared lock:
+
+    flock /tmp/atlas-heavy.lock .venv/bin/python -m bench.local_vs_script [--rounds 10] [--out FILE]
+
+Writes bench/results/local-vs-script-<date>.json (or --out).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import json
 import re
 import shlex
@@ -44,70 +66,255 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from bench.stats import abba_order, machine, now_utc, paired_ratio
 from infra.localenv import kube, recycler, satori
-from infra.localenv.layout import Layout, Ports, default_layout
-from tests.e2e.pulumi_cli import PulumiProject
+from infra.localenv.layout import Layout, default_layout
+from infra.toolchain.pins import REPO_ROOT
+from tests.e2e.pulumi_cli import PulumiProject, local_openshift
 
 STACK = "local"
-POLL_S = 2.0
+HPC_ENV = "satori"  # LSF: the script is `ssh bsub`
+SIDES = ("atlas", "script")
+POLL_S = 2.0  # the stack's poll_interval_seconds: the script polls as often as Atlas does
+STEP_TIMEOUT_S = 600
+MONITOR_TIMEOUT_S = 180  # infra/openshift/manifests.py MONITOR_AWAIT_S
+CONTROL_PERSIST_S = 600
+RESULTS = REPO_ROOT / "bench" / "results"
 KUBE_COMPLETION = "pulumi-python:dynamic/openshift:JobCompletion"
-DROP_ANNOTATIONS = re.compile(r"^(kubectl\.kubernetes\.io/last-applied-configuration|pv\.kubernetes\.io/|"
-                              r"volume\.beta\.kubernetes\.io/|volume\.kubernetes\.io/)")
-DROP_LABELS = {"controller-uid", "job-name", "batch.kubernetes.io/controller-uid", "batch.kubernetes.io/job-name"}
+STAGING_PARENT = "atlas:openshift:DataStaging$"
+MONITOR_PARENT = "atlas:openshift:RunMonitor$"
+# The script's image reference is not known until its own build has pushed.
+IMAGE_PLACEHOLDER = "@@SCRIPT-IMAGE@@"
+DROP_METADATA = (
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "managedFields",
+    "generation",
+    "selfLink",
+    "finalizers",
+    "ownerReferences",
+)
+DROP_ANNOTATIONS = re.compile(
+    r"^(kubectl\.kubernetes\.io/last-applied-configuration|pv\.kubernetes\.io/|"
+    r"volume\.beta\.kubernetes\.io/|volume\.kubernetes\.io/|"
+    r"deployment\.kubernetes\.io/revision)"
+)
+# Set by the job controller on a Job and its pods; applying them again would be refused.
+DROP_LABELS = frozenset(
+    {"controller-uid", "job-name", "batch.kubernetes.io/controller-uid", "batch.kubernetes.io/job-name"}
+)
 
 
 def say(text: str) -> None:
     print(f"bench: {text}", flush=True)
 
 
-def run(argv: list[str], env: dict[str, str] | None = None, stdin: str | None = None, timeout: float = 600) -> str:
-    proc = subprocess.run(argv, input=stdin, capture_output=True, text=True, env=env, timeout=timeout, check=False)
+def run(
+    argv: Sequence[str], env: Mapping[str, str] | None = None, stdin: str | None = None, timeout: float = 600
+) -> str:
+    """One command; its exit status, stdout and stderr in the error when it fails."""
+    proc = subprocess.run(
+        list(argv), input=stdin, capture_output=True, text=True, env=env, timeout=timeout, check=False
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"{shlex.join(argv)} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}")
     return proc.stdout
 
 
+# --- pure helpers (tests/unit/test_local_vs_script.py) -------------------------------------------
+
+
+def mux_ssh_options(info: Mapping[str, Any], control_path: Path, persist_s: int = CONTROL_PERSIST_S) -> list[str]:
+    """OpenSSH options for the local Satori's login node through one shared connection.
+
+    Given as `-o` options only (port and user included), so `ssh` and `scp` take the same list:
+    `ssh -p` and `scp -P` differ. The first call opens the master (one login); later calls ride
+    on it until `ssh -O exit` or `persist_s` idle seconds."""
+    options = {
+        "IdentityFile": str(info["key_file"]),
+        "Port": str(info["port"]),
+        "User": str(info["user"]),
+        "UserKnownHostsFile": str(info["known_hosts_file"]),
+        "StrictHostKeyChecking": "yes",
+        "BatchMode": "yes",
+        "IdentitiesOnly": "yes",
+        "ConnectTimeout": "10",
+        "ControlMaster": "auto",
+        "ControlPath": str(control_path),
+        "ControlPersist": str(persist_s),
+    }
+    return [arg for key, value in options.items() for arg in ("-o", f"{key}={value}")]
+
+
+def clean_object(
+    obj: Mapping[str, Any],
+    old_namespace: str,
+    new_namespace: str,
+    image: str | None = None,
+    placeholder: str = IMAGE_PLACEHOLDER,
+) -> dict[str, Any]:
+    """A live object as `kubectl get -o json` returned it, made fit to apply anew in another
+    namespace: what the server or a controller set (status, uid, versions, the controller's
+    labels and selector, a claim's bound volume, a Service's addresses) is dropped, the old
+    namespace's name is replaced wherever it appears, and `image` (Atlas's build) by `placeholder`
+    (the script's own build, filled in once it pushed). The argument is left unchanged."""
+    out: dict[str, Any] = copy.deepcopy(dict(obj))
+    out.pop("status", None)
+    md = out["metadata"]
+    for key in DROP_METADATA:
+        md.pop(key, None)
+    md["annotations"] = {k: v for k, v in (md.get("annotations") or {}).items() if not DROP_ANNOTATIONS.match(k)}
+    md["labels"] = {k: v for k, v in (md.get("labels") or {}).items() if k not in DROP_LABELS}
+    kind, spec = out["kind"], out.get("spec") or {}
+    if kind == "Namespace":
+        out.pop("spec", None)  # only the finalizers the server sets
+    if kind == "Job":
+        spec.pop("selector", None)
+        template_md = spec["template"].setdefault("metadata", {})
+        template_md["labels"] = {k: v for k, v in (template_md.get("labels") or {}).items() if k not in DROP_LABELS}
+    elif kind == "PersistentVolumeClaim":
+        spec.pop("volumeName", None)
+    elif kind == "ServiceAccount":
+        out.pop("secrets", None)
+    elif kind == "Service":
+        for key in ("clusterIP", "clusterIPs"):
+            spec.pop(key, None)
+    text = json.dumps(out)
+    if image:
+        text = text.replace(json.dumps(image)[1:-1], placeholder)
+    # As a JSON string's contents: the name is plain ASCII, so no escaping differs.
+    text = re.sub(rf"(?<![A-Za-z0-9-]){re.escape(old_namespace)}(?![A-Za-z0-9-])", new_namespace, text)
+    return dict(json.loads(text))
+
+
+def with_image(obj: Mapping[str, Any], image: str, placeholder: str = IMAGE_PLACEHOLDER) -> dict[str, Any]:
+    """`obj` with the script's own image wherever clean_object left the placeholder."""
+    return dict(json.loads(json.dumps(obj).replace(placeholder, json.dumps(image)[1:-1])))
+
+
+def script_job_text(text: str, atlas_run_dir: str, run_dir: str, job_name: str) -> str:
+    """Atlas's LSF job script for the script's own run folder, under a job name of its own."""
+    text = text.replace(atlas_run_dir, run_dir)
+    return re.sub(r"^#BSUB -J \S+$", f"#BSUB -J {job_name}", text, flags=re.MULTILINE)
+
+
+def pod_phase_verdict(line: str) -> str | None:
+    """One line of `kubectl get pods -w -o jsonpath='{.metadata.name} {.status.phase}'`:
+    'Succeeded' or 'Failed' when the pod ended so, None while it has not."""
+    parts = line.split()
+    if len(parts) == 2 and parts[1] in ("Succeeded", "Failed"):
+        return parts[1]
+    return None
+
+
+def image_stream_tag(build_config: Mapping[str, Any]) -> tuple[str, str]:
+    """The ImageStream and tag a BuildConfig pushes to (`spec.output.to.name`, `stream:tag`)."""
+    to = build_config["spec"]["output"]["to"]
+    if to.get("kind") != "ImageStreamTag":
+        raise ValueError(
+            f"BuildConfig {build_config['metadata']['name']}: output to {to.get('kind')}, not an ImageStreamTag"
+        )
+    stream, _, tag = str(to["name"]).partition(":")
+    return stream, tag or "latest"
+
+
+def pushed_reference(image_stream: Mapping[str, Any], tag: str) -> str | None:
+    """The digest reference the newest push to `tag` recorded in an ImageStream's status."""
+    for entry in (image_stream.get("status") or {}).get("tags") or []:
+        if entry.get("tag") == tag and entry.get("items"):
+            return str(entry["items"][0]["dockerImageReference"])
+    return None
+
+
+@dataclass(frozen=True)
+class ScriptPlan:
+    """What the script applies, in order, given Atlas's objects (already cleaned)."""
+
+    base: list[dict[str, Any]]  # one `kubectl apply`: namespace, quota, ..., ImageStream, BuildConfig
+    staging: list[dict[str, Any]]  # Jobs before the pipeline
+    monitor: list[dict[str, Any]]  # the Deployment (its Service and ConfigMap are in base)
+    pipeline: list[dict[str, Any]]  # the step Jobs
+    awaited: frozenset[str]  # Job names Atlas follows with a JobCompletion
+
+
+def plan(objects: Iterable[tuple[str, dict[str, Any]]], awaited: Iterable[str]) -> ScriptPlan:
+    """Split (URN, object) pairs, in Atlas's creation order, into the script's phases."""
+    base: list[dict[str, Any]] = []
+    staging: list[dict[str, Any]] = []
+    monitor: list[dict[str, Any]] = []
+    pipeline: list[dict[str, Any]] = []
+    for urn, obj in objects:
+        kind = obj["kind"]
+        if kind == "Job":
+            (staging if STAGING_PARENT in urn else pipeline).append(obj)
+        elif kind == "Deployment" and MONITOR_PARENT in urn:
+            monitor.append(obj)
+        else:
+            base.append(obj)
+    base.sort(key=lambda o: o["kind"] != "Namespace")  # stable: otherwise Atlas's order
+    return ScriptPlan(base, staging, monitor, pipeline, frozenset(awaited))
+
+
+def summarise(samples: Sequence[Mapping[str, Any]], rounds: int) -> dict[str, Any]:
+    seconds = {side: [float(s["seconds"]) for s in samples if s["side"] == side] for side in SIDES}
+    logins = {side: sorted({int(s["logins"]) for s in samples if s["side"] == side}) for side in SIDES}
+    return {
+        "rounds": rounds,
+        "order": "ABBA (each round the reverse of the one before)",
+        "median_s": {side: round(statistics.median(v), 2) for side, v in seconds.items()},
+        "logins_per_run": logins,
+        # Above 1: Atlas stood the run up in less time than the script.
+        "script_over_atlas": paired_ratio(seconds["script"], seconds["atlas"]),
+        "samples": list(samples),
+    }
+
+
+# --- the environment and the two sides ----------------------------------------------------------
+
+
 class Env:
-    """The local environment the bench runs against, and the two sides' tools pointed at it."""
+    """The running local environment, and the tools both sides use pointed at it."""
 
     def __init__(self, layout: Layout, proj: PulumiProject) -> None:
         self.layout = layout
         self.proj = proj
-        self.info = satori.status(layout)["ssh"]
+        status = satori.status(layout)
+        self.info: dict[str, Any] = status["ssh"]
+        self.sshd_log = Path(status["daemons"]["sshd"]["log"])
 
-    def kubectl(self, *args: str, stdin: str | None = None) -> str:
-        return run(["kubectl", "--kubeconfig", str(self.layout.kubeconfig), *args], self.proj.env, stdin)
+    def kubectl(self, *args: str, stdin: str | None = None, timeout: float = 600) -> str:
+        return run(["kubectl", "--kubeconfig", str(self.layout.kubeconfig), *args], self.proj.env, stdin, timeout)
+
+    def kubectl_argv(self, *args: str) -> list[str]:
+        return ["kubectl", "--kubeconfig", str(self.layout.kubeconfig), *args]
 
     def ssh(self, command: str) -> str:
+        """A fresh connection: cleanup and capture only, never inside a timing."""
         return run(satori.ssh_client_argv(self.info, command))
 
-    def scp(self, local: Path, remote: str) -> None:
-        info = self.info
-        run(["scp", "-q", "-r", "-i", str(info["key_file"]), "-P", str(info["port"]),
-             "-o", f"UserKnownHostsFile={info['known_hosts_file']}", "-o", "StrictHostKeyChecking=yes",
-             "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", str(local),
-             f"{info['user']}@{info['host']}:{remote}"])
-
-
-# --- atlas -------------------------------------------------------------------------------------
+    def logins(self) -> int:
+        return self.sshd_log.read_text(errors="replace").count("Accepted publickey")
 
 
 def configure(env: Env, tag: str) -> tuple[str, str]:
     """Point the stack at a fresh namespace and remote folder; return both."""
-    ns, remote = f"atlas-bench-{tag}", f"atlas-bench-{tag}"
+    ns = remote = f"atlas-bench-{tag}"
     config = env.proj.stack_config(STACK)
-    config["atlas:openshift"] = {**config["atlas:openshift"], "namespace": ns,
-                                 "kubeconfig": str(env.layout.kubeconfig)}
+    config["atlas:openshift"] = local_openshift(config["atlas:openshift"], env.layout, ns)
     for name, hpc in list(config["atlas:hpc"].items()):
         config["atlas:hpc"][name] = {
-            **hpc, "port": env.info["port"], "known_hosts_file": env.info["known_hosts_file"],
-            "private_key_file": env.info["key_file"], "remote_work_dir": remote,
-            "enabled": name == "satori",  # LSF only: the script is `ssh bsub`
+            **hpc,
+            "port": env.info["port"],
+            "known_hosts_file": env.info["known_hosts_file"],
+            "private_key_file": env.info["key_file"],
+            "remote_work_dir": remote,
+            "enabled": name == HPC_ENV,
         }
     env.proj.set_stack_config(STACK, config)
     return ns, remote
@@ -121,66 +328,35 @@ def atlas_up(env: Env) -> float:
 
 def atlas_clean(env: Env, ns: str, remote: str) -> None:
     env.proj.run("destroy", "--yes", "-s", STACK)
-    wait_namespace_gone(env, ns)
+    namespace_gone(env, ns)
     env.ssh(f"rm -rf ~/{remote}")
 
 
-def wait_namespace_gone(env: Env, ns: str) -> None:
+def namespace_gone(env: Env, ns: str) -> None:
     with contextlib.suppress(RuntimeError):
-        env.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=true", "--timeout=120s")
-    # The pool's volumes are Retain: hand the released ones back now (the recycler daemon would, on
-    # its own round), or the next claim may wait for a volume.
+        env.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=true", "--timeout=180s")
+    # The pool's volumes are Retain: hand the released ones back now (the recycler daemon would on
+    # its own round), so the next side's claims never wait for a volume.
     recycler.recycle_once(env.layout)
 
 
 def remove_leftovers(env: Env) -> None:
-    """Namespaces and folders of an earlier, interrupted bench run."""
-    for ns in env.kubectl("get", "namespaces", "-o", "name").split():
-        name = ns.split("/", 1)[1]
+    """Namespaces, folders and jobs of an earlier, interrupted run of this bench."""
+    for item in env.kubectl("get", "namespaces", "-o", "name").split():
+        name = item.split("/", 1)[1]
         if name.startswith(("atlas-bench-", "script-bench-")):
-            wait_namespace_gone(env, name)
+            namespace_gone(env, name)
     env.ssh("rm -rf ~/atlas-bench-* ~/script-bench-*")
 
 
-# --- what the script is given: Atlas's own objects and job scripts ------------------------------
-
-
-def _clean_object(obj: dict[str, Any], ns: str) -> dict[str, Any]:
-    obj.pop("status", None)
-    md = obj["metadata"]
-    for key in ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation", "selfLink",
-                "finalizers", "ownerReferences"):
-        md.pop(key, None)
-    md["annotations"] = {k: v for k, v in (md.get("annotations") or {}).items() if not DROP_ANNOTATIONS.match(k)}
-    md["labels"] = {k: v for k, v in (md.get("labels") or {}).items() if k not in DROP_LABELS}
-    kind, spec = obj["kind"], obj.get("spec") or {}
-    if kind == "Namespace":
-        md["name"] = ns
-        obj.pop("spec", None)
-    else:
-        md["namespace"] = ns
-    if kind == "Job":
-        spec.pop("selector", None)
-        tmd = spec["template"].setdefault("metadata", {})
-        tmd["labels"] = {k: v for k, v in (tmd.get("labels") or {}).items() if k not in DROP_LABELS}
-    elif kind == "PersistentVolumeClaim":
-        spec.pop("volumeName", None)
-    elif kind == "ServiceAccount":
-        obj.pop("secrets", None)
-    elif kind == "Service":
-        for key in ("clusterIP", "clusterIPs"):
-            spec.pop(key, None)
-    return obj
-
-
-def capture_objects(env: Env, ns: str) -> tuple[list[dict[str, Any]], set[str]]:
-    """Every Kubernetes object the warm-up `pulumi up` created, as the cluster has it, and the
-    names of the Jobs Atlas awaited."""
+def capture(env: Env, ns: str) -> tuple[list[tuple[str, dict[str, Any]]], set[str]]:
+    """Every Kubernetes object the warm-up `pulumi up` created, as the cluster has it, with its
+    URN, in the state's order; and the names of the Jobs Atlas awaited."""
     resources = json.loads(env.proj.run("stack", "export", "-s", STACK).stdout)["deployment"]["resources"]
     awaited = {str((r.get("outputs") or {}).get("job_name")) for r in resources if r["type"] == KUBE_COMPLETION}
     objects = []
     for r in resources:
-        if not r["type"].startswith("kubernetes:") or r.get("custom") is False or "providers" in r["type"]:
+        if not r["type"].startswith("kubernetes:") or r["type"].startswith("pulumi:providers:"):
             continue
         out = r.get("outputs") or {}
         kind, api = out.get("kind"), out.get("apiVersion", "")
@@ -190,142 +366,286 @@ def capture_objects(env: Env, ns: str) -> tuple[list[dict[str, Any]], set[str]]:
         group, _, version = api.rpartition("/")
         resource = f"{kind}.{version}.{group}" if group else kind
         args = ["get", resource, name, "-o", "json"] + ([] if kind == "Namespace" else ["-n", ns])
-        objects.append(json.loads(env.kubectl(*args)))
-    objects.sort(key=lambda o: (o["kind"] != "Namespace", o["metadata"]["creationTimestamp"]))
+        objects.append((str(r["urn"]), json.loads(env.kubectl(*args))))
     return objects, awaited
 
 
 def capture_hpc_tree(env: Env, remote: str, into: Path) -> None:
     """What Atlas staged (job scripts, the probe's and the sampler's Python), as files here."""
-    run_dir = f"{remote}/{STACK}/satori/probe"
+    run_dir = f"{remote}/{STACK}/{HPC_ENV}/probe"
     into.mkdir(parents=True)
-    tar = subprocess.run(satori.ssh_client_argv(env.info, f"cd ~/{run_dir} && tar cf - .atlas/jobs .atlas/python"),
-                         capture_output=True, timeout=60, check=True).stdout
+    tar = subprocess.run(
+        satori.ssh_client_argv(env.info, f"cd ~/{run_dir} && tar cf - .atlas/jobs .atlas/python"),
+        capture_output=True,
+        timeout=60,
+        check=True,
+    ).stdout
     subprocess.run(["tar", "xf", "-", "-C", str(into)], input=tar, check=True)
 
 
-# --- the hand-written script --------------------------------------------------------------------
+class Mux:
+    """The script's one SSH connection: a ControlMaster every ssh and scp call rides on."""
+
+    def __init__(self, info: Mapping[str, Any], control_path: Path) -> None:
+        self.host = str(info["host"])
+        self.options = mux_ssh_options(info, control_path)
+
+    def ssh(self, command: str) -> str:
+        # A login shell, as for any interactive user: the LSF profile puts bsub on PATH.
+        return run(["ssh", *self.options, self.host, f"bash -lc {shlex.quote(command)}"])
+
+    def scp(self, local: Path, remote: str) -> None:
+        run(["scp", "-q", "-r", *self.options, str(local), f"{self.host}:{remote}"])
+
+    def close(self) -> None:
+        subprocess.run(["ssh", *self.options, "-O", "exit", self.host], capture_output=True, timeout=30, check=False)
+
+
+@dataclass
+class ScriptRun:
+    ns: str
+    remote: str
+    seconds: float = 0.0
+    kube_s: float = 0.0
+    hpc_s: float = 0.0
+    job_ids: list[str] = field(default_factory=list)
 
 
 class Script:
     def __init__(
-        self, env: Env, objects: list[dict[str, Any]], awaited: set[str], tree: Path, atlas_remote: str
+        self,
+        env: Env,
+        objects: list[tuple[str, dict[str, Any]]],
+        awaited: set[str],
+        tree: Path,
+        atlas_ns: str,
+        atlas_remote: str,
     ) -> None:
         self.env = env
         self.objects = objects
         self.awaited = awaited
         self.tree = tree
-        self.atlas_run_dir = f"{atlas_remote}/{STACK}/satori/probe"
-        scripts = sorted((tree / ".atlas" / "jobs").glob("*.lsf"))
-        self.templates = {p.stem: p.read_text() for p in scripts}
+        self.atlas_ns = atlas_ns
+        self.atlas_run_dir = f"{atlas_remote}/{STACK}/{HPC_ENV}/probe"
+        self.templates = {p.stem: p.read_text() for p in sorted((tree / ".atlas" / "jobs").glob("*.lsf"))}
+        build_configs = [o for _, o in objects if o["kind"] == "BuildConfig"]
+        streams = {o["metadata"]["name"]: o for _, o in objects if o["kind"] == "ImageStream"}
+        if len(build_configs) != 1:
+            raise SystemExit(f"expected one BuildConfig among Atlas's objects, found {len(build_configs)}")
+        self.stream, self.tag = image_stream_tag(build_configs[0])
+        atlas_image = pushed_reference(streams[self.stream], self.tag)
+        if atlas_image is None:
+            raise SystemExit(f"the warm-up's ImageStream {self.stream} has no image pushed to {self.tag}")
+        self.atlas_image = atlas_image
+        self.wait_for = str(streams[self.stream]["metadata"]["annotations"]["pulumi.com/waitFor"])
 
-    def kube_side(self, ns: str) -> None:
-        objs = [_clean_object(json.loads(json.dumps(o)), ns) for o in self.objects]
-        base = [o for o in objs if o["kind"] != "Job"]
-        jobs = [o for o in objs if o["kind"] == "Job"]
-        self.env.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": base}))
+    def plan(self, ns: str) -> ScriptPlan:
+        return plan(
+            ((urn, clean_object(o, self.atlas_ns, ns, self.atlas_image)) for urn, o in self.objects), self.awaited
+        )
+
+    # The Kubernetes half.
+
+    def wait_pod_succeeded(self, ns: str, job: str) -> None:
+        """Follow the Job's pod with one watch until its phase is Succeeded (Failed: raise)."""
+        argv = self.env.kubectl_argv(
+            "get",
+            "pods",
+            "-n",
+            ns,
+            "-l",
+            f"job-name={job}",
+            "-w",
+            "-o",
+            'jsonpath={.metadata.name} {.status.phase}{"\\n"}',
+        )
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env.proj.env)
+        timer = threading.Timer(STEP_TIMEOUT_S, proc.kill)
+        timer.start()
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                verdict = pod_phase_verdict(line)
+                if verdict == "Succeeded":
+                    return
+                if verdict == "Failed":
+                    raise RuntimeError(f"job {job}: pod failed ({line.strip()})")
+            raise RuntimeError(
+                f"job {job}: the watch ended before its pod succeeded ({proc.stderr.read() if proc.stderr else ''})"
+            )
+        finally:
+            timer.cancel()
+            proc.kill()
+            proc.wait()
+
+    def apply_jobs(self, ns: str, jobs: list[dict[str, Any]], awaited: frozenset[str]) -> None:
         for job in jobs:
             self.env.kubectl("apply", "-f", "-", stdin=json.dumps(job))
-            if job["metadata"]["name"] in self.awaited:
-                self.env.kubectl("wait", "-n", ns, "--for=condition=complete", "--timeout=600s",
-                                 f"job/{job['metadata']['name']}")
+            if job["metadata"]["name"] in awaited:
+                self.wait_pod_succeeded(ns, job["metadata"]["name"])
 
-    def hpc_side(self, remote: str, tag: str, local: Path) -> list[str]:
-        run_dir = f"{remote}/{STACK}/satori/probe"
-        # The job scripts for this folder, under names of their own.
-        jobs_dir = local / ".atlas" / "jobs"
+    def kube_side(self, steps: ScriptPlan, ns: str) -> None:
+        self.env.kubectl(
+            "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": steps.base})
+        )
+        # The build the BuildConfig started: wait for the tag, as Atlas does, and take its digest.
+        stream = json.loads(
+            self.env.kubectl(
+                "wait", "-n", ns, f"imagestream/{self.stream}", f"--for={self.wait_for}", "--timeout=900s", "-o", "json"
+            )
+        )
+        image = pushed_reference(stream, self.tag)
+        if image is None:
+            raise RuntimeError(f"imagestream/{self.stream}: no image pushed to {self.tag}")
+        self.apply_jobs(ns, [with_image(j, image) for j in steps.staging], steps.awaited)
+        rollouts: list[subprocess.Popen[str]] = []
+        for deployment in steps.monitor:
+            self.env.kubectl("apply", "-f", "-", stdin=json.dumps(with_image(deployment, image)))
+            rollouts.append(
+                subprocess.Popen(
+                    self.env.kubectl_argv(
+                        "rollout",
+                        "status",
+                        "-n",
+                        ns,
+                        f"deployment/{deployment['metadata']['name']}",
+                        f"--timeout={MONITOR_TIMEOUT_S}s",
+                    ),
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    env=self.env.proj.env,
+                )
+            )
+        self.apply_jobs(ns, [with_image(j, image) for j in steps.pipeline], steps.awaited)
+        for rollout in rollouts:
+            out, err = rollout.communicate(timeout=MONITOR_TIMEOUT_S + 30)
+            if rollout.returncode != 0:
+                raise RuntimeError(f"monitor rollout: exit {rollout.returncode}: {out}{err}")
+
+    # The HPC half.
+
+    def write_job_scripts(self, local: Path, run_dir: str, tag: str) -> None:
+        subprocess.run(["cp", "-a", str(self.tree / ".atlas"), str(local / ".atlas")], check=True)
         for step, text in self.templates.items():
-            text = text.replace(self.atlas_run_dir, run_dir)
-            text = re.sub(r"^#BSUB -J \S+$", f"#BSUB -J script-{step}-{tag}", text, flags=re.M)
-            (jobs_dir / f"{step}.lsf").write_text(text)
-        self.env.ssh(f"mkdir -p ~/{run_dir}/logs ~/{run_dir}/telemetry")
-        self.env.scp(local / ".atlas", f"{run_dir}/")
-        ids: list[str] = []
+            job_name = f"script-{step}-{tag}"
+            (local / ".atlas" / "jobs" / f"{step}.lsf").write_text(
+                script_job_text(text, self.atlas_run_dir, run_dir, job_name)
+            )
+
+    def hpc_side(self, mux: Mux, run_dir: str, local: Path, ids: list[str]) -> None:
+        mux.ssh(f"mkdir -p ~/{run_dir}/logs ~/{run_dir}/telemetry")
+        mux.scp(local / ".atlas", f"{run_dir}/")
         for step in ("make-hdf5", "inception-moments", "train"):
             dep = f" -w {shlex.quote(f'done({ids[-1]})')}" if ids else ""
-            out = self.env.ssh(f"cd ~/{run_dir} && bsub{dep} < .atlas/jobs/{step}.lsf")
-            ids.append(re.search(r"Job <(\d+)>", out).group(1))  # type: ignore[union-attr]
+            out = mux.ssh(f"cd ~/{run_dir} && bsub{dep} < .atlas/jobs/{step}.lsf")
+            found = re.search(r"Job <(\d+)>", out)
+            if found is None:
+                raise RuntimeError(f"bsub of {step}: no job id in {out!r}")
+            ids.append(found.group(1))
         prep = ids[:2]
         while True:
-            stats = self.env.ssh(f"bjobs -noheader -o stat {' '.join(prep)}").split()
-            if any(s == "EXIT" for s in stats):
-                raise RuntimeError(f"a preparation job failed: {prep} {stats}")
-            if stats == ["DONE", "DONE"]:
-                return ids
+            states = mux.ssh(f"bjobs -noheader -o stat {' '.join(prep)}").split()
+            if "EXIT" in states:
+                raise RuntimeError(f"a preparation job failed: {prep} {states}")
+            if states == ["DONE", "DONE"]:
+                return
             time.sleep(POLL_S)
 
-    def up(self, tag: str, scratch: Path) -> tuple[float, str, str, list[str]]:
-        ns, remote = f"script-bench-{tag}", f"script-bench-{tag}"
+    def up(self, tag: str, scratch: Path, control_dir: Path) -> ScriptRun:
+        result = ScriptRun(ns=f"script-bench-{tag}", remote=f"script-bench-{tag}")
+        run_dir = f"{result.remote}/{STACK}/{HPC_ENV}/probe"
         local = scratch / tag
-        (local / ".atlas").parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["cp", "-a", str(self.tree / ".atlas"), str(local / ".atlas")], check=True)
+        local.mkdir(parents=True)
+        self.write_job_scripts(local, run_dir, tag)
+        steps = self.plan(result.ns)
+        mux = Mux(self.env.info, control_dir / f"cm-{tag}")
         errors: list[BaseException] = []
-        ids: list[str] = []
-
-        def kube() -> None:
-            try:
-                self.kube_side(ns)
-            except BaseException as error:  # noqa: BLE001 (reported below)
-                errors.append(error)
-
         start = time.perf_counter()
-        thread = threading.Thread(target=kube)
+
+        def kube_half() -> None:
+            try:
+                self.kube_side(steps, result.ns)
+            except BaseException as error:  # noqa: BLE001 - raised again below
+                errors.append(error)
+            result.kube_s = time.perf_counter() - start
+
+        thread = threading.Thread(target=kube_half)
         thread.start()
         try:
-            ids = self.hpc_side(remote, tag, local)
+            self.hpc_side(mux, run_dir, local, result.job_ids)
+            result.hpc_s = time.perf_counter() - start
         finally:
             thread.join()
-        elapsed = time.perf_counter() - start
+            result.seconds = time.perf_counter() - start
+            mux.close()
         if errors:
             raise errors[0]
-        return elapsed, ns, remote, ids
+        return result
 
-    def clean(self, ns: str, remote: str, ids: list[str]) -> None:
-        wait_namespace_gone(self.env, ns)
-        if ids:
-            self.env.ssh(f"bkill {' '.join(ids)} >/dev/null 2>&1 || true")
-        self.env.ssh(f"rm -rf ~/{remote}")
+    def clean(self, done: ScriptRun) -> None:
+        namespace_gone(self.env, done.ns)
+        if done.job_ids:
+            self.env.ssh(f"bkill {' '.join(done.job_ids)} >/dev/null 2>&1 || true")
+        self.env.ssh(f"rm -rf ~/{done.remote}")
 
 
 # --- main ------------------------------------------------------------------------------------------
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--port-base", type=int, default=None,
-                        help="a fresh environment in a temporary folder on these ports; default: the "
-                        "environment of ATLAS_LOCALENV_DIR / ATLAS_LOCALENV_PORT_BASE")
-    parser.add_argument("--json", type=Path)
-    args = parser.parse_args()
+def check_environment(layout: Layout) -> str | None:
+    """Why the environment cannot carry the bench, or None."""
+    if not kube.status(layout)["ready"]:
+        return "the local Kubernetes side is not running"
+    if not satori.status(layout)["ssh"].get("running", False):
+        return "the local Satori is not running"
+    return None
 
-    with tempfile.TemporaryDirectory(prefix="atlas-bench-vs-") as tmp_name:
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--out", type=Path, help="default: bench/results/local-vs-script-<date>.json")
+    args = parser.parse_args()
+    layout = default_layout()
+    problem = check_environment(layout)
+    if problem:
+        print(
+            f"bench: {problem} in {layout.state_dir}: start it with `scripts/localenv up` "
+            "(same ATLAS_LOCALENV_DIR / ATLAS_LOCALENV_PORT_BASE)",
+            file=sys.stderr,
+        )
+        return 1
+    say(f"local environment {layout.state_dir}, ports {layout.ports.base}+; {args.rounds} rounds")
+    date = now_utc()
+    # Short: ControlPath sockets must fit in 108 bytes.
+    with tempfile.TemporaryDirectory(prefix="avs-", dir="/tmp") as tmp_name:
         tmp = Path(tmp_name)
-        tmp.chmod(0o755)  # the login user reaches slurm.conf and the munge socket in here
-        if args.port_base is None:
-            # The environment of ATLAS_LOCALENV_DIR / ATLAS_LOCALENV_PORT_BASE: what is not running
-            # is started here and stopped after, as the tests' fixtures do.
-            layout = default_layout()
-        else:
-            layout = Layout(state_dir=tmp / "localenv", ports=Ports(args.port_base))
-        say(f"local environment {layout.state_dir}, ports {layout.ports.base}+")
-        started_kube = not kube.status(layout)["ready"]
-        if started_kube:
-            kube.up(layout, kube.KubeSettings(pod_run_seconds=3.0), lambda _line: None)
-        started_satori = not satori.status(layout)["ssh"].get("running", False)
-        try:
-            if started_satori:
-                satori.up(layout)
-            result = bench(layout, tmp, args.rounds)
-        finally:
-            if started_satori:
-                with contextlib.suppress(Exception):
-                    satori.down(layout)
-            if started_kube:
-                kube.down(layout, lambda _line: None)
-    print(json.dumps(result, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        tmp.chmod(0o755)
+        result = bench(layout, tmp, args.rounds)
+    result = {
+        "bench": "local_vs_script",
+        "date": date,
+        "machine": machine(),
+        "provenance": "local environment: OpenShift side on the real local node (kubelet, containerd, runc; mock "
+        "GPUs; image built by the BuildConfig runner stand-in into the local registry); Satori: LSF's command "
+        "set (stand-in) over a real Slurm, over real OpenSSH; the probe workload",
+        "what": "stand-up: `pulumi up -s local` (OpenShift side + Satori LSF, preparation steps awaited) vs a "
+        "script of kubectl apply/wait/watch + ssh/scp/bsub/bjobs over one ControlMaster connection",
+        **result,
+    }
+    med = result["median_s"]
+    ratio = result["script_over_atlas"]
+    low, high = ratio["ci95"]
+    verdict = "Atlas faster" if low > 1 else "Atlas slower" if high < 1 else "no clear winner"
+    say(
+        f"medians: atlas {med['atlas']:.2f} s, script {med['script']:.2f} s; script/atlas {ratio['median']:.3f} "
+        f"(95 % CI {low:.3f} to {high:.3f}, {ratio['rounds']} rounds): {verdict}"
+    )
+    out = args.out or RESULTS / f"local-vs-script-{date[:10]}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    say(f"wrote {out}")
     return 0
 
 
@@ -344,48 +664,71 @@ def bench(layout: Layout, tmp: Path, rounds: int) -> dict[str, Any]:
 
 def _bench(env: Env, tmp: Path, rounds: int) -> dict[str, Any]:
     proj = env.proj
-    configure(env, "warmup")
-    proj.run("stack", "init", STACK)
-    say("warm-up pulumi up (untimed): the objects and job scripts the script is given")
-    warm = atlas_up(env)
-    objects, awaited = capture_objects(env, "atlas-bench-warmup")
-    capture_hpc_tree(env, "atlas-bench-warmup", tmp / "tree")
-    script = Script(env, objects, awaited, tmp / "tree", "atlas-bench-warmup")
-    say(f"warm-up {warm:.1f}s; {len(awaited)} awaited Jobs; {len(objects)} Kubernetes objects "
-        f"({', '.join(sorted({o['kind'] for o in objects}))}), {len(script.templates)} job scripts")
-    # Pulumi's fixed cost per invocation (CLI, language host, program, plugins, diff): a no-change up.
-    noop = [atlas_up(env) for _ in range(3)]
-    say(f"no-change pulumi up: {', '.join(f'{t:.2f}s' for t in noop)}")
-    atlas_clean(env, "atlas-bench-warmup", "atlas-bench-warmup")
+    started = time.perf_counter()
 
-    times: dict[str, list[float]] = {"atlas": [], "script": []}
-    for i in range(rounds):
-        order = ("script", "atlas") if i % 2 == 0 else ("atlas", "script")
+    def progress(text: str) -> None:
+        elapsed = int(time.perf_counter() - started)
+        say(f"[{elapsed // 60:02d}m{elapsed % 60:02d}s] {text}")
+
+    warm_ns, warm_remote = configure(env, "warmup")
+    proj.run("stack", "init", STACK)
+    progress("warm-up pulumi up (untimed): the objects and job scripts the script is given")
+    warm = atlas_up(env)
+    objects, awaited = capture(env, warm_ns)
+    capture_hpc_tree(env, warm_remote, tmp / "tree")
+    script = Script(env, objects, awaited, tmp / "tree", warm_ns, warm_remote)
+    kinds = sorted({o["kind"] for _, o in objects})
+    progress(
+        f"warm-up {warm:.1f} s; {len(objects)} Kubernetes objects ({', '.join(kinds)}), {len(awaited)} "
+        f"awaited Jobs, {len(script.templates)} job scripts; Atlas's image {script.atlas_image}"
+    )
+    noop = [atlas_up(env) for _ in range(3)]
+    progress(f"no-change pulumi up: {', '.join(f'{t:.2f} s' for t in noop)}")
+    atlas_clean(env, warm_ns, warm_remote)
+
+    samples: list[dict[str, Any]] = []
+    control_dir = tmp / "cm"
+    control_dir.mkdir()
+    sides: dict[str, Callable[[str], dict[str, Any]]] = {}
+
+    def atlas_side(tag: str) -> dict[str, Any]:
+        ns, remote = configure(env, tag)
+        elapsed = atlas_up(env)
+        return {"seconds": elapsed, "_clean": lambda: atlas_clean(env, ns, remote)}
+
+    def script_side(tag: str) -> dict[str, Any]:
+        done = script.up(tag, tmp / "scratch", control_dir)
+        return {
+            "seconds": done.seconds,
+            "kube_s": round(done.kube_s, 3),
+            "hpc_s": round(done.hpc_s, 3),
+            "_clean": lambda: script.clean(done),
+        }
+
+    sides = {"atlas": atlas_side, "script": script_side}
+    for index, order in enumerate(abba_order(SIDES, rounds)):
         for side in order:
-            tag = f"{side[0]}{i}"
-            if side == "atlas":
-                ns, remote = configure(env, tag)
-                elapsed = atlas_up(env)
-                atlas_clean(env, ns, remote)
-            else:
-                elapsed, ns, remote, ids = script.up(tag, tmp / "scratch")
-                script.clean(ns, remote, ids)
-            times[side].append(elapsed)
-            say(f"round {i + 1} {side}: {elapsed:.2f}s")
-    proj.run("stack", "rm", "--yes", "-s", STACK)
-    atlas_med, script_med = statistics.median(times["atlas"]), statistics.median(times["script"])
+            progress(f"round {index + 1}/{rounds} {side}: starting")
+            before = env.logins()
+            sample = sides[side](f"{side[0]}{index}")
+            logins = env.logins() - before
+            clean = sample.pop("_clean")
+            clean()
+            sample = {"round": index, "side": side, **sample, "seconds": round(sample["seconds"], 3), "logins": logins}
+            samples.append(sample)
+            extra = (
+                f" (kube half {sample['kube_s']:.2f} s, HPC half {sample['hpc_s']:.2f} s)" if side == "script" else ""
+            )
+            progress(f"round {index + 1}/{rounds} {side}: {sample['seconds']:.2f} s, {logins} login(s){extra}")
+    proj.run("stack", "rm", "--yes", "--preserve-config", "-s", STACK)
     return {
-        "what": "pulumi up -s local (OpenShift on KWOK + Satori LSF, prep steps awaited) vs kubectl apply + ssh bsub",
-        "rounds": rounds,
-        "atlas_runs_s": [round(t, 2) for t in times["atlas"]],
-        "script_runs_s": [round(t, 2) for t in times["script"]],
-        "atlas_median_s": round(atlas_med, 2),
-        "script_median_s": round(script_med, 2),
-        "ratio_atlas_over_script": round(atlas_med / script_med, 3),
-        "goal": "ratio <= 1.0",
-        "atlas_noop_up_median_s": round(statistics.median(noop), 2),
-        "atlas_minus_noop_over_script": round((atlas_med - statistics.median(noop)) / script_med, 3),
-        "kubernetes_objects": len(objects),
+        **summarise(samples, rounds),
+        "atlas_warmup_up_s": round(warm, 3),
+        "atlas_noop_up_s": [round(t, 3) for t in noop],
+        "atlas_noop_up_median_s": round(statistics.median(noop), 3),
+        "kubernetes_objects": sorted(f"{o['kind']}/{o['metadata']['name']}" for _, o in objects),
+        "awaited_jobs": sorted(awaited),
+        "hpc_scheduler": "lsf (command-set stand-in over Slurm)",
     }
 
 
