@@ -47,9 +47,11 @@ Runs against the running local environment of ATLAS_LOCALENV_DIR / ATLAS_LOCALEN
 (`scripts/localenv up` first: the Kubernetes side, the node and Satori), with its own Pulumi home
 and backend and its own namespaces and remote folders; heavy, so under the shared lock:
 
-    flock /tmp/atlas-heavy.lock .venv/bin/python -m bench.local_vs_script [--rounds 10] [--out FILE]
+    flock /tmp/atlas-heavy.lock .venv/bin/python -m bench.local_vs_script [--rounds 10] [--until HH:MM]
+        [--out FILE]
 
-Writes bench/results/local-vs-script-<date>.json (or --out).
+Writes bench/results/local-vs-script-<date>.json (or --out); with --until (UTC), no round starts that
+would end after that time by the last round's length, and the JSON says how many ran of how many.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import datetime as dt
 import json
 import re
 import shlex
@@ -606,6 +609,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--out", type=Path, help="default: bench/results/local-vs-script-<date>.json")
+    parser.add_argument(
+        "--until",
+        type=until_time,
+        help="UTC time (HH:MM, today): start no round that the last one's length says would end after it",
+    )
     args = parser.parse_args()
     layout = default_layout()
     problem = check_environment(layout)
@@ -622,7 +630,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="avs-", dir="/tmp") as tmp_name:
         tmp = Path(tmp_name)
         tmp.chmod(0o755)
-        result = bench(layout, tmp, args.rounds)
+        result = bench(layout, tmp, args.rounds, args.until)
     result = {
         "bench": "local_vs_script",
         "date": date,
@@ -649,12 +657,18 @@ def main() -> int:
     return 0
 
 
-def bench(layout: Layout, tmp: Path, rounds: int) -> dict[str, Any]:
+def until_time(text: str) -> dt.datetime:
+    """`--until HH:MM`, today in UTC."""
+    hour, _, minute = text.partition(":")
+    return dt.datetime.now(dt.UTC).replace(hour=int(hour), minute=int(minute or 0), second=0, microsecond=0)
+
+
+def bench(layout: Layout, tmp: Path, rounds: int, until: dt.datetime | None = None) -> dict[str, Any]:
     proj = PulumiProject.create(tmp / "pulumi")
     env = Env(layout, proj)
     remove_leftovers(env)
     try:
-        return _bench(env, tmp, rounds)
+        return _bench(env, tmp, rounds, until)
     except BaseException:
         with contextlib.suppress(Exception):
             proj.run("destroy", "--yes", "-s", STACK, check=False)
@@ -662,7 +676,7 @@ def bench(layout: Layout, tmp: Path, rounds: int) -> dict[str, Any]:
         raise
 
 
-def _bench(env: Env, tmp: Path, rounds: int) -> dict[str, Any]:
+def _bench(env: Env, tmp: Path, rounds: int, until: dt.datetime | None) -> dict[str, Any]:
     proj = env.proj
     started = time.perf_counter()
 
@@ -706,7 +720,15 @@ def _bench(env: Env, tmp: Path, rounds: int) -> dict[str, Any]:
         }
 
     sides = {"atlas": atlas_side, "script": script_side}
+    done = 0
+    last_round_s = 0.0
+    stopped = None
     for index, order in enumerate(abba_order(SIDES, rounds)):
+        round_started = time.perf_counter()
+        if until is not None and index and dt.datetime.now(dt.UTC) + dt.timedelta(seconds=last_round_s) > until:
+            stopped = f"stopped after {index} of {rounds} rounds: another would end after {until.isoformat()}"
+            progress(stopped)
+            break
         for side in order:
             progress(f"round {index + 1}/{rounds} {side}: starting")
             before = env.logins()
@@ -720,9 +742,13 @@ def _bench(env: Env, tmp: Path, rounds: int) -> dict[str, Any]:
                 f" (kube half {sample['kube_s']:.2f} s, HPC half {sample['hpc_s']:.2f} s)" if side == "script" else ""
             )
             progress(f"round {index + 1}/{rounds} {side}: {sample['seconds']:.2f} s, {logins} login(s){extra}")
+        last_round_s = time.perf_counter() - round_started
+        done = index + 1
     proj.run("stack", "rm", "--yes", "--preserve-config", "-s", STACK)
     return {
-        **summarise(samples, rounds),
+        **summarise(samples, done),
+        "rounds_planned": rounds,
+        **({"stopped_early": stopped} if stopped else {}),
         "atlas_warmup_up_s": round(warm, 3),
         "atlas_noop_up_s": [round(t, 3) for t in noop],
         "atlas_noop_up_median_s": round(statistics.median(noop), 3),
