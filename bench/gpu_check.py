@@ -1,256 +1,300 @@
-"""GPU check: do the sampler's GPU readings agree with nvidia-smi's own?
+"""GPU check: the sampler's utilization against loads whose busy time CUDA events measure.
 
-Runs the probe's training on the GPU (PyTorch, CUDA) under the sampler at a 1 s interval
-while `nvidia-smi --query-gpu=timestamp,index,utilization.gpu,memory.used,memory.total
---format=csv -l 1` records beside it, pairs each sampler reading with nvidia-smi's nearest
-row in time (same GPU, at most 0.5 s apart), and reports the differences:
+The reference is not another NVML reader (nvidia-smi reads the same counters as the sampler,
+so agreeing with it proves little): a load on the GPU runs kernels for a chosen share of each
+cycle and times each busy stretch with CUDA events, and the truth for a sampler interval is
+the share of that interval the GPU spent in those stretches. Phases cross busy fractions
+(27, 55, 84 %) with cycle periods shorter (0.1 s) and longer (2.5 s) than the sampler's 1 s
+interval, where a single instantaneous reading aliases (issue 17: on an H200, 0 % read for a
+55 % load in 1 s cycles).
 
-- utilization: sampler minus nvidia-smi, in percentage points (goal: within 2);
-- memory used: (sampler - nvidia-smi) / nvidia-smi, in % (goal: within 1 %).
+    python3 -m bench.gpu_check --out-dir DIR [--phase-seconds 12] [--interval 1]
 
-Two phases: `heavy` (wide MLPs, large batches: the GPU busy all the time) and `light`
-(small MLPs: launch-bound, so utilization moves within a second and two readers taken at
-different instants disagree more; that spread is timing, not measurement error).
+It runs the load under the real sampler (`python3 -m infra.telemetry.sampler`, NVML), and
+beside it reads NVML's instantaneous utilization once an interval, the method the sampler used
+before, to show what the mean over NVML's sample buffer changes. For every sampler interval
+wholly inside a phase (the first one of each phase left out) it compares the reading with the
+truth; the goal is each phase's mean within 2 points of the truth. The JSON (`gpu-check.json`)
+holds every interval; the command exits 1 when a phase misses the goal, 2 when the check could
+not run.
 
-    python3 bench/gpu_check.py --out-dir results/ [--heavy-seconds 60 --light-seconds 30]
-
-Needs PyTorch with CUDA, numpy, h5py, scikit-learn and nvidia-ml-py (the sampler falls back
-to nvidia-smi without it, and says so in the JSON).
+Needs PyTorch with CUDA and nvidia-ml-py.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
+import itertools
 import json
 import os
-import shutil
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
+import threading
 import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
 
-from infra.telemetry.parsers import NvidiaSmiRow, parse_nvidia_smi_csv, parse_sampler_jsonl  # noqa: E402
+from bench.stats import machine, now_utc  # noqa: E402
 
-SMI_QUERY = "timestamp,index,utilization.gpu,memory.used,memory.total"
-PHASES = {
-    # name: (width, depth, batch size)
-    # The digits are 1797 images: a batch of 1024 is one batch per epoch.
-    "heavy": (8192, 4, 1024),
-    "light": (512, 2, 256),
-}
-UTILIZATION_GOAL_POINTS = 2.0
-MEMORY_GOAL_PERCENT = 1.0
-MAX_PAIR_GAP_S = 0.5
+GOAL_POINTS = 2.0
+PERIODS_S = (0.1, 2.5)
+BUSY_FRACTIONS = (0.27, 0.55, 0.84)
+MATRIX = 8192  # one fp16 matmul of this size is a few milliseconds on a current GPU
 
 
-def _run(command: list[str], cwd: Path, env: dict[str, str], check: bool = True) -> int:
-    print("+", " ".join(command), flush=True)
-    return subprocess.run(command, cwd=cwd, env=env, check=check).returncode
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    period_s: float
+    busy_fraction: float
+    start: float  # host time, s
+    end: float
 
 
-def _percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+@dataclass(frozen=True)
+class Interval:
+    phase: str
+    start: float
+    end: float
+    truth_percent: float
+    reading_percent: float
+    method: str
+    nvml_samples: int
 
 
-def pair_readings(
-    samples_jsonl: str, smi_rows: tuple[NvidiaSmiRow, ...], max_gap_s: float = MAX_PAIR_GAP_S
-) -> list[dict[str, Any]]:
-    """Each sampler GPU reading with nvidia-smi's nearest row for the same GPU (pure)."""
-    by_index: dict[int, list[tuple[float, NvidiaSmiRow]]] = {}
-    for row in smi_rows:
-        if row.timestamp is not None:
-            # nvidia-smi prints local wall-clock time; this runs on the same machine.
-            by_index.setdefault(row.index or 0, []).append((row.timestamp.timestamp(), row))
-    pairs = []
-    for sample in parse_sampler_jsonl(samples_jsonl).samples:
-        for device in sample.gpus or ():
-            candidates = by_index.get(device.index, [])
-            if not candidates:
-                continue
-            t_smi, row = min(candidates, key=lambda c: abs(c[0] - sample.t))
-            if abs(t_smi - sample.t) > max_gap_s:
-                continue
-            pair: dict[str, Any] = {
-                "t": sample.t,
-                "gap_s": round(sample.t - t_smi, 3),
-                "index": device.index,
-                "sampler_utilization_percent": device.utilization_percent,
-                "smi_utilization_percent": row.utilization_gpu_percent,
-                "sampler_memory_used_bytes": device.memory_used_bytes,
-                "smi_memory_used_bytes": row.memory_used_bytes,
-                "sampler_memory_total_bytes": device.memory_total_bytes,
-                "smi_memory_total_bytes": row.memory_total_bytes,
-            }
-            if device.utilization_percent is not None and row.utilization_gpu_percent is not None:
-                pair["utilization_diff_points"] = device.utilization_percent - row.utilization_gpu_percent
-            if device.memory_used_bytes is not None and row.memory_used_bytes:
-                pair["memory_diff_percent"] = (
-                    100 * (device.memory_used_bytes - row.memory_used_bytes) / row.memory_used_bytes
-                )
-            pairs.append(pair)
-    return pairs
+# -- pure parts -------------------------------------------------------------------------------
 
 
-def summarise(pairs: list[dict[str, Any]]) -> dict[str, Any]:
-    util = [abs(p["utilization_diff_points"]) for p in pairs if "utilization_diff_points" in p]
-    memory = [abs(p["memory_diff_percent"]) for p in pairs if "memory_diff_percent" in p]
-    summary: dict[str, Any] = {"pairs": len(pairs)}
-    if util:
-        summary["utilization"] = {
-            "median_abs_diff_points": statistics.median(util),
-            "p95_abs_diff_points": _percentile(util, 0.95),
-            "max_abs_diff_points": max(util),
-            "share_within_goal": sum(u <= UTILIZATION_GOAL_POINTS for u in util) / len(util),
-            "sampler_mean_percent": statistics.fmean(p["sampler_utilization_percent"] for p in pairs),
-            "smi_mean_percent": statistics.fmean(p["smi_utilization_percent"] for p in pairs),
-            "goal_points": UTILIZATION_GOAL_POINTS,
-            "goal_met_by_median": statistics.median(util) <= UTILIZATION_GOAL_POINTS,
-        }
-    if memory:
-        summary["memory_used"] = {
-            "median_abs_diff_percent": statistics.median(memory),
-            "p95_abs_diff_percent": _percentile(memory, 0.95),
-            "max_abs_diff_percent": max(memory),
-            "share_within_goal": sum(m <= MEMORY_GOAL_PERCENT for m in memory) / len(memory),
-            "sampler_mean_bytes": statistics.fmean(p["sampler_memory_used_bytes"] for p in pairs),
-            "smi_mean_bytes": statistics.fmean(p["smi_memory_used_bytes"] for p in pairs),
-            "goal_percent": MEMORY_GOAL_PERCENT,
-            "goal_met_by_median": statistics.median(memory) <= MEMORY_GOAL_PERCENT,
-        }
-    summary["median_abs_gap_s"] = statistics.median(abs(p["gap_s"]) for p in pairs) if pairs else None
-    return summary
+def busy_share(start: float, end: float, busy: Sequence[tuple[float, float]]) -> float:
+    """Share of [start, end] covered by the busy stretches (sorted, not overlapping)."""
+    covered = sum(max(0.0, min(end, b) - max(start, a)) for a, b in busy)
+    return covered / (end - start)
 
 
-def _record_phases(
-    args: argparse.Namespace, work: Path, env: dict[str, str], probe: list[str], phase_files: dict[str, Path]
-) -> None:
-    time.sleep(3)  # an idle baseline before the first phase
-    durations = {"heavy": args.heavy_seconds, "light": args.light_seconds}
-    for phase, (width, depth, batch) in PHASES.items():
-        if durations[phase] <= 0:
+def intervals_in_phases(
+    readings: Sequence[dict[str, Any]],
+    phases: Sequence[Phase],
+    busy: Sequence[tuple[float, float]],
+    skip_first: int = 1,
+) -> list[Interval]:
+    """Each reading's interval (from the reading before it) wholly inside a phase, with its truth.
+
+    A reading is {"t": host time, "utilization_percent", "method", "samples"}; the first
+    `skip_first` intervals of a phase are left out (the load settling into its cycle).
+    """
+    out: list[Interval] = []
+    seen: dict[str, int] = {}
+    for previous, reading in itertools.pairwise(readings):
+        start, end = float(previous["t"]), float(reading["t"])
+        phase = next((p for p in phases if p.start <= start and end <= p.end), None)
+        if phase is None or end <= start:
             continue
-        telemetry = args.out_dir / f"telemetry-{phase}.jsonl"
-        telemetry.unlink(missing_ok=True)
-        phase_files[phase] = telemetry
-        _run(
-            [
-                args.python, "-m", "infra.telemetry.sampler", "--out", str(telemetry), "--interval", "1",
-                "--step", f"train-{phase}", "--",
-                *probe, "train", "--backend", "torch", "--device", "cuda",
-                "--width", str(width), "--depth", str(depth), "--batch_size", str(batch),
-                "--total_iters", "1000000000", "--time_limit", str(durations[phase]),
-                "--test_every", "1000000000", "--log_every", "1000",
-                "--experiment_name", f"gpu-check-{phase}", "--logs_root", str(work / "logs"),
-            ],
-            work,
-            env,
-            check=False,  # a failed phase is reported in the JSON, and nvidia-smi still stops
-        )  # fmt: skip
-        time.sleep(2)
-
-
-def _gpu_identity() -> dict[str, str]:
-    out = subprocess.run(
-        ["nvidia-smi", "--query-gpu=index,name,driver_version,memory.total", "--format=csv,noheader"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    first = [p.strip() for p in out.splitlines()[0].split(",")]
-    return {"gpus": out, "name": first[1], "driver": first[2], "memory_total": first[3]}
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out-dir", type=Path, default=Path(os.environ.get("OUT", "bench-results")))
-    parser.add_argument("--heavy-seconds", type=float, default=60)
-    parser.add_argument("--light-seconds", type=float, default=30)
-    parser.add_argument("--python", default=sys.executable)
-    args = parser.parse_args()
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="atlas-gpu-check-"))
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
-    probe = [args.python, "-m", "workloads.probe"]
-    _run([*probe, "make-hdf5"], work, env)
-    _run([*probe, "inception-moments"], work, env)
-
-    smi_csv = args.out_dir / "nvidia_smi.csv"
-    with smi_csv.open("w") as smi_out:
-        smi = subprocess.Popen(
-            ["nvidia-smi", f"--query-gpu={SMI_QUERY}", "--format=csv", "-l", "1"],
-            stdout=smi_out,
-            stderr=subprocess.DEVNULL,
-            text=True,
+        seen[phase.name] = seen.get(phase.name, 0) + 1
+        if seen[phase.name] <= skip_first:
+            continue
+        out.append(
+            Interval(
+                phase=phase.name,
+                start=start,
+                end=end,
+                truth_percent=100.0 * busy_share(start, end, busy),
+                reading_percent=float(reading["utilization_percent"]),
+                method=str(reading.get("method", "")),
+                nvml_samples=int(reading.get("samples", 0)),
+            )
         )
-        phase_files: dict[str, Path] = {}
-        try:
-            _record_phases(args, work, env, probe, phase_files)
-        finally:
-            smi.terminate()
-            smi.wait(timeout=10)
+    return out
 
-    smi_rows = parse_nvidia_smi_csv(smi_csv.read_text())
+
+def summarise(intervals: Sequence[Interval], goal_points: float = GOAL_POINTS) -> dict[str, Any]:
+    """Per phase: mean reading against mean truth, and the spread of single intervals."""
+    phases: dict[str, Any] = {}
+    for name in dict.fromkeys(i.phase for i in intervals):
+        rows = [i for i in intervals if i.phase == name]
+        errors = sorted(abs(i.reading_percent - i.truth_percent) for i in rows)
+        mean_reading = statistics.fmean(i.reading_percent for i in rows)
+        mean_truth = statistics.fmean(i.truth_percent for i in rows)
+        phases[name] = {
+            "intervals": len(rows),
+            "mean_reading_percent": round(mean_reading, 2),
+            "mean_truth_percent": round(mean_truth, 2),
+            "mean_error_points": round(mean_reading - mean_truth, 2),
+            "interval_abs_error_median_points": round(statistics.median(errors), 2),
+            "interval_abs_error_max_points": round(errors[-1], 2),
+            "methods": sorted({i.method for i in rows}),
+            "goal_met": abs(mean_reading - mean_truth) <= goal_points,
+        }
+    return phases
+
+
+# -- the load (runs under the sampler) ---------------------------------------------------------
+
+
+def run_load(out: Path, phase_seconds: float) -> int:
+    """Busy/idle cycles on GPU 0, each busy stretch timed with CUDA events; writes out (JSON)."""
     import torch
 
-    result: dict[str, Any] = {
-        "date_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "host": socket.gethostname(),
-        **_gpu_identity(),
+    device = torch.device("cuda")
+    a = torch.randn(MATRIX, MATRIX, device=device, dtype=torch.float16)
+    b = torch.randn(MATRIX, MATRIX, device=device, dtype=torch.float16)
+    begin, finish = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def busy_for(count: int) -> tuple[float, float]:
+        begin.record()
+        for _ in range(count):
+            torch.mm(a, b)
+        finish.record()
+        finish.synchronize()
+        done = time.time()  # the host wakes within microseconds of the last kernel's end
+        elapsed = begin.elapsed_time(finish) / 1000.0
+        return done - elapsed, done
+
+    busy_for(20)  # cuBLAS picks its kernels
+    stretch = busy_for(50)
+    per_matmul_s = (stretch[1] - stretch[0]) / 50
+    busy: list[tuple[float, float]] = []
+    phases: list[dict[str, Any]] = []
+    time.sleep(2.0)  # an idle gap before the first phase
+    for period in PERIODS_S:
+        for fraction in BUSY_FRACTIONS:
+            count = max(1, round(fraction * period / per_matmul_s))
+            name = f"{fraction:.0%} busy, {period:g} s cycles"
+            start = time.time()
+            cycle_start = start
+            while cycle_start + period <= start + phase_seconds:
+                stretch = busy_for(count)
+                busy.append(stretch)
+                cycle_start += period
+                pause = cycle_start - time.time()
+                if pause > 0:
+                    time.sleep(pause)
+            phases.append(
+                {"name": name, "period_s": period, "busy_fraction": fraction, "start": start, "end": time.time()}
+            )
+            print(f"gpu-check load: {name} done", flush=True)
+            time.sleep(1.0)
+    out.write_text(json.dumps({"per_matmul_s": per_matmul_s, "phases": phases, "busy": busy}))
+    return 0
+
+
+# -- the check ----------------------------------------------------------------------------------
+
+
+def _instant_readings(stop: threading.Event, interval: float, into: list[dict[str, Any]]) -> None:
+    """NVML's instantaneous utilization once an interval: the method the sampler used before."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    due = time.monotonic()
+    while not stop.is_set():
+        due += interval
+        stop.wait(max(0.0, due - time.monotonic()))
+        rate = pynvml.nvmlDeviceGetUtilizationRates(handle).gpu
+        into.append({"t": time.time(), "utilization_percent": float(rate), "method": "nvml-instant", "samples": 1})
+    pynvml.nvmlShutdown()
+
+
+def _sampler_readings(jsonl: Path) -> list[dict[str, Any]]:
+    readings = []
+    for line in jsonl.read_text().splitlines():
+        record = json.loads(line)
+        gpu = record.get("gpu") or {}
+        if record.get("type") != "sample" or not gpu.get("measured"):
+            continue
+        device = gpu["devices"][0]
+        readings.append(
+            {
+                "t": record["t"],
+                "utilization_percent": device["utilization_percent"],
+                "method": device.get("utilization_method", ""),
+                "samples": device.get("utilization_samples", 0),
+            }
+        )
+    return readings
+
+
+def check(out_dir: Path, phase_seconds: float, interval: float) -> int:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    telemetry, load_out = out_dir / "gpu-check-telemetry.jsonl", out_dir / "gpu-check-load.json"
+    telemetry.unlink(missing_ok=True)
+    instant: list[dict[str, Any]] = []
+    stop = threading.Event()
+    poller = threading.Thread(target=_instant_readings, args=(stop, interval, instant), daemon=True)
+    poller.start()
+    started = time.monotonic()
+    command = [
+        sys.executable, "-m", "infra.telemetry.sampler", "--out", str(telemetry), "--interval", str(interval),
+        "--gpu", "nvml", "--step", "gpu-check", "--",
+        sys.executable, "-m", "bench.gpu_check", "load", "--out", str(load_out), "--phase-seconds", str(phase_seconds),
+    ]  # fmt: skip
+    print(f"gpu-check: {len(PERIODS_S) * len(BUSY_FRACTIONS)} phases of {phase_seconds:g} s under the sampler")
+    code = subprocess.run(command, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}).returncode
+    stop.set()
+    poller.join(timeout=5)
+    print(f"gpu-check: load exited {code} after {time.monotonic() - started:.0f} s")
+    if code != 0 or not load_out.exists():
+        return 2
+    load = json.loads(load_out.read_text())
+    phases = [Phase(**p) for p in load["phases"]]
+    busy = [tuple(b) for b in load["busy"]]
+    sampled = intervals_in_phases(_sampler_readings(telemetry), phases, busy)
+    instantly = intervals_in_phases(instant, phases, busy)
+    summary = summarise(sampled)
+    import torch
+
+    result = {
+        "bench": "gpu_check",
+        "date_utc": now_utc(),
+        "machine": machine(),
+        "gpu": torch.cuda.get_device_name(0),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
-        "smi_query": SMI_QUERY,
-        "sampler_interval_s": 1,
-        "phases": {},
+        "interval_s": interval,
+        "phase_seconds": phase_seconds,
+        "goal_points": GOAL_POINTS,
+        "reference": "CUDA events around each busy stretch (torch.cuda.Event, elapsed_time)",
+        "per_matmul_s": load["per_matmul_s"],
+        "phases": [asdict(p) for p in phases],
+        "sampler": {"summary": summary, "intervals": [asdict(i) for i in sampled]},
+        "instant_nvml": {"summary": summarise(instantly), "intervals": [asdict(i) for i in instantly]},
+        "busy_stretches": busy,
+        "goal_met": bool(summary) and all(p["goal_met"] for p in summary.values()),
     }
-    all_pairs: list[dict[str, Any]] = []
-    for phase, path in phase_files.items():
-        text = path.read_text()
-        run = parse_sampler_jsonl(text)
-        pairs = pair_readings(text, smi_rows)
-        all_pairs += pairs
-        width, depth, batch = PHASES[phase]
-        result["phases"][phase] = {
-            "config": {"width": width, "depth": depth, "batch_size": batch},
-            "sampler_exit_code": run.exit_code,
-            "samples": len(run.samples),
-            "gpu_measured_samples": sum(s.gpus is not None for s in run.samples),
-            "gpu_not_measured_reasons": sorted({s.gpu_reason for s in run.samples if s.gpu_reason}),
-            "summary": summarise(pairs),
-            "pairs": pairs,
-        }
-    result["overall"] = summarise(all_pairs)
-    (args.out_dir / "gpu_check.json").write_text(json.dumps(result, indent=2))
-    shutil.rmtree(work, ignore_errors=True)
-
-    print(f"\nGPU check, {result['date_utc']}, {result['name']} (driver {result['driver']}), torch {result['torch']}")
-    for phase, body in result["phases"].items():
-        s = body["summary"]
-        u, m = s.get("utilization", {}), s.get("memory_used", {})
+    (out_dir / "gpu-check.json").write_text(json.dumps(result, indent=1) + "\n")
+    print(f"\ngpu-check, {result['gpu']}, interval {interval:g} s (reading - truth, mean of a phase; goal ±2):")
+    for name, body in summary.items():
+        before = result["instant_nvml"]["summary"].get(name, {})
         print(
-            f"  {phase:5s}: {s['pairs']} pairs (median gap {s['median_abs_gap_s']} s); utilization "
-            f"|diff| median {u.get('median_abs_diff_points')} p95 {u.get('p95_abs_diff_points')} points "
-            f"(sampler mean {u.get('sampler_mean_percent', 0):.1f} %, "
-            f"nvidia-smi {u.get('smi_mean_percent', 0):.1f} %); "
-            f"memory used |diff| median {m.get('median_abs_diff_percent', float('nan')):.4f} % "
-            f"p95 {m.get('p95_abs_diff_percent', float('nan')):.4f} %"
+            f"  {name:24s} truth {body['mean_truth_percent']:5.1f} %  sampler {body['mean_reading_percent']:5.1f} % "
+            f"({body['mean_error_points']:+.1f}; single intervals median |err| "
+            f"{body['interval_abs_error_median_points']:.1f})  instant NVML {before.get('mean_reading_percent')} %"
+            f"  {'ok' if body['goal_met'] else 'MISSED'}"
         )
-    overall = result["overall"]
-    print(
-        f"  goals: utilization within {UTILIZATION_GOAL_POINTS} points by median: "
-        f"{overall.get('utilization', {}).get('goal_met_by_median')}; memory within {MEMORY_GOAL_PERCENT} %: "
-        f"{overall.get('memory_used', {}).get('goal_met_by_median')}"
-    )
-    print(f"  wrote {args.out_dir / 'gpu_check.json'}")
-    return 0
+    print(f"  wrote {out_dir / 'gpu-check.json'}")
+    return 0 if result["goal_met"] else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command")
+    load = sub.add_parser("load", help="the GPU load (run under the sampler by the check)")
+    load.add_argument("--out", type=Path, required=True)
+    load.add_argument("--phase-seconds", type=float, default=12.0)
+    parser.add_argument("--out-dir", type=Path, default=Path(os.environ.get("OUT", "bench-results")))
+    parser.add_argument("--phase-seconds", type=float, default=12.0)
+    parser.add_argument("--interval", type=float, default=1.0)
+    args = parser.parse_args(argv)
+    if args.command == "load":
+        return run_load(args.out, args.phase_seconds)
+    return check(args.out_dir, args.phase_seconds, args.interval)
 
 
 if __name__ == "__main__":

@@ -4,13 +4,27 @@ Memory is `memory.used` and `memory.total`: what the seed should have recorded i
 `utilization.memory`, which is the memory controller's busy time, not memory in use.
 NVML's v2 memory query is preferred: its `used` leaves out the driver's reserved memory,
 as nvidia-smi's `memory.used` does on current drivers; v1's `used` (total - free) counts it.
+
+Utilization through NVML is the mean of the driver's own samples since the previous reading
+(`nvmlDeviceGetSamples(NVML_GPU_UTILIZATION_SAMPLES)`, a ring buffer of one value per driver
+sample period), not one instantaneous reading: `nvmlDeviceGetUtilizationRates` covers only the
+driver's last sample period (1/6 s to 1 s by GPU), so a load that cycles at about the sampling
+interval aliases (read on an H200: 0 % for a 55 % busy load in 1 s cycles). Where the buffer
+has no new sample or the GPU does not support it, the reading is the instantaneous one, and
+the record says which (`utilization_method`).
+
+Only the job's GPUs are read: those CUDA_VISIBLE_DEVICES names (indices or GPU-UUIDs, as
+Slurm, LSF and the NVIDIA container runtime set it), all that NVML sees where it is unset.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -43,14 +57,63 @@ class Unavailable:
         return None
 
 
+def select_visible(visible: str | None, uuids: Sequence[str]) -> list[int]:
+    """NVML indices of the GPUs CUDA_VISIBLE_DEVICES names (pure); every GPU where it is unset.
+
+    Entries are indices or (prefixes of) GPU UUIDs; CUDA stops at the first entry it cannot
+    use, and so does this. Indices are NVML's (PCI bus) order: CUDA's own order matches it
+    under CUDA_DEVICE_ORDER=PCI_BUS_ID, and schedulers hand out indices in that order.
+    """
+    if visible is None:
+        return list(range(len(uuids)))
+    chosen: list[int] = []
+    for entry in (e.strip() for e in visible.split(",")):
+        if entry.isdigit():
+            index = int(entry)
+            if index >= len(uuids):
+                break
+        else:
+            matches = [i for i, uuid in enumerate(uuids) if entry and uuid.startswith(entry)]
+            if len(matches) != 1:
+                break
+            index = matches[0]
+        if index in chosen:
+            break
+        chosen.append(index)
+    return chosen
+
+
+def mean_since(samples: Sequence[tuple[int, float]], since_us: int) -> tuple[float | None, int, int]:
+    """Mean of the (timestamp in microseconds, value) samples after since_us (pure).
+
+    Returns the mean (None without a new sample), how many samples it covers and the newest
+    timestamp seen, from which the next reading starts.
+    """
+    fresh = [(t, v) for t, v in samples if t > since_us]
+    if not fresh:
+        return None, 0, since_us
+    return sum(v for _, v in fresh) / len(fresh), len(fresh), max(t for t, _ in fresh)
+
+
 class NvmlReader:
     source = "nvml"
 
-    def __init__(self, nvml: Any) -> None:
+    def __init__(
+        self,
+        nvml: Any,
+        visible: str | None = None,
+        clock_us: Callable[[], int] = lambda: int(time.time() * 1e6),
+    ) -> None:
         self.nvml = nvml
-        self.handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+        every = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+        self.indices = select_visible(visible, [_text(nvml.nvmlDeviceGetUUID(h)) for h in every])
+        self.handles = [every[i] for i in self.indices]
         self.names = [_text(nvml.nvmlDeviceGetName(h)) for h in self.handles]
         self.memory_version = getattr(nvml, "nvmlMemory_v2", None)
+        # The first reading covers what follows the reader's start, as every later one
+        # covers what follows the one before (NVML's sample timestamps are the host's clock).
+        self.last_sample_us = [clock_us()] * len(self.handles)
+        self.samples_supported = [True] * len(self.handles)
 
     def _memory(self, handle: Any) -> tuple[int, int, str]:
         if self.memory_version is not None:
@@ -62,16 +125,39 @@ class NvmlReader:
         info = self.nvml.nvmlDeviceGetMemoryInfo(handle)
         return int(info.used), int(info.total), "v1"
 
+    def _utilization(self, slot: int, handle: Any) -> tuple[float, str, int]:
+        """(percent, method, samples): the mean of NVML's samples since the last reading."""
+        if self.samples_supported[slot]:
+            try:
+                _kind, raw = self.nvml.nvmlDeviceGetSamples(
+                    handle, self.nvml.NVML_GPU_UTILIZATION_SAMPLES, self.last_sample_us[slot]
+                )
+                samples = [(int(s.timeStamp), float(s.sampleValue.uiVal)) for s in raw]
+                mean, count, self.last_sample_us[slot] = mean_since(samples, self.last_sample_us[slot])
+                if mean is not None:
+                    return round(mean, 2), "nvml-samples", count
+            except self.nvml.NVMLError as error:
+                # NOT_FOUND: no sample since the last reading (an interval shorter than the
+                # driver's sample period); anything else: this GPU or driver has no buffer.
+                if not isinstance(error, getattr(self.nvml, "NVMLError_NotFound", ())):
+                    self.samples_supported[slot] = False
+        return float(self.nvml.nvmlDeviceGetUtilizationRates(handle).gpu), "nvml-instant", 1
+
     def read(self) -> dict[str, Any]:
+        if not self.handles:
+            return not_measured("CUDA_VISIBLE_DEVICES names no GPU that NVML sees: the job has none")
         devices = []
         try:
-            for index, handle in enumerate(self.handles):
+            for slot, handle in enumerate(self.handles):
                 used, total, api = self._memory(handle)
+                utilization, method, count = self._utilization(slot, handle)
                 devices.append(
                     {
-                        "index": index,
-                        "name": self.names[index],
-                        "utilization_percent": int(self.nvml.nvmlDeviceGetUtilizationRates(handle).gpu),
+                        "index": self.indices[slot],
+                        "name": self.names[slot],
+                        "utilization_percent": utilization,
+                        "utilization_method": method,
+                        "utilization_samples": count,
                         "memory_used_bytes": used,
                         "memory_total_bytes": total,
                         "memory_api": api,
@@ -100,6 +186,8 @@ def parse_nvidia_smi_query(text: str) -> list[dict[str, Any]]:
                 "memory_used_bytes": None if _int_or_none(used) is None else int(used) * MIB,
                 "memory_total_bytes": None if _int_or_none(total) is None else int(total) * MIB,
                 "memory_api": "nvidia-smi (MiB)",
+                # nvidia-smi prints NVML's instantaneous reading: the last driver sample period.
+                "utilization_method": "nvidia-smi-instant",
             }
         )
     return devices
@@ -110,11 +198,16 @@ class NvidiaSmiReader:
 
     source = "nvidia-smi"
 
-    def __init__(self, executable: str) -> None:
+    def __init__(self, executable: str, visible: str | None = None) -> None:
         self.executable = executable
+        self.visible = visible
 
     def read(self) -> dict[str, Any]:
+        if self.visible is not None and not self.visible.strip():
+            return not_measured("CUDA_VISIBLE_DEVICES is empty: the job has no GPU")
         command = [self.executable, f"--query-gpu={NVIDIA_SMI_QUERY}", "--format=csv,noheader,nounits"]
+        if self.visible is not None:
+            command.append(f"--id={self.visible}")  # only the job's GPUs (indices or UUIDs)
         try:
             result = subprocess.run(command, capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S)
         except (OSError, subprocess.TimeoutExpired) as error:
@@ -145,7 +238,7 @@ def open_gpu_reader(prefer: str = "auto") -> GpuReader:
             import pynvml  # nvidia-ml-py
 
             pynvml.nvmlInit()
-            return NvmlReader(pynvml)
+            return NvmlReader(pynvml, os.environ.get("CUDA_VISIBLE_DEVICES"))
         except ImportError:
             reasons.append("NVML: nvidia-ml-py is not installed")
         except Exception as error:  # noqa: BLE001 (pynvml raises NVMLError subclasses and OSError)
@@ -161,7 +254,7 @@ def open_gpu_reader(prefer: str = "auto") -> GpuReader:
         if executable is None:
             reasons.append("nvidia-smi is not on PATH")
         else:
-            return NvidiaSmiReader(executable)
+            return NvidiaSmiReader(executable, os.environ.get("CUDA_VISIBLE_DEVICES"))
     return Unavailable("; ".join(reasons))
 
 
