@@ -53,6 +53,10 @@ class SamplerSample:
     network_tx_bytes: int | None
     sampler_cpu_s: float | None
     not_measured: tuple[tuple[str, str], ...]  # (block, reason) for every block not measured
+    # The memory cgroup's high-water mark (v1 memory.max_usage_in_bytes, v2 memory.peak): every
+    # page charged to the step's cgroup counted once, where the RSS sum counts shared pages per process.
+    cgroup_peak_bytes: int | None = None
+    cgroup_peak_reason: str | None = None  # why cgroup_peak_bytes is None
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,9 @@ class SamplerRun:
     exit_code: int | None  # None: no end record (the sampler was killed, or still runs)
     end_t: float | None
     skipped_lines: int  # lines that were not complete JSON (a write cut short by a kill)
+    memory_cgroup: str | None = None  # "v1 /kubepods/...", the cgroup the peaks are of; None: see reason
+    memory_cgroup_reason: str | None = None
+    cgroup_peak_at_start_bytes: int | None = None  # before the step's command started
 
 
 def _block(record: dict[str, Any], name: str) -> dict[str, Any] | None:
@@ -103,6 +110,7 @@ def _parse_sample(record: dict[str, Any]) -> SamplerSample:
         if (reason := _reason(record, name)) is not None
     )
     sampler = record.get("sampler") or {}
+    peak, peak_reason = _cgroup_peak(memory, _reason(record, "memory"))
     return SamplerSample(
         t=float(record["t"]),
         tree_cpu_percent=cpu.get("tree_percent") if cpu else None,
@@ -118,7 +126,33 @@ def _parse_sample(record: dict[str, Any]) -> SamplerSample:
         network_tx_bytes=network.get("tx_bytes") if network else None,
         sampler_cpu_s=sampler.get("cpu_s"),
         not_measured=missing,
+        cgroup_peak_bytes=peak,
+        cgroup_peak_reason=peak_reason,
     )
+
+
+def _cgroup_peak(memory: dict[str, Any] | None, memory_reason: str | None) -> tuple[int | None, str | None]:
+    """(peak, None) or (None, why): the block not measured, a sampler from before cgroup peaks, or its reason."""
+    if memory is None:
+        return None, f"memory not measured: {memory_reason}"
+    if "cgroup_peak_bytes" not in memory:
+        return None, "not recorded (a sampler from before cgroup peaks)"
+    peak = memory["cgroup_peak_bytes"]
+    if isinstance(peak, bool) or not isinstance(peak, int):
+        return None, str(memory.get("cgroup_peak_reason", "not measured"))
+    return peak, None
+
+
+def _memory_cgroup(start: dict[str, Any]) -> tuple[str | None, str | None, int | None]:
+    """(which cgroup, why none, its peak before the step) from the start record."""
+    block = start.get("memory_cgroup")
+    if not isinstance(block, dict):
+        return None, "not recorded (a sampler from before cgroup peaks)" if start else "no start record", None
+    if "cgroup" not in block:
+        return None, str(block.get("reason", "not measured")), None
+    name = f"v{block.get('version')} {block['cgroup']}"
+    at_start = block.get("peak_at_start_bytes")
+    return name, block.get("reason"), at_start if isinstance(at_start, int) else None
 
 
 def parse_sampler_jsonl(text: str) -> SamplerRun:
@@ -145,6 +179,7 @@ def parse_sampler_jsonl(text: str) -> SamplerRun:
             signals.append((float(record["t"]), str(record["signal"])))
         elif kind == "end":
             end = record
+    cgroup, cgroup_reason, peak_at_start = _memory_cgroup(start)
     return SamplerRun(
         step=start.get("step"),
         argv=tuple(start.get("argv", ())),
@@ -155,6 +190,9 @@ def parse_sampler_jsonl(text: str) -> SamplerRun:
         exit_code=end.get("exit_code"),
         end_t=end.get("t"),
         skipped_lines=skipped,
+        memory_cgroup=cgroup,
+        memory_cgroup_reason=cgroup_reason,
+        cgroup_peak_at_start_bytes=peak_at_start,
     )
 
 

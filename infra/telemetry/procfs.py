@@ -163,6 +163,113 @@ def read_cgroup_memory(cgroup_root: Path = Path("/sys/fs/cgroup")) -> tuple[int,
     return used, (None if limit_text == "max" else int(limit_text))
 
 
+V1_PEAK_FILE = "memory.max_usage_in_bytes"
+V2_PEAK_FILE = "memory.peak"
+
+
+@dataclass(frozen=True)
+class MemoryCgroup:
+    """Where this process's memory cgroup is, and the file with its peak (the kernel's high-water
+    mark of every page charged to the cgroup: its processes' memory, page cache included)."""
+
+    version: int  # 1 or 2
+    name: str  # the cgroup as /proc/self/cgroup names it
+    folder: Path  # the cgroup's folder under its mount point
+    peak_file: str
+
+
+@dataclass(frozen=True)
+class NoMemoryCgroup:
+    reason: str
+
+
+def _cgroup_paths(cgroup_text: str) -> tuple[str | None, str | None]:
+    """(cgroup v1 memory path, cgroup v2 path) from /proc/self/cgroup text."""
+    v1 = v2 = None
+    for line in cgroup_text.splitlines():
+        hierarchy, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if hierarchy == "0" and controllers == "":
+            v2 = path.strip()
+        elif "memory" in controllers.split(","):
+            v1 = path.strip()
+    return v1, v2
+
+
+def _cgroup_mounts(mountinfo_text: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(v1 memory mounts, cgroup2 mounts), each as (root inside the hierarchy, mount point)."""
+    v1: list[tuple[str, str]] = []
+    v2: list[tuple[str, str]] = []
+    for line in mountinfo_text.splitlines():
+        # id parent major:minor root mount-point options [optional...] - fstype source super-options
+        before, sep, after = line.partition(" - ")
+        fields, tail = before.split(), after.split()
+        if not sep or len(fields) < 5 or len(tail) < 2:
+            continue
+        root, point = fields[3].replace("\\040", " "), fields[4].replace("\\040", " ")
+        if tail[0] == "cgroup2":
+            v2.append((root, point))
+        elif tail[0] == "cgroup" and len(tail) > 2 and "memory" in tail[2].split(","):
+            v1.append((root, point))
+    return v1, v2
+
+
+def _folder_of(path: str, mounts: list[tuple[str, str]]) -> Path | None:
+    """The folder of cgroup `path` under the first mount whose root holds it. A container without
+    its own cgroup namespace mounts its own cgroup (root = the container's cgroup) as the top."""
+    for root, point in mounts:
+        root = root.rstrip("/") or "/"
+        if path == root or root == "/" or path.startswith(root + "/"):
+            relative = path[len(root) :] if root != "/" else path
+            return Path(point) / relative.lstrip("/")
+    return None
+
+
+def locate_memory_cgroup(cgroup_text: str, mountinfo_text: str) -> MemoryCgroup | NoMemoryCgroup:
+    """This process's memory cgroup from /proc/self/cgroup and /proc/self/mountinfo (pure).
+
+    v1 first: where the v1 memory controller is mounted, the v2 hierarchy has no memory files.
+    The v1 root cgroup is the whole host, so it is refused; a v2 root has no memory.peak at all
+    (the caller finds that out)."""
+    v1_path, v2_path = _cgroup_paths(cgroup_text)
+    v1_mounts, v2_mounts = _cgroup_mounts(mountinfo_text)
+    if v1_path is not None and v1_mounts:
+        if v1_path == "/":
+            return NoMemoryCgroup("in the root memory cgroup (v1): its peak would be the whole host's")
+        folder = _folder_of(v1_path, v1_mounts)
+        if folder is None:
+            return NoMemoryCgroup(f"memory cgroup {v1_path} (v1) is under no mounted memory hierarchy")
+        return MemoryCgroup(1, v1_path, folder, V1_PEAK_FILE)
+    if v2_path is not None and v2_mounts:
+        folder = _folder_of(v2_path, v2_mounts)
+        if folder is None:
+            return NoMemoryCgroup(f"cgroup {v2_path} (v2) is under no mounted cgroup2 hierarchy")
+        return MemoryCgroup(2, v2_path, folder, V2_PEAK_FILE)
+    return NoMemoryCgroup("no memory cgroup: neither a v1 memory hierarchy nor cgroup2 is mounted for this process")
+
+
+def find_memory_cgroup(proc: Path = PROC) -> MemoryCgroup | NoMemoryCgroup:
+    """This process's memory cgroup, with its peak file checked to be readable."""
+    try:
+        found = locate_memory_cgroup((proc / "self" / "cgroup").read_text(), (proc / "self" / "mountinfo").read_text())
+    except OSError as error:
+        return NoMemoryCgroup(f"cannot read /proc/self/cgroup or mountinfo: {error}")
+    if isinstance(found, NoMemoryCgroup):
+        return found
+    if not (found.folder / found.peak_file).is_file():
+        if found.version == 2 and (found.folder / "memory.current").is_file():
+            return NoMemoryCgroup(f"{found.folder}/memory.peak absent (a kernel before 5.19)")
+        if found.version == 2 and found.name == "/":
+            return NoMemoryCgroup("in the root cgroup (v2), which has no memory.peak: its peak would be the host's")
+        return NoMemoryCgroup(f"{found.folder / found.peak_file} absent (no memory controller for this cgroup)")
+    return found
+
+
+def read_memory_cgroup_peak(cgroup: MemoryCgroup) -> int:
+    """The cgroup's peak in bytes since it was created (or since someone reset it)."""
+    return int((cgroup.folder / cgroup.peak_file).read_text().split()[0])
+
+
 def read_disk_bytes(proc: Path = PROC) -> tuple[int, int]:
     """(read, written) bytes since boot over whole block devices (partitions, loop, ram and
     device-mapper devices are left out so nothing is counted twice)."""

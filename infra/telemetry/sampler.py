@@ -54,6 +54,7 @@ UNITS = {
     "cpu.tree_percent": "% of one core (200 = two cores busy)",
     "cpu.host_percent": "% of all the host's cores",
     "*_bytes": "bytes",
+    "memory.cgroup_peak_bytes": "the memory cgroup's high-water mark since its creation (page cache included)",
     "gpu.devices[].utilization_percent": "% of the last sample period a kernel ran (NVML)",
     "disk.*, network.*": "cumulative bytes; rates are differences between samples",
 }
@@ -75,6 +76,7 @@ class Sampler:
         gpu_reader: gpu.GpuReader,
         columns: ColumnWriter | None = None,
         out_offset: int = 0,
+        memory_cgroup: procfs.MemoryCgroup | procfs.NoMemoryCgroup | None = None,
     ) -> None:
         self.out = out
         # The binary rows beside the JSONL (infra/telemetry/columns.py); each names its line's offset.
@@ -89,6 +91,8 @@ class Sampler:
         self.previous_tree: dict[int, tuple[int, int]] = {}  # pid -> (start ticks, cpu ticks)
         self.previous_host: procfs.HostCpu | None = None
         self.previous_t = time.monotonic()
+        # Found once: a process does not change cgroups by itself, and each sample then reads one file.
+        self.memory_cgroup = memory_cgroup if memory_cgroup is not None else procfs.find_memory_cgroup()
 
     # -- output --------------------------------------------------------------------------
     def write(self, record: dict[str, Any]) -> None:
@@ -171,6 +175,7 @@ class Sampler:
         cpu, memory = _safe_pair(lambda: self._cpu_and_rss(now))
         if memory.get("measured"):
             memory.update(_measured(_host_memory))
+            memory.update(_cgroup_peak(self.memory_cgroup))
         return {
             "type": "sample",
             "t": time.time(),
@@ -202,6 +207,7 @@ class Sampler:
         for signum in FORWARDED_SIGNALS:
             signal.signal(signum, self.on_signal)
         self.previous_host = _try(procfs.read_host_cpu)
+        cgroup_at_start = _cgroup_description(self.memory_cgroup)  # before the child adds to it
         started = time.time()
         start_monotonic = time.monotonic()
         try:
@@ -224,6 +230,7 @@ class Sampler:
                 "host": socket.gethostname(),
                 "interval_s": self.interval_s,
                 "gpu_source": self.gpu_reader.source,
+                "memory_cgroup": cgroup_at_start,
                 "units": UNITS,
             }
         )
@@ -321,6 +328,33 @@ def _host_memory() -> dict[str, Any]:
     if cgroup is not None:
         block["cgroup_used_bytes"], block["cgroup_limit_bytes"] = cgroup
     return block
+
+
+def _cgroup_peak(cgroup: procfs.MemoryCgroup | procfs.NoMemoryCgroup) -> dict[str, Any]:
+    """The cgroup's peak beside the tree's RSS sum: RSS counts a page shared by forked workers
+    (a DataLoader's) once per process, the cgroup counts it once, and sees page cache too."""
+    if isinstance(cgroup, procfs.NoMemoryCgroup):
+        return {"cgroup_peak_bytes": None, "cgroup_peak_reason": cgroup.reason}
+    try:
+        return {"cgroup_peak_bytes": procfs.read_memory_cgroup_peak(cgroup)}
+    except (OSError, ValueError, IndexError) as error:
+        return {"cgroup_peak_bytes": None, "cgroup_peak_reason": f"{type(error).__name__}: {error}"}
+
+
+def _cgroup_description(cgroup: procfs.MemoryCgroup | procfs.NoMemoryCgroup) -> dict[str, Any]:
+    """For the start record: which cgroup the peaks are of, and its peak before the step began
+    (the kernel's mark counts from the cgroup's creation: a later peak equal to it may predate the step)."""
+    if isinstance(cgroup, procfs.NoMemoryCgroup):
+        return gpu.not_measured(cgroup.reason)
+    before = _cgroup_peak(cgroup)
+    return {
+        "measured": before["cgroup_peak_bytes"] is not None,
+        "version": cgroup.version,
+        "cgroup": cgroup.name,
+        "peak_file": cgroup.peak_file,
+        "peak_at_start_bytes": before["cgroup_peak_bytes"],
+        **({"reason": before["cgroup_peak_reason"]} if "cgroup_peak_reason" in before else {}),
+    }
 
 
 def _network() -> dict[str, Any]:

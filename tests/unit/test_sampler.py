@@ -72,6 +72,49 @@ def test_tree_cpu_and_rss_are_seen_and_the_exit_code_propagates(tmp_path: Path) 
     assert raw[-1]["type"] == "end" and raw[-1]["duration_s"] > 1
 
 
+def _fresh_v1_memory_cgroup(name: str) -> Path:
+    """A new memory cgroup (v1) beside this test's own, or a skip saying why none can be made."""
+    from infra.telemetry.procfs import MemoryCgroup, find_memory_cgroup
+
+    own = find_memory_cgroup()
+    if not isinstance(own, MemoryCgroup) or own.version != 1:
+        pytest.skip(f"needs a cgroup v1 memory hierarchy: {getattr(own, 'reason', 'this one is cgroup v2')}")
+    folder = own.folder / name
+    try:
+        folder.mkdir()
+    except OSError as error:
+        pytest.skip(f"cannot create a memory cgroup here ({error}): needs root or a delegated hierarchy")
+    return folder
+
+
+def test_the_cgroup_peak_is_recorded_beside_the_rss_sum(tmp_path: Path) -> None:
+    """The sampler in a cgroup of its own (as in a pod's container): the peak is that cgroup's,
+    it covers the grandchild's 150 MiB, and it started below it (the kernel's mark since creation)."""
+    folder = _fresh_v1_memory_cgroup(f"atlas-test-sampler-{os.getpid()}")
+    out = tmp_path / "t.jsonl"
+    try:
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        script = f"{shlex.quote(sys.executable)} -c {shlex.quote(GRANDCHILD)}"
+        sampler = subprocess.Popen(
+            [*SAMPLER, "--out", str(out), "--interval", "0.2", "--", "bash", "-c", script],
+            cwd=REPO,
+            env=env,
+            # Join the cgroup between fork and exec, so the sampler's whole life is counted there.
+            preexec_fn=lambda: (folder / "cgroup.procs").write_text(str(os.getpid())),
+        )
+        assert sampler.wait(timeout=20) == 0
+    finally:
+        folder.rmdir()  # empty again: every process in it has exited
+    run = parse_sampler_jsonl(out.read_text())
+    assert run.memory_cgroup is not None and run.memory_cgroup.startswith("v1 /")
+    assert run.memory_cgroup.endswith("/" + folder.name)
+    assert run.cgroup_peak_at_start_bytes is not None and run.cgroup_peak_at_start_bytes < ALLOCATE_BYTES
+    peaks = [s.cgroup_peak_bytes for s in run.samples if s.cgroup_peak_bytes is not None]
+    assert len(peaks) == len(run.samples), [s.cgroup_peak_reason for s in run.samples]
+    assert max(peaks) >= ALLOCATE_BYTES
+    assert peaks == sorted(peaks)  # a high-water mark never falls
+
+
 def test_sigterm_is_forwarded_and_the_childs_exit_code_returned(tmp_path: Path) -> None:
     out = tmp_path / "t.jsonl"
     marker = tmp_path / "ready"

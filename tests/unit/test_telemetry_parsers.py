@@ -146,3 +146,42 @@ def test_biggan_jsonl_and_loss_log() -> None:
 def test_metalog() -> None:
     meta = parse_metalog("datetime: 2020-03-01 00:00:00\nconfig: {'a': 1}\nstate: {'itr': 0}\n")
     assert meta == {"datetime": "2020-03-01 00:00:00", "config": "{'a': 1}", "state": "{'itr': 0}"}
+
+
+def test_sampler_jsonl_with_a_cgroup_v1_peak() -> None:
+    """Recorded here: a parent that touched 200 MiB, then forked 4 children that share it.
+    The RSS sum counts the shared pages five times; the cgroup's peak counts them once."""
+    run = parse_sampler_jsonl(read("sampler_cgroup_v1.jsonl"))
+    assert run.memory_cgroup == "v1 /atlas-record-22244"  # a cgroup made for the recording
+    assert run.cgroup_peak_at_start_bytes == 12128256  # the sampler's own start-up
+    assert [s.cgroup_peak_bytes for s in run.samples] == [229707776] * 3
+    assert all(s.cgroup_peak_reason is None for s in run.samples)
+    rss = run.samples[0].tree_rss_bytes
+    assert rss is not None and rss > 4 * 229707776  # five processes' RSS over one cgroup's peak
+
+
+@pytest.mark.parametrize(
+    ("memory", "peak", "reason"),
+    [
+        ('{"measured":true,"tree_rss_bytes":1,"cgroup_peak_bytes":4096}', 4096, None),
+        (
+            '{"measured":true,"tree_rss_bytes":1,"cgroup_peak_bytes":null,'
+            '"cgroup_peak_reason":"/sys/fs/cgroup/job/memory.peak absent (a kernel before 5.19)"}',
+            None,
+            "/sys/fs/cgroup/job/memory.peak absent (a kernel before 5.19)",
+        ),
+        ('{"measured":true,"tree_rss_bytes":1}', None, "not recorded (a sampler from before cgroup peaks)"),
+        ('{"measured":false,"reason":"PermissionError: /proc"}', None, "memory not measured: PermissionError: /proc"),
+    ],
+)
+def test_sampler_cgroup_peak_or_why_not(memory: str, peak: int | None, reason: str | None) -> None:
+    (sample,) = parse_sampler_jsonl(f'{{"type":"sample","t":1.0,"memory":{memory}}}\n').samples
+    assert (sample.cgroup_peak_bytes, sample.cgroup_peak_reason) == (peak, reason)
+
+
+def test_sampler_start_record_without_a_memory_cgroup_keeps_the_reason() -> None:
+    text = '{"type":"start","t":1.0,"memory_cgroup":{"measured":false,"reason":"no memory cgroup: none mounted"}}\n'
+    run = parse_sampler_jsonl(text)
+    assert (run.memory_cgroup, run.memory_cgroup_reason) == (None, "no memory cgroup: none mounted")
+    old = parse_sampler_jsonl(read("sampler_h200.jsonl"))
+    assert old.memory_cgroup is None and old.memory_cgroup_reason == "not recorded (a sampler from before cgroup peaks)"
