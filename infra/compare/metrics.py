@@ -10,12 +10,12 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from infra.compare.costs import CostProfile, RateTable
-from infra.compare.records import EnvironmentRecords, Missing, StepRecord, TelemetryColumns, TrainingLog
+from infra.compare.records import CGROUP_PEAK, EnvironmentRecords, Missing, StepRecord, TelemetryColumns, TrainingLog
 
 MAX_CHART_POINTS = 1000  # a series is reduced to at most this many (mean per bin) before charting
 PROJECTION_GPUS = (1, 2, 4, 8, 16, 32, 64)
@@ -102,6 +102,30 @@ class Performance:
     samples: Value
     series: tuple[Series, ...]
     loss: Series | None
+    # The step's memory peak: the cgroup's where the sampler recorded it, else memory_rss_peak;
+    # memory_peak_basis says which, in words, for the report.
+    memory_peak: Value = field(default_factory=lambda: missing("bytes", "not measured"))
+    memory_peak_basis: str = "not measured"
+
+
+CGROUP_BASIS = "the memory cgroup's peak (the kernel's high-water mark: every page once, page cache included)"
+RSS_BASIS = "the RSS sum of the step's processes, highest sample (a page shared by forked workers counts in each)"
+
+
+def memory_peak(columns: TelemetryColumns) -> tuple[Value, str]:
+    """The step's memory peak and what it was read from: the cgroup's high-water mark where the
+    sampler recorded one (it counts pages shared between processes once, and sees between samples),
+    else the largest RSS sum over the samples, saying why there was no cgroup peak."""
+    src = columns.source
+    cgroup = _stat(columns.cgroup_peak_bytes, "max", "bytes", src, _reason(columns, CGROUP_PEAK))
+    if cgroup.measured:
+        return replace(cgroup, note=f"{CGROUP_BASIS}; {cgroup.note}"), CGROUP_BASIS
+    rss = _stat(columns.tree_rss_bytes, "max", "bytes", src, _reason(columns, "memory"))
+    if not rss.measured:
+        return rss, rss.note
+    why = cgroup.note.removeprefix("not measured: ")
+    basis = f"{RSS_BASIS}; no cgroup peak: {why}"
+    return replace(rss, note=f"{basis}; {rss.note}"), basis
 
 
 @dataclass(frozen=True)
@@ -376,6 +400,7 @@ def performance(records: EnvironmentRecords, steps: Sequence[StepMetrics], steps
         cpu_tree = _stat(c.tree_cpu_percent, "mean", "% of one core", src, _reason(c, "cpu"))
         cpu_host = _stat(c.host_cpu_percent, "mean", "% of all cores", src, _reason(c, "cpu"))
         rss = _stat(c.tree_rss_bytes, "max", "bytes", src, _reason(c, "memory"))
+        peak, peak_basis = memory_peak(c)
         host_memory = _stat(c.host_memory_used_bytes, "max", "bytes", src, _reason(c, "memory"))
         gpu_util = _stat(c.gpu_utilization_percent, "mean", "%", src, _reason(c, "gpu"))
         gpu_memory: Value = _stat(
@@ -390,7 +415,8 @@ def performance(records: EnvironmentRecords, steps: Sequence[StepMetrics], steps
     else:
         reason = telemetry.reason if isinstance(telemetry, Missing) else "not measured: the sampler wrote no sample"
         cpu_tree = cpu_host = missing("%", reason)
-        rss = host_memory = gpu_memory = missing("bytes", reason)
+        rss = host_memory = gpu_memory = peak = missing("bytes", reason)
+        peak_basis = reason
         gpu_util = missing("%", reason)
         samples = missing("samples", reason)
         series = ()
@@ -413,6 +439,8 @@ def performance(records: EnvironmentRecords, steps: Sequence[StepMetrics], steps
         samples,
         series,
         loss,
+        peak,
+        peak_basis,
     )
 
 

@@ -80,6 +80,10 @@ class StagingRecord:
     source: str
 
 
+# TelemetryColumns.not_measured's name for a missing cgroup peak (beside the blocks: cpu, memory, gpu, disk).
+CGROUP_PEAK = "memory cgroup peak"
+
+
 @dataclass(frozen=True)
 class TelemetryColumns:
     """The sampler's samples for one step, column by column (NaN where not measured).
@@ -106,6 +110,7 @@ class TelemetryColumns:
     gpu_memory_total_bytes: FloatArray
     tree_read_bytes: FloatArray  # cumulative, the step's processes
     host_read_bytes: FloatArray  # cumulative, the whole host
+    cgroup_peak_bytes: FloatArray  # the memory cgroup's high-water mark (NaN: see not_measured's CGROUP_PEAK)
     not_measured: tuple[tuple[str, str], ...]  # (block, first reason seen)
     skipped_lines: int
 

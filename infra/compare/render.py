@@ -141,6 +141,8 @@ def report_tables(report: Report) -> tuple[Section, ...]:
         TableRow("images per second", tuple(e.performance.images_per_s for e in envs)),
         TableRow("CPU, the step's processes (mean)", tuple(e.performance.cpu_tree_mean for e in envs)),
         TableRow("CPU, host (mean)", tuple(e.performance.cpu_host_mean for e in envs)),
+        TableRow("memory, the step (peak)", tuple(e.performance.memory_peak for e in envs)),
+        TableRow("  read from", tuple(e.performance.memory_peak_basis for e in envs)),
         TableRow("memory RSS, the step's processes (peak)", tuple(e.performance.memory_rss_peak for e in envs)),
         TableRow("memory used, host (peak)", tuple(e.performance.memory_host_peak for e in envs)),
         TableRow("GPU utilization (mean)", tuple(e.performance.gpu_utilization_mean for e in envs)),

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from infra.compare.records import EnvironmentRecords, Missing, TelemetryColumns
+from infra.compare.records import CGROUP_PEAK, EnvironmentRecords, Missing, TelemetryColumns
 from infra.telemetry.parsers import (
     NvidiaSmiRow,
     ParseError,
@@ -83,7 +83,10 @@ def import_seed_logs(
         dtype=np.float64,
     )
     gpu_util = gpu_util.reshape(gpu_samples, per_sample).mean(axis=1) if gpu_samples else gpu_util
-    not_measured = [("gpu memory", "the seed queried utilization.memory (controller activity), not memory.used")]
+    not_measured = [
+        ("gpu memory", "the seed queried utilization.memory (controller activity), not memory.used"),
+        (CGROUP_PEAK, "the seed's sar -r has the host's memory only"),
+    ]
     if not gpu_rows:
         not_measured.append(("gpu", "no nvidia-smi CSV in the folder"))
     columns = TelemetryColumns(
@@ -106,6 +109,7 @@ def import_seed_logs(
         gpu_memory_total_bytes=np.full(t.size, NAN),
         tree_read_bytes=np.full(t.size, NAN),
         host_read_bytes=np.full(t.size, NAN),
+        cgroup_peak_bytes=np.full(t.size, NAN),
         not_measured=tuple(not_measured),
         skipped_lines=0,
     )

@@ -13,7 +13,7 @@ import io
 import math
 import multiprocessing
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from itertools import chain
@@ -23,7 +23,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from infra.compare.records import FloatArray, TelemetryColumns
+from infra.compare.records import CGROUP_PEAK, FloatArray, TelemetryColumns
 from infra.telemetry import columns as column_file
 
 CHUNK_BYTES = 8 << 20
@@ -45,6 +45,8 @@ class _Memory(msgspec.Struct, gc=False):
     host_used_bytes: float | None = None
     host_total_bytes: float | None = None
     reason: str | None = None
+    cgroup_peak_bytes: float | None = None
+    cgroup_peak_reason: str | None = None  # the sampler writes one with every null peak
 
 
 class _Device(msgspec.Struct, gc=False):
@@ -82,11 +84,22 @@ class _Record(msgspec.Struct, gc=False):
 
 _DECODE_MANY = msgspec.json.Decoder(list[_Record])
 _DECODE_ONE = msgspec.json.Decoder(_Record)
-BLOCK_KEYS = (
-    ("cpu", "tree_cpu_percent"),
-    ("memory", "tree_rss_bytes"),
-    ("gpu", "gpu_count"),
-    ("disk", "host_read_bytes"),
+
+
+def _cgroup_peak_reason(record: _Record) -> str:
+    """Why a sample has no cgroup peak (the same words as infra.telemetry.parsers)."""
+    if not record.memory.measured:
+        return f"memory not measured: {record.memory.reason or 'absent from the sample'}"
+    return record.memory.cgroup_peak_reason or "not recorded (a sampler from before cgroup peaks)"
+
+
+# (name in not_measured, the column that is NaN exactly where it was not measured, the reason in that record)
+BLOCK_KEYS: tuple[tuple[str, str, Callable[[_Record], str | None]], ...] = (
+    ("cpu", "tree_cpu_percent", attrgetter("cpu.reason")),
+    ("memory", "tree_rss_bytes", attrgetter("memory.reason")),
+    ("gpu", "gpu_count", attrgetter("gpu.reason")),
+    ("disk", "host_read_bytes", attrgetter("disk.reason")),
+    (CGROUP_PEAK, "cgroup_peak_bytes", _cgroup_peak_reason),
 )
 # The report's columns: the column file's, less the line offset it keeps for itself.
 COLUMNS = column_file.COLUMNS[:-1]
@@ -158,6 +171,7 @@ _SCALAR_FIELDS = (
     ("host_memory_total_bytes", attrgetter("memory.host_total_bytes")),
     ("tree_read_bytes", attrgetter("disk.tree_read_bytes")),
     ("host_read_bytes", attrgetter("disk.host_read_bytes")),
+    ("cgroup_peak_bytes", attrgetter("memory.cgroup_peak_bytes")),
 )
 _GPU = attrgetter("gpu")
 _MEASURED = attrgetter("measured")
@@ -227,11 +241,11 @@ def _read_range(path: str | None, data: bytes | None, begin: int, stop: int, chu
             partial.columns.append(columns)
             # A block's key column is NaN exactly where the block was not measured: find the
             # first such sample with NumPy instead of looking at every record.
-            for block, key in BLOCK_KEYS:
+            for block, key, why in BLOCK_KEYS:
                 if block not in partial.not_measured:
                     missing = np.isnan(columns[key])
                     if missing.any():
-                        reason = getattr(samples[int(missing.argmax())], block).reason
+                        reason = why(samples[int(missing.argmax())])
                         partial.not_measured[block] = reason or "absent from the sample"
     return partial
 
@@ -370,10 +384,10 @@ def load_sampler_telemetry(jsonl: str | Path, source: str, columns_file: str | P
     head = _read_range(path, None, 0, int(table[0, -1]), CHUNK_BYTES)
     tail = _read_range(path, None, after_last, size, CHUNK_BYTES)
     middle = _Partial([{name: table[:, i] for i, name in enumerate(column_file.COLUMNS[:-1])}], {}, None, None, 0)
-    for block, key in BLOCK_KEYS:
+    for block, key, why in BLOCK_KEYS:
         missing = np.isnan(middle.columns[0][key])
         if missing.any():
             record = _line_at(path, int(table[int(missing.argmax()), -1]))
-            reason = getattr(record, block).reason if record is not None else None
+            reason = why(record) if record is not None else None
             middle.not_measured[block] = reason or "absent from the sample"
     return _assemble([head, middle, tail], source)

@@ -39,6 +39,7 @@ COLUMNS = (
     "gpu_memory_total_bytes",
     "tree_read_bytes",
     "host_read_bytes",
+    "cgroup_peak_bytes",
     "jsonl_offset",
 )
 _ROW = struct.Struct("<" + "d" * len(COLUMNS))
@@ -109,6 +110,7 @@ def sample_row(record: Mapping[str, Any], jsonl_offset: int) -> tuple[float, ...
         total,
         _number(disk, "tree_read_bytes"),
         _number(disk, "host_read_bytes"),
+        _number(memory, "cgroup_peak_bytes"),
         float(jsonl_offset),
     )
 
