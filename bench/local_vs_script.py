@@ -207,6 +207,16 @@ def script_job_text(text: str, atlas_run_dir: str, run_dir: str, job_name: str) 
     return re.sub(r"^#BSUB -J \S+$", f"#BSUB -J {job_name}", text, flags=re.MULTILINE)
 
 
+def build_cache(log_text: str) -> dict[str, int]:
+    """How many of a buildah build's steps came from the layer cache, from its log: a commit to the
+    build context between rounds (this working tree is shared) rebuilds the layers after it."""
+    lines = log_text.splitlines()
+    return {
+        "steps": sum(1 for line in lines if re.match(r"STEP \d+/\d+:", line)),
+        "cached": sum(1 for line in lines if line.startswith("--> Using cache ")),
+    }
+
+
 def pod_phase_verdict(line: str) -> str | None:
     """One line of `kubectl get pods -w -o jsonpath='{.metadata.name} {.status.phase}'`:
     'Succeeded' or 'Failed' when the pod ended so, None while it has not."""
@@ -705,17 +715,30 @@ def _bench(env: Env, tmp: Path, rounds: int, until: dt.datetime | None) -> dict[
     control_dir.mkdir()
     sides: dict[str, Callable[[str], dict[str, Any]]] = {}
 
+    def image_builds(ns: str, since: float) -> list[dict[str, int]]:
+        """The BuildConfig runner's logs of this side's builds (kept in the state folder)."""
+        folder = env.layout.state_dir / "builds" / ns
+        logs = sorted(p for p in folder.glob("*.log") if p.stat().st_mtime >= since) if folder.is_dir() else []
+        return [build_cache(p.read_text(errors="replace")) for p in logs]
+
     def atlas_side(tag: str) -> dict[str, Any]:
         ns, remote = configure(env, tag)
+        since = time.time()
         elapsed = atlas_up(env)
-        return {"seconds": elapsed, "_clean": lambda: atlas_clean(env, ns, remote)}
+        return {
+            "seconds": elapsed,
+            "image_builds": image_builds(ns, since),
+            "_clean": lambda: atlas_clean(env, ns, remote),
+        }
 
     def script_side(tag: str) -> dict[str, Any]:
+        since = time.time()
         done = script.up(tag, tmp / "scratch", control_dir)
         return {
             "seconds": done.seconds,
             "kube_s": round(done.kube_s, 3),
             "hpc_s": round(done.hpc_s, 3),
+            "image_builds": image_builds(done.ns, since),
             "_clean": lambda: script.clean(done),
         }
 

@@ -304,3 +304,28 @@ def test_summarise_pairs_each_round_script_over_atlas() -> None:
     assert summary["script_over_atlas"]["pairs"] == [1.2, 1.0, 1.5]
     assert summary["logins_per_run"] == {"atlas": [1], "script": [1]}
     assert summary["samples"] == samples
+
+
+BUILD_LOG = """$ buildah --root /x build --layers -f Containerfile .
+STEP 1/4: FROM 127.0.0.1:18710/atlas/debian-python:bookworm
+STEP 2/4: RUN pip install numpy
+--> Using cache 1d6aca4b7ea254d4
+--> 1d6aca4b7ea
+STEP 3/4: COPY infra/telemetry/ /opt/atlas/infra/telemetry/
+--> 059fa5a9c64
+STEP 4/4: WORKDIR /work
+--> 3cca4a3f713
+COMMIT localhost/ns/probe-local:0e2c
+"""
+
+
+@pytest.mark.parametrize(
+    ("log", "expected"),
+    [
+        (BUILD_LOG, {"steps": 4, "cached": 1}),
+        (BUILD_LOG.replace("--> 059fa5a9c64", "--> Using cache 059fa5a9c64"), {"steps": 4, "cached": 2}),
+        ("", {"steps": 0, "cached": 0}),
+    ],
+)
+def test_build_cache_counts_steps_and_cache_hits(log: str, expected: dict[str, int]) -> None:
+    assert lvs.build_cache(log) == expected
