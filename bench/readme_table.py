@@ -124,13 +124,57 @@ def cold_ci_rows(data: dict[str, Any], name: str) -> list[Row]:
     ]
 
 
+def gpu_check_rows(data: dict[str, Any], name: str) -> list[Row]:
+    sampled, instant = data["sampler"]["summary"], data["instant_nvml"]["summary"]
+    errors = [p["mean_error_points"] for p in sampled.values()]
+    before = [p["mean_error_points"] for p in instant.values()]
+    met = sum(p["goal_met"] for p in sampled.values())
+    return [(
+        f"GPU utilization as the sampler reads it (the mean of NVML's sample buffer over each {data['interval_s']:g} s "
+        f"interval) against loads whose busy time CUDA events measure, {data['gpu']}: "
+        f"{len(sampled)} phases, busy 27/55/84 % in 0.1 s and 2.5 s cycles",
+        f"mean error per phase **{min(errors):+.1f} to {max(errors):+.1f} points** (goal within ±{data['goal_points']:g}): "
+        f"met in {met} of {len(sampled)}; NVML's instantaneous reading, the method before, "
+        f"{min(before):+.1f} to {max(before):+.1f} points",
+        f"`bench/gpu_check.py`, `{name}`",
+    )]
+
+
+def biggan_h200_rows(data: dict[str, Any], name: str) -> list[Row]:
+    speed = data["train_speed"]
+    steps = {s["step"]: s for s in data["steps"]}
+    train = steps["train"]
+    states = ", ".join(f"{s['step']} exit {s['exit_code']}" for s in data["steps"])
+    cost = next((n for n in data["notes"] if n.startswith("Sampler cost during train")), "")
+    at_5s = cost.split("so ")[-1].split(" at the workload")[0] if "so " in cost else "not measured"
+    return [(
+        "BigGAN-PyTorch's train step on one NVIDIA H200 (the pinned commit and biggan-torch2.patch; "
+        "workload.yaml's h200 overrides: channels 32, batch 64 x 4 accumulations, 1,797 images)",
+        f"**{speed['steady_images_per_s']:,.0f} images/s** steady (median {speed['steady_median_s_per_iteration']:.3f} s "
+        f"an iteration over {speed['steady_intervals']} intervals); {speed['overall_images_per_s']:,.0f} images/s over "
+        f"all {speed['iterations_logged']} iterations, first epoch and evaluation included; GPU utilization mean "
+        f"{train['gpu_utilization_percent_mean']:.1f} %; sampler {at_5s} of a core at the workload's 5 s interval "
+        f"(goal 1 %); {states}",
+        f"`bench/biggan_h200.py`, `{name}`",
+    )]
+
+
 RENDERERS: dict[str, tuple[str, Callable[[dict[str, Any], str], list[Row]]]] = {
     "cold_ci": ("cold-ci-*.json", cold_ci_rows),
     "local_node": ("local-node-*.json", local_node_rows),
     "container_vs_bare": ("container-vs-bare-*.json", container_vs_bare_rows),
     "hpc_sweep_slurm": ("hpc-sweep-slurm-*.json", hpc_sweep_rows),
     "hpc_sweep_lsf": ("hpc-sweep-lsf-*.json", hpc_sweep_rows),
+    "gpu_check": ("gpu-check-*.json", gpu_check_rows),
+    "biggan_h200": ("biggan-h200-*.json", biggan_h200_rows),
 }
+
+
+def _newest(files: list[Path]) -> tuple[Path, dict[str, Any]]:
+    """The newest file of a kind: by the date (or run id) it records, else by its name."""
+    loaded = [(f, json.loads(f.read_text())) for f in files]
+    return max(loaded, key=lambda fd: (str(fd[1].get("date") or fd[1].get("date_utc") or fd[1].get("run_id") or ""),
+                                       fd[0].name))
 
 
 def render(results: Path = RESULTS) -> str:
@@ -139,12 +183,17 @@ def render(results: Path = RESULTS) -> str:
         files = sorted(results.glob(pattern))
         if not files:
             continue
-        newest = files[-1]
-        data = json.loads(newest.read_text())
-        date = str(data.get("date", ""))[:10]
+        newest, data = _newest(files)
+        date = str(data.get("date") or data.get("date_utc") or "")[:10] or _run_date(data)
         for what, figure, how in rows_of(data, str(newest.relative_to(REPO_ROOT))):
             lines.append(f"| {what} | {figure}. {date} | {how} |")
     return "\n".join(lines)
+
+
+def _run_date(data: dict[str, Any]) -> str:
+    run_id = str(data.get("run_id", ""))  # h200-20261203T183439Z
+    digits = run_id.rsplit("-", 1)[-1][:8]
+    return f"{digits[:4]}-{digits[4:6]}-{digits[6:8]}" if digits.isdigit() else ""
 
 
 def readme_block(text: str) -> str:
