@@ -55,7 +55,9 @@ UNITS = {
     "cpu.host_percent": "% of all the host's cores",
     "*_bytes": "bytes",
     "memory.cgroup_peak_bytes": "the memory cgroup's high-water mark since its creation (page cache included)",
-    "gpu.devices[].utilization_percent": "% of the last sample period a kernel ran (NVML)",
+    "gpu.devices[].utilization_percent": (
+        "% of the time a kernel ran: the mean of NVML's samples since the last reading (utilization_method says how)"
+    ),
     "disk.*, network.*": "cumulative bytes; rates are differences between samples",
 }
 
