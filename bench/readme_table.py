@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -37,19 +38,33 @@ def _ci(ratio: dict[str, Any]) -> str:
     return f"{ratio['median']:.2f} (95 % CI {low:.2f} to {high:.2f}, {ratio['rounds']} rounds)"
 
 
+def verdict(ci95: list[float], above: str = "Atlas faster", below: str = "**Atlas slower**") -> str:
+    """What a ratio's 95 % interval says: only an interval wholly on one side of 1 picks a winner."""
+    low, high = ci95
+    return above if low > 1 else below if high < 1 else "no clear winner"
+
+
+def _seconds(values: list[float]) -> str:
+    return ", ".join(f"{v:.2f}" for v in values) + " s"
+
+
 def local_node_rows(data: dict[str, Any], name: str) -> list[Row]:
     goals = data["goals"]
     return [
-        ("warm `scripts/localenv up`: control plane and the real node (kubelet, containerd, mock-GPU device "
-         "plugin, kube-proxy, registry, BuildConfig runner) until the node is Ready",
-         f"**{data['localenv_up_warm_median_s']:.1f} s** median of {len(data['localenv_up_warm_s'])} "
-         f"({data['localenv_up_first_s']:.1f} s the first time); goal ≤ {goals['localenv_up_warm_s']} s",
-         f"`bench/local_node.py`, `{name}`"),
-        ("rebuilding the probe's image with nothing changed (buildah, layers cached)",
-         f"**{data['image_rebuild_no_change_median_s']:.2f} s** median; every layer from the cache: "
-         f"{'yes' if data['image_rebuilds_all_cached'] else 'no'}; same digest: "
-         f"{'yes' if data['image_digest_stable'] else 'no'}; goal ≤ {goals['image_rebuild_no_change_s']} s",
-         f"`bench/local_node.py`, `{name}`"),
+        (
+            "warm `scripts/localenv up`: control plane and the real node (kubelet, containerd, mock-GPU device "
+            "plugin, kube-proxy, registry, BuildConfig runner) until the node is Ready",
+            f"**{data['localenv_up_warm_median_s']:.1f} s** median of {len(data['localenv_up_warm_s'])} "
+            f"({data['localenv_up_first_s']:.1f} s the first time); goal ≤ {goals['localenv_up_warm_s']} s",
+            f"`bench/local_node.py`, `{name}`",
+        ),
+        (
+            "rebuilding the probe's image with nothing changed (buildah, layers cached)",
+            f"**{data['image_rebuild_no_change_median_s']:.2f} s** median; every layer from the cache: "
+            f"{'yes' if data['image_rebuilds_all_cached'] else 'no'}; same digest: "
+            f"{'yes' if data['image_digest_stable'] else 'no'}; goal ≤ {goals['image_rebuild_no_change_s']} s",
+            f"`bench/local_node.py`, `{name}`",
+        ),
     ]
 
 
@@ -57,22 +72,28 @@ def container_vs_bare_rows(data: dict[str, Any], name: str) -> list[Row]:
     speed = data["summary"]["images_per_s"]
     start = data["summary"]["request_to_first_iteration_s"]
     low, high = speed["paired_ratio_ci95"]
-    return [(
-        f"the probe in its container on the local node vs bare under the local Slurm, one at a time, "
-        f"{data['cpus_each']} CPUs each, {data['order']} order",
-        f"images/s: container **{speed['container_median']:,.0f}** vs bare **{speed['bare_median']:,.0f}** "
-        f"(medians of {speed['rounds_per_side']}); paired ratio {speed['paired_ratio_median']:.2f} "
-        f"(95 % CI {low:.2f} to {high:.2f}). Request to first iteration {start['container_median']:.2f} s vs "
-        f"{start['bare_median']:.2f} s. Goal: {data['goal']}"
-        + ("; the interval is wider than the goal, so this run neither confirms nor refutes it"
-           if high - low > 0.06 else ""),
-        f"`bench/container_vs_bare.py`, `{name}`",
-    )]
+    return [
+        (
+            f"the probe in its container on the local node vs bare under the local Slurm, one at a time, "
+            f"{data['cpus_each']} CPUs each, {data['order']} order",
+            f"images/s: container **{speed['container_median']:,.0f}** vs bare **{speed['bare_median']:,.0f}** "
+            f"(medians of {speed['rounds_per_side']}); paired ratio {speed['paired_ratio_median']:.2f} "
+            f"(95 % CI {low:.2f} to {high:.2f}). Request to first iteration {start['container_median']:.2f} s vs "
+            f"{start['bare_median']:.2f} s. Goal: {data['goal']}"
+            + (
+                "; the interval is wider than the goal, so this run neither confirms nor refutes it"
+                if high - low > 0.06
+                else ""
+            ),
+            f"`bench/container_vs_bare.py`, `{name}`",
+        )
+    ]
 
 
 SWEEP_SIDES = {
     "ssh-mux": "`ssh` per job over one ControlMaster connection",
     "array": "one job array in one `ssh`",
+    "submitit": "submitit's `map_array` (one job array, submitted from the login node in one `ssh`)",
     "ssh-fresh": "a new `ssh` connection per job",
 }
 
@@ -80,47 +101,63 @@ SWEEP_SIDES = {
 def hpc_sweep_rows(data: dict[str, Any], name: str) -> list[Row]:
     per_job = data["per_job_median_ms"]
     logins = data["logins_per_sweep"]
-    parts = [f"Atlas **{data['median_s']['atlas']:.2f} s** ({per_job['atlas']:.1f} ms a job, "
-             f"{'/'.join(map(str, logins['atlas']))} login(s))"]
+    parts = [
+        f"Atlas **{data['median_s']['atlas']:.2f} s** ({per_job['atlas']:.1f} ms a job, "
+        f"{'/'.join(map(str, logins['atlas']))} login(s))"
+    ]
     for side, what in SWEEP_SIDES.items():
+        if side in data.get("not_measured", {}):
+            parts.append(f"{what}: {data['not_measured'][side]}")
+            continue
+        if side not in data["baseline_over_atlas"]:
+            continue  # a file from before this side existed
         ratio = data["baseline_over_atlas"][side]
-        low, high = ratio["ci95"]
-        verdict = "Atlas faster" if low > 1 else "**Atlas slower**" if high < 1 else "no clear winner"
-        parts.append(f"{what} {data['median_s'][side]:.2f} s ({'/'.join(map(str, logins[side]))} login(s)): "
-                     f"ratio {_ci(ratio)}, {verdict}")
+        parts.append(
+            f"{what} {data['median_s'][side]:.2f} s ({per_job[side]:.1f} ms a job, "
+            f"{'/'.join(map(str, logins[side]))} login(s)): ratio {_ci(ratio)}, {verdict(ratio['ci95'])}"
+        )
     profile = data.get("profile_ms") or {}
     atlas_one = profile.get("atlas run_remote(submission)", {}).get("median_ms")
     mux_one = profile.get("openssh over ControlMaster, submission", {}).get("median_ms")
     if atlas_one is not None and mux_one is not None:
-        parts.append(f"one submission alone: Atlas **{atlas_one:.1f} ms** vs `ssh` over ControlMaster "
-                     f"{mux_one:.1f} ms (medians of {len(profile['atlas run_remote(submission)']['samples_ms'])}); "
-                     "the sweep's difference is Atlas's fixed cost: login, SFTP staging checked by sha256, "
-                     "the status query")
+        parts.append(
+            f"one submission alone: Atlas **{atlas_one:.1f} ms** vs `ssh` over ControlMaster "
+            f"{mux_one:.1f} ms (medians of {len(profile['atlas run_remote(submission)']['samples_ms'])}); "
+            "the sweep's difference is Atlas's fixed cost: login, SFTP staging checked by sha256, "
+            "the status query"
+        )
     scheduler = "Slurm" if data["scheduler"] == "slurm" else "LSF's command set (stand-in) over Slurm"
-    return [(
-        f"{data['jobs']}-job sweep on the local Satori, {scheduler}: Atlas's SSH layer vs the peers "
-        "(medians; ratio = peer time / Atlas time, above 1 Atlas is faster; logins counted by sshd)",
-        "; ".join(parts),
-        f"`bench/hpc_sweep.py`, `{name}`",
-    )]
+    return [
+        (
+            f"{data['jobs']}-job sweep on the local Satori, {scheduler}: Atlas's SSH layer vs the peers "
+            "(medians; ratio = peer time / Atlas time, above 1 Atlas is faster; logins counted by sshd)",
+            "; ".join(parts),
+            f"`bench/hpc_sweep.py`, `{name}`",
+        )
+    ]
 
 
 def cold_ci_rows(data: dict[str, Any], name: str) -> list[Row]:
     phases = data["bootstrap_phases_s"]
-    compile_phases = ", ".join(f"{k.removesuffix(' compile')} {_minutes(v)}" for k, v in phases.items()
-                               if k.endswith("compile") and v >= 30)
+    compile_phases = ", ".join(
+        f"{k.removesuffix(' compile')} {_minutes(v)}" for k, v in phases.items() if k.endswith("compile") and v >= 30
+    )
     goals = data["goals_s"]
     return [
-        ("cold `scripts/bootstrap` in a fresh clone, every cache empty (toolchain, Go modules and builds, pip)",
-         f"**{_minutes(phases.get('total', data['bootstrap_s']))}** (goal ≤ {_minutes(goals['bootstrap'])}): "
-         f"venv {_minutes(phases.get('venv', 0))}, compiles {compile_phases}, the rest small; downloads run "
-         "beside the compiles",
-         f"`bench/cold_ci.py`, `{name}`"),
-        ("a fresh clone's whole `.ci/run` (bootstrap, ruff, mypy, every test), every cache empty; the Debian "
-         "packages the scripts install with apt-get were already on the machine",
-         f"**{_minutes(data['total_s'])}** (goal ≤ {_minutes(goals['total'])}), exit {data['returncode']}: "
-         f"pytest {data['pytest_result']} in {_minutes(data['pytest_s'] or 0)}",
-         f"`bench/cold_ci.py`, `{name}`"),
+        (
+            "cold `scripts/bootstrap` in a fresh clone, every cache empty (toolchain, Go modules and builds, pip)",
+            f"**{_minutes(phases.get('total', data['bootstrap_s']))}** (goal ≤ {_minutes(goals['bootstrap'])}): "
+            f"venv {_minutes(phases.get('venv', 0))}, compiles {compile_phases}, the rest small; downloads run "
+            "beside the compiles",
+            f"`bench/cold_ci.py`, `{name}`",
+        ),
+        (
+            "a fresh clone's whole `.ci/run` (bootstrap, ruff, mypy, every test), every cache empty; the Debian "
+            "packages the scripts install with apt-get were already on the machine",
+            f"**{_minutes(data['total_s'])}** (goal ≤ {_minutes(goals['total'])}), exit {data['returncode']}: "
+            f"pytest {data['pytest_result']} in {_minutes(data['pytest_s'] or 0)}",
+            f"`bench/cold_ci.py`, `{name}`",
+        ),
     ]
 
 
@@ -129,15 +166,19 @@ def gpu_check_rows(data: dict[str, Any], name: str) -> list[Row]:
     errors = [p["mean_error_points"] for p in sampled.values()]
     before = [p["mean_error_points"] for p in instant.values()]
     met = sum(p["goal_met"] for p in sampled.values())
-    return [(
-        f"GPU utilization as the sampler reads it (the mean of NVML's sample buffer over each {data['interval_s']:g} s "
-        f"interval) against loads whose busy time CUDA events measure, {data['gpu']}: "
-        f"{len(sampled)} phases, busy 27/55/84 % in 0.1 s and 2.5 s cycles",
-        f"mean error per phase **{min(errors):+.1f} to {max(errors):+.1f} points** (goal within ±{data['goal_points']:g}): "
-        f"met in {met} of {len(sampled)}; NVML's instantaneous reading, the method before, "
-        f"{min(before):+.1f} to {max(before):+.1f} points",
-        f"`bench/gpu_check.py`, `{name}`",
-    )]
+    return [
+        (
+            "GPU utilization as the sampler reads it (the mean of NVML's sample buffer over each "
+            f"{data['interval_s']:g} s "
+            f"interval) against loads whose busy time CUDA events measure, {data['gpu']}: "
+            f"{len(sampled)} phases, busy 27/55/84 % in 0.1 s and 2.5 s cycles",
+            f"mean error per phase **{min(errors):+.1f} to {max(errors):+.1f} points** "
+            f"(goal within ±{data['goal_points']:g}): "
+            f"met in {met} of {len(sampled)}; NVML's instantaneous reading, the method before, "
+            f"{min(before):+.1f} to {max(before):+.1f} points",
+            f"`bench/gpu_check.py`, `{name}`",
+        )
+    ]
 
 
 def biggan_h200_rows(data: dict[str, Any], name: str) -> list[Row]:
@@ -147,16 +188,150 @@ def biggan_h200_rows(data: dict[str, Any], name: str) -> list[Row]:
     states = ", ".join(f"{s['step']} exit {s['exit_code']}" for s in data["steps"])
     cost = next((n for n in data["notes"] if n.startswith("Sampler cost during train")), "")
     at_5s = cost.split("so ")[-1].split(" at the workload")[0] if "so " in cost else "not measured"
-    return [(
-        "BigGAN-PyTorch's train step on one NVIDIA H200 (the pinned commit and biggan-torch2.patch; "
-        "workload.yaml's h200 overrides: channels 32, batch 64 x 4 accumulations, 1,797 images)",
-        f"**{speed['steady_images_per_s']:,.0f} images/s** steady (median {speed['steady_median_s_per_iteration']:.3f} s "
-        f"an iteration over {speed['steady_intervals']} intervals); {speed['overall_images_per_s']:,.0f} images/s over "
-        f"all {speed['iterations_logged']} iterations, first epoch and evaluation included; GPU utilization mean "
-        f"{train['gpu_utilization_percent_mean']:.1f} %; sampler {at_5s} of a core at the workload's 5 s interval "
-        f"(goal 1 %); {states}",
-        f"`bench/biggan_h200.py`, `{name}`",
-    )]
+    return [
+        (
+            "BigGAN-PyTorch's train step on one NVIDIA H200 (the pinned commit and biggan-torch2.patch; "
+            "workload.yaml's h200 overrides: channels 32, batch 64 x 4 accumulations, 1,797 images)",
+            f"**{speed['steady_images_per_s']:,.0f} images/s** steady "
+            f"(median {speed['steady_median_s_per_iteration']:.3f} s "
+            f"an iteration over {speed['steady_intervals']} intervals); "
+            f"{speed['overall_images_per_s']:,.0f} images/s over "
+            f"all {speed['iterations_logged']} iterations, first epoch and evaluation included; GPU utilization mean "
+            f"{train['gpu_utilization_percent_mean']:.1f} %; sampler {at_5s} of a core at the workload's 5 s interval "
+            f"(goal 1 %); {states}",
+            f"`bench/biggan_h200.py`, `{name}`",
+        )
+    ]
+
+
+def local_vs_script_rows(data: dict[str, Any], name: str) -> list[Row]:
+    ratio = data["script_over_atlas"]
+    atlas = sorted(x["seconds"] for x in data["samples"] if x["side"] == "atlas")
+    logins = data["logins_per_run"]
+    ran = (
+        f", {data['rounds']} of {data['rounds_planned']} rounds planned"
+        if data.get("rounds_planned", data["rounds"]) != data["rounds"]
+        else ""
+    )
+    noop = data.get("atlas_noop_up_s") or []
+    fixed = (
+        f"; a no-change `pulumi up` {statistics.median(noop):.2f} s (median of {len(noop)}: {_seconds(noop)}), "
+        "Atlas's fixed cost per invocation"
+        if noop
+        else "; no-change `pulumi up`: not measured in this run"
+    )
+    return [
+        (
+            "stand-up of the probe run: `pulumi up -s local` (OpenShift side on the real local node with mock GPUs, "
+            "image built by the BuildConfig runner stand-in; Satori through LSF's command set (stand-in) over Slurm; "
+            "preparation steps awaited) vs a peer-grade script (`kubectl` apply/wait/watch, `ssh`/`scp`/`bsub`/`bjobs` "
+            f"over one ControlMaster connection), {data['order']}; ratio = script time / Atlas time",
+            f"Atlas **{data['median_s']['atlas']:.2f} s** vs script **{data['median_s']['script']:.2f} s** (medians of "
+            f"{data['rounds']}{ran}; {'/'.join(map(str, logins['atlas']))} vs {'/'.join(map(str, logins['script']))} "
+            f"login(s)); ratio {_ci(ratio)}, {verdict(ratio['ci95'])}; Atlas's ups {atlas[0]:.1f} to {atlas[-1]:.1f} s"
+            + fixed,
+            f"`bench/local_vs_script.py`, `{name}`",
+        )
+    ]
+
+
+def telemetry_overhead_rows(data: dict[str, Any], name: str) -> list[Row]:
+    goal = data["goal_percent_of_a_core"]
+    bare = [r["workload_wall_s"] for r in data.get("runs", []) if r["side"] == "bare"]
+    length = f"runs of {statistics.median(bare):.1f} s" if bare else "run length not recorded"
+    parts = []
+    for s in data["summary"].values():
+        wall = s["workload_wall_ratio"]
+        effect = verdict(wall["ci95"], above="**slows the step**", below="step faster (noise)")
+        effect = "no measurable slowdown" if effect == "no clear winner" else effect
+        share = s["sampler_percent_of_a_core"]
+        # Over a short run the sampler's interpreter start-up dominates; a long step pays the per-sample cost only.
+        over = "" if share["median"] <= goal else ", **over the goal** (its start-up weighs on a short run)"
+        startup = s.get("startup_cpu_s")
+        per_sample = s.get("cpu_per_sample_ms")
+        long_step = s.get("long_step_percent_of_a_core")
+        parts.append(
+            f"every {s['interval_s']:g} s: sampler **{share['median']:.3f} %** of a core over the run (95 % CI "
+            f"{share['ci95'][0]:.3f} to {share['ci95'][1]:.3f}){over}; "
+            + (f"start-up {startup['median']:.2f} s of CPU, " if startup else "start-up not measured, ")
+            + (
+                f"{per_sample['median']:.2f} ms a sample, so {long_step:.3f} % on a long step; "
+                if per_sample and long_step is not None
+                else "CPU per sample not measured; "
+            )
+            + f"step's wall time with/without {_ci(wall)}, {effect}"
+        )
+    return [
+        (
+            "telemetry sampler's cost on a busy step (bench/dataloader_tree.py: "
+            f"{data['workload']['processes']} processes keeping every core busy, {length}, no GPU), its CPU read "
+            f"from outside through /proc; against the step alone, {data['order']}",
+            "; ".join(parts) + f"; goal ≤ {goal:g} % of a core",
+            f"`bench/telemetry_overhead.py`, `{name}`",
+        )
+    ]
+
+
+def compare_rows_rows(data: dict[str, Any], name: str) -> list[Row]:
+    columns, jsonl = data["sides"]["columns"], data["sides"]["jsonl-only"]
+    m = columns["median"]
+    ratio = data["jsonl_only_over_columns"]
+    goal = data["goal"]
+    return [
+        (
+            f"`scripts/compare` on {data['rows']:,} telemetry rows (a recorded LSF run's files from a local mirror "
+            "instead of SFTP; the training step's telemetry made from a real H200 sampler line), a fresh process each",
+            f"**{m['total_s']:.2f} s**, {columns['memory_bound_mb']:,.0f} MB peak "
+            f"(medians of {columns['runs']}: import "
+            f"{m['import_s']:.2f} s, load {m['collect_and_load_s']:.2f} s, metrics {m['metrics_s']:.2f} s, report "
+            f"{m['render_s']:.2f} s); goal ≤ {goal['total_s']:g} s and {goal['memory_mb']:g} MB: "
+            f"{'met' if columns['goal_met'] else '**not met**'}; from the JSONL alone (a run recorded without the "
+            f"sampler's column file) {jsonl['median']['total_s']:.2f} s, {jsonl['memory_bound_mb']:,.0f} MB: ratio "
+            f"{_ci(ratio)}",
+            f"`bench/compare_rows.py`, `{name}`",
+        )
+    ]
+
+
+def _gb(entry: dict[str, Any]) -> str:
+    return f"{entry['bytes'] / 1e9:.2f} GB" if entry.get("bytes") is not None else entry.get("reason", "not measured")
+
+
+def warm_bootstrap_rows(data: dict[str, Any], name: str) -> list[Row]:
+    seconds = [x["seconds"] for x in data["samples"]]
+    disk = data["disk"]
+    return [
+        (
+            "second `scripts/bootstrap` (everything built: stamps only), a fresh process each",
+            f"**{data['median_s']:.2f} s** median of {len(seconds)} ({min(seconds):.2f} to {max(seconds):.2f} s)",
+            f"`bench/warm_bootstrap.py`, `{name}`",
+        ),
+        (
+            "disk the build holds (`du`)",
+            f"toolchain `bin/` with its links followed **{_gb(disk['toolchain_bin_links_followed'])}** (every built "
+            f"step, older pins included, {_gb(disk['toolchain_steps'])}); "
+            f"Go module cache {_gb(disk['go_module_cache'])}; "
+            f"Go build cache {_gb(disk['go_build_cache'])} (both shared with other Go work on the machine); `.venv` "
+            f"{_gb(disk['venv'])}",
+            f"`bench/warm_bootstrap.py`, `{name}`",
+        ),
+    ]
+
+
+def language_host_rows(data: dict[str, Any], name: str) -> list[Row]:
+    ratio = data["full_sdk_over_launcher"]
+    upstream = data.get("not_measured", {}).get("upstream pulumi-language-python", "not measured")
+    return [
+        (
+            "Pulumi's Python language plugin (Atlas's launcher) from spawn to answering a gRPC call, as the engine "
+            "starts it (twice per `pulumi up`)",
+            f"**{data['median_s']['launcher']:.2f} s** (median of {data['rounds']}); the same launcher after importing "
+            f"the whole SDK, as before its trim, {data['median_s']['full-sdk']:.2f} s: ratio {_ci(ratio)}; "
+            "upstream's Go "
+            f"plugin {upstream}",
+            f"`bench/language_host_start.py`, `{name}`",
+        )
+    ]
 
 
 RENDERERS: dict[str, tuple[str, Callable[[dict[str, Any], str], list[Row]]]] = {
@@ -165,6 +340,11 @@ RENDERERS: dict[str, tuple[str, Callable[[dict[str, Any], str], list[Row]]]] = {
     "container_vs_bare": ("container-vs-bare-*.json", container_vs_bare_rows),
     "hpc_sweep_slurm": ("hpc-sweep-slurm-*.json", hpc_sweep_rows),
     "hpc_sweep_lsf": ("hpc-sweep-lsf-*.json", hpc_sweep_rows),
+    "local_vs_script": ("local-vs-script-*.json", local_vs_script_rows),
+    "telemetry_overhead": ("telemetry-overhead-*.json", telemetry_overhead_rows),
+    "compare_rows": ("compare-rows-*.json", compare_rows_rows),
+    "warm_bootstrap": ("warm-bootstrap-*.json", warm_bootstrap_rows),
+    "language_host_start": ("language-host-start-*.json", language_host_rows),
     "gpu_check": ("gpu-check-*.json", gpu_check_rows),
     "biggan_h200": ("biggan-h200-*.json", biggan_h200_rows),
 }
@@ -173,8 +353,10 @@ RENDERERS: dict[str, tuple[str, Callable[[dict[str, Any], str], list[Row]]]] = {
 def _newest(files: list[Path]) -> tuple[Path, dict[str, Any]]:
     """The newest file of a kind: by the date (or run id) it records, else by its name."""
     loaded = [(f, json.loads(f.read_text())) for f in files]
-    return max(loaded, key=lambda fd: (str(fd[1].get("date") or fd[1].get("date_utc") or fd[1].get("run_id") or ""),
-                                       fd[0].name))
+    return max(
+        loaded,
+        key=lambda fd: (str(fd[1].get("date") or fd[1].get("date_utc") or fd[1].get("run_id") or ""), fd[0].name),
+    )
 
 
 def render(results: Path = RESULTS) -> str:
@@ -199,7 +381,7 @@ def _run_date(data: dict[str, Any]) -> str:
 def readme_block(text: str) -> str:
     if START not in text or END not in text:
         raise SystemExit(f"README.md has no generated table: add the lines\n{START}\n{END}")
-    return text[text.index(START) + len(START):text.index(END)].strip()
+    return text[text.index(START) + len(START) : text.index(END)].strip()
 
 
 def main() -> int:
@@ -212,7 +394,7 @@ def main() -> int:
         return 0
     text = README.read_text()
     readme_block(text)  # the markers must be there
-    README.write_text(text[: text.index(START) + len(START)] + "\n" + table + "\n" + text[text.index(END):])
+    README.write_text(text[: text.index(START) + len(START)] + "\n" + table + "\n" + text[text.index(END) :])
     print(f"README.md: {table.count(chr(10)) - 1} rows from bench/results/")
     return 0
 

@@ -1,10 +1,17 @@
 """The README's table of measured figures is exactly what bench/readme_table.py renders from the raw
-JSON in bench/results/: a figure there can always be traced to the samples it rests on."""
+JSON in bench/results/: a figure there can always be traced to the samples it rests on. The renderers
+are pure: fed a bench's JSON, they say who won only where the interval says so."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
 
 from bench import readme_table
 
 
-def test_the_readme_table_is_the_one_rendered_from_bench_results():
+def test_the_readme_table_is_the_one_rendered_from_bench_results() -> None:
     rendered = readme_table.render()
     assert rendered.count("\n") >= 3, "bench/results/ should give rows"
     in_readme = readme_table.readme_block(readme_table.README.read_text())
@@ -13,6 +20,195 @@ def test_the_readme_table_is_the_one_rendered_from_bench_results():
     )
 
 
-def test_every_row_names_the_file_it_came_from():
+def test_every_row_names_the_file_it_came_from() -> None:
     for line in readme_table.render().splitlines()[2:]:
         assert "`bench/results/" in line, line
+
+
+def test_the_measured_section_has_no_table_but_the_generated_one() -> None:
+    """A hand-written table row is a figure without a raw file (issue 17, item 5)."""
+    text = readme_table.README.read_text()
+    section = text[text.index("## Measured") : text.index("**GPU check on an NVIDIA H200**")]
+    outside = section[: section.index(readme_table.START)] + section[section.index(readme_table.END) :]
+    assert [line for line in outside.splitlines() if line.lstrip().startswith("|")] == []
+
+
+@pytest.mark.parametrize(
+    ("ci95", "expected"),
+    [
+        ([1.02, 1.30], "Atlas faster"),
+        ([0.49, 0.92], "**Atlas slower**"),
+        ([0.93, 1.04], "no clear winner"),
+        ([1.00, 1.10], "no clear winner"),  # touching 1 is not a win
+        ([0.90, 1.00], "no clear winner"),
+    ],
+)
+def test_verdict_only_where_the_interval_excludes_one(ci95: list[float], expected: str) -> None:
+    assert readme_table.verdict(ci95) == expected
+
+
+def _ratio(median: float, low: float, high: float, rounds: int = 12) -> dict[str, Any]:
+    return {"median": median, "ci95": [low, high], "rounds": rounds, "pairs": [median] * rounds}
+
+
+LOCAL_VS_SCRIPT = {
+    "order": "ABBA",
+    "rounds": 12,
+    "rounds_planned": 12,
+    "median_s": {"atlas": 19.07, "script": 15.57},
+    "logins_per_run": {"atlas": [1], "script": [1]},
+    "script_over_atlas": _ratio(0.79, 0.49, 0.92),
+    "samples": [
+        {"side": "atlas", "seconds": 14.8},
+        {"side": "atlas", "seconds": 31.7},
+        {"side": "script", "seconds": 15.0},
+    ],
+    "atlas_noop_up_s": [6.049, 4.438, 3.667],
+}
+
+
+@pytest.mark.parametrize(
+    ("changes", "present", "absent"),
+    [
+        (
+            {},
+            [
+                "Atlas **19.07 s** vs script **15.57 s**",
+                "**Atlas slower**",
+                "14.8 to 31.7 s",
+                "no-change `pulumi up` 4.44 s (median of 3: 6.05, 4.44, 3.67 s)",
+            ],
+            ["rounds planned"],
+        ),
+        ({"rounds": 7}, ["7 of 12 rounds planned"], []),
+        ({"atlas_noop_up_s": []}, ["no-change `pulumi up`: not measured"], ["median of 0"]),
+        ({"script_over_atlas": _ratio(1.2, 1.1, 1.3)}, ["Atlas faster"], ["Atlas slower"]),
+    ],
+)
+def test_local_vs_script_row(changes: dict[str, Any], present: list[str], absent: list[str]) -> None:
+    ((_what, figure, how),) = readme_table.local_vs_script_rows({**LOCAL_VS_SCRIPT, **changes}, "bench/results/x.json")
+    for text in present:
+        assert text in figure
+    for text in absent:
+        assert text not in figure
+    assert how == "`bench/local_vs_script.py`, `bench/results/x.json`"
+
+
+def _overhead_side(
+    interval: float, wall: dict[str, Any], per_sample: dict[str, Any] | None, share: float
+) -> dict[str, Any]:
+    return {
+        "interval_s": interval,
+        "workload_wall_ratio": wall,
+        "sampler_percent_of_a_core": {"median": share, "ci95": [share - 0.01, share + 0.01], "n": 12},
+        "startup_cpu_s": {"median": 0.105, "ci95": [0.1, 0.11], "n": 12},
+        "cpu_per_sample_ms": per_sample,
+        "long_step_percent_of_a_core": 0.0594 if per_sample else None,
+    }
+
+
+@pytest.mark.parametrize(
+    ("wall", "per_sample", "share", "present", "absent"),
+    [
+        (
+            _ratio(1.001, 0.99, 1.01),
+            {"median": 2.97},
+            0.061,
+            ["**0.061 %** of a core", "no measurable slowdown", "2.97 ms a sample, so 0.059 % on a long step"],
+            ["over the goal"],
+        ),
+        (_ratio(1.05, 1.02, 1.08), {"median": 2.97}, 0.061, ["**slows the step**"], ["no measurable"]),
+        (_ratio(1.0, 0.99, 1.01), None, 0.061, ["CPU per sample not measured"], ["long step"]),
+        (_ratio(1.0, 0.99, 1.01), {"median": 5.8}, 1.265, ["**1.265 %**", "**over the goal**"], []),
+    ],
+)
+def test_telemetry_overhead_row(
+    wall: dict[str, Any], per_sample: dict[str, Any] | None, share: float, present: list[str], absent: list[str]
+) -> None:
+    data = {
+        "workload": {"processes": 19},
+        "order": "ABBA",
+        "goal_percent_of_a_core": 1.0,
+        "summary": {"sampler-5s": _overhead_side(5.0, wall, per_sample, share)},
+        "runs": [{"side": "bare", "workload_wall_s": 8.0}, {"side": "bare", "workload_wall_s": 9.0}],
+    }
+    ((what, figure, _how),) = readme_table.telemetry_overhead_rows(data, "f.json")
+    assert "19 processes" in what and "no GPU" in what and "runs of 8.5 s" in what
+    assert "goal ≤ 1 % of a core" in figure and "start-up 0.10 s of CPU" in figure
+    for text in present:
+        assert text in figure
+    for text in absent:
+        assert text not in figure
+
+
+def _compare_side(total: float, memory: float, met: bool) -> dict[str, Any]:
+    return {
+        "median": {"total_s": total, "import_s": 0.69, "collect_and_load_s": 0.27, "metrics_s": 0.1, "render_s": 0.63},
+        "memory_bound_mb": memory,
+        "goal_met": met,
+        "runs": 10,
+    }
+
+
+@pytest.mark.parametrize(("met", "verdict"), [(True, "500 MB: met"), (False, "500 MB: **not met**")])
+def test_compare_rows_row(met: bool, verdict: str) -> None:
+    data = {
+        "rows": 1_000_000,
+        "goal": {"total_s": 2.0, "memory_mb": 500.0},
+        "sides": {"columns": _compare_side(1.71, 425.0, met), "jsonl-only": _compare_side(4.41, 600.0, False)},
+        "jsonl_only_over_columns": _ratio(2.58, 2.4, 2.7, 10),
+    }
+    ((what, figure, _how),) = readme_table.compare_rows_rows(data, "f.json")
+    assert "1,000,000 telemetry rows" in what
+    assert figure.startswith("**1.71 s**, 425 MB peak (medians of 10")
+    assert verdict in figure and "JSONL alone" in figure and "4.41 s" in figure
+
+
+def test_warm_bootstrap_rows_say_not_measured_instead_of_zero() -> None:
+    missing = {"path": None, "bytes": None, "reason": "not measured: `go env` gave no folder"}
+    data = {
+        "median_s": 0.2,
+        "samples": [{"seconds": 0.18}, {"seconds": 0.2}, {"seconds": 0.25}],
+        "disk": {
+            "toolchain_bin_links_followed": {"bytes": 681_000_000},
+            "toolchain_steps": {"bytes": 2e9},
+            "go_module_cache": missing,
+            "go_build_cache": {"bytes": 9.4e9},
+            "venv": {"bytes": 5.97e8},
+        },
+    }
+    (_, second, _), (_, disk, _) = readme_table.warm_bootstrap_rows(data, "f.json")
+    assert second == "**0.20 s** median of 3 (0.18 to 0.25 s)"
+    assert "**0.68 GB**" in disk and "Go module cache not measured: `go env` gave no folder" in disk
+    assert "0.00 GB" not in disk
+
+
+def test_language_host_row_names_the_peer_it_could_not_run() -> None:
+    data = {
+        "rounds": 12,
+        "median_s": {"launcher": 0.23, "full-sdk": 0.39},
+        "full_sdk_over_launcher": _ratio(1.7, 1.6, 1.8),
+        "not_measured": {"upstream pulumi-language-python": "not measured: its Go module cannot be fetched here"},
+    }
+    ((_, figure, _),) = readme_table.language_host_rows(data, "f.json")
+    assert figure.startswith("**0.23 s** (median of 12)")
+    assert "upstream's Go plugin not measured: its Go module cannot be fetched here" in figure
+
+
+def test_sweep_row_says_which_peer_was_not_measured() -> None:
+    sides = ("ssh-mux", "array", "ssh-fresh")
+    data = {
+        "jobs": 50,
+        "scheduler": "lsf",
+        "median_s": {"atlas": 4.7, **dict.fromkeys(sides, 1.0)},
+        "per_job_median_ms": {"atlas": 94.6, **dict.fromkeys(sides, 20.0)},
+        "logins_per_sweep": {"atlas": [1], **{s: [1] for s in sides}},
+        "baseline_over_atlas": {s: _ratio(0.5, 0.4, 0.6, 10) for s in sides},
+        "not_measured": {"submitit": "not measured: submitit has no LSF executor"},
+    }
+    ((_, figure, _),) = readme_table.hpc_sweep_rows(data, "f.json")
+    assert (
+        "`map_array` (one job array, submitted from the login node in one `ssh`): not measured: submitit has no"
+        in figure
+    )
+    assert figure.count("**Atlas slower**") == 3
