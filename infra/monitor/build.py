@@ -14,14 +14,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.compare.kube_collector import GPU_MOCK_LABEL, GPU_RESOURCE, records_from_api
+from infra.compare.kube_collector import GPU_MOCK_LABEL, GPU_RESOURCE, LOCAL_NODE, NOT_EXECUTED, records_from_api
 from infra.compare.metrics import MOCK_GPU
 from infra.compare.records import StepRecord
 from infra.compare.timeparse import rfc3339
 from infra.hpc.scheduler import Phase, scheduler_for
+from infra.hpc.target import PROVENANCE_NOT_STATED
 from infra.monitor.hpc import HpcNode, HpcPoll, HpcSource, StepTelemetry
 from infra.monitor.kube import KubeCache, is_simulated, pod_active, pod_gpus
-from infra.monitor.model import EnvironmentView, NodeView, Snapshot, StepView
+from infra.monitor.model import REAL, SIMULATED_NODE, EnvironmentView, NodeView, Snapshot, StepView
 from infra.nodes.estimate import JobShape, RunningJob, estimate_wait
 from infra.nodes.idle import IDLE_PERCENT
 
@@ -175,6 +176,7 @@ class Monitor:
                     else "not readable: no GPU metrics source for Kubernetes nodes here (the sampler's files "
                     "sit on the run's PVC)",
                     simulated=simulated,
+                    provenance=SIMULATED_NODE if simulated else LOCAL_NODE if mock else REAL,
                     site=str(env.get("api_url", "")) or self.kube.client.server,
                     workloads=tuple(
                         f"{(p.get('metadata') or {}).get('namespace')}/{(p.get('metadata') or {}).get('name')}"
@@ -211,6 +213,7 @@ class Monitor:
             f"/apis/batch/v1/namespaces/{namespace}/jobs",
             estimate=estimate,
             notes=tuple(self.kube.notes) + (tuple(records.notes) if records.notes else ()),
+            provenance=kube_provenance(steps, node_views),
         )
 
     # --- HPC ------------------------------------------------------------------------------------
@@ -266,6 +269,7 @@ class Monitor:
             + " ; one node/queue/telemetry script",
             estimate=estimate,
             notes=notes,
+            provenance=hpc_provenance(env),
         )
 
     def _hpc_node(self, env: str, node: HpcNode, poll: HpcPoll, now: float) -> NodeView:
@@ -295,7 +299,20 @@ class Monitor:
             workloads=workloads,
             idle_since=idle_since if idle_since is not None else tracked,
             site=f"{poll_site(self.outputs, env)}",
+            provenance=hpc_provenance((self.outputs.get("environments") or {}).get(env) or {}),
         )
+
+
+def hpc_provenance(env: Mapping[str, Any]) -> str:
+    """An HPC environment is what its stack says (`atlas:hpc.<name>.provenance`), never "real" by default."""
+    return str(env.get("provenance") or PROVENANCE_NOT_STATED)
+
+
+def kube_provenance(steps: Sequence[StepView], nodes: Sequence[NodeView]) -> str:
+    """What the nodes the steps' pods ran on are (pure); not executed when no step reached a node."""
+    by_name = {n.name: n.provenance for n in nodes}
+    seen = sorted({by_name.get(s.node, PROVENANCE_NOT_STATED) for s in steps if s.node})
+    return " + ".join(seen) if seen else NOT_EXECUTED
 
 
 def _idle_since(series: Sequence[StepTelemetry], idle_percent: float) -> float | None:

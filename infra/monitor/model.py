@@ -11,6 +11,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from infra.hpc.target import PROVENANCE_NOT_STATED
+
+# What a node or environment is, as every output labels it (issue 17: nothing defaults to "real").
+REAL = "real"
+SIMULATED_NODE = "simulated node"
+
 
 @dataclass(frozen=True)
 class StepView:
@@ -49,6 +55,7 @@ class NodeView:
     workloads: tuple[str, ...] = ()  # pods / jobs holding GPUs on it
     idle_since: float | None = None  # allocated GPUs below the idle threshold since (Unix s)
     site: str = ""  # the API server or login host: two environments on one cluster share nodes
+    provenance: str = PROVENANCE_NOT_STATED  # real, simulated node, local node with mock GPUs, local stand-in ...
 
     @property
     def gpus_free(self) -> int:
@@ -80,6 +87,7 @@ class EnvironmentView:
     error: str = ""  # the environment could not be read: why
     estimate: WaitEstimate | None = None
     notes: tuple[str, ...] = ()
+    provenance: str = PROVENANCE_NOT_STATED
 
 
 @dataclass(frozen=True)

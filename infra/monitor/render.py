@@ -135,7 +135,7 @@ def nodes_table(env: EnvironmentView) -> Table:
 
 
 def environment_panel(env: EnvironmentView, now: float) -> Panel:
-    title = f"[bold]{env.name}[/bold]  {env.platform}"
+    title = f"[bold]{env.name}[/bold]  {env.platform}  ({env.provenance})"
     if env.error:
         return Panel(Text(f"cannot read: {env.error}", style="red"), title=title, title_align="left")
     parts: list[RenderableType] = [steps_table(env)] if env.steps else [Text("no steps in the outputs", style="dim")]
@@ -220,7 +220,7 @@ def html_page(snapshot: Snapshot, refresh_s: float | None = None) -> str:
         notes = "".join(f'<p class="note">{html.escape(n)}</p>' for n in env.notes)
         sections.append(
             f'<section data-env="{html.escape(name)}"><h2>{html.escape(name)} '
-            f"<small>{html.escape(env.platform)}</small></h2>"
+            f"<small>{html.escape(env.platform)} ({html.escape(env.provenance)})</small></h2>"
             "<table><thead><tr><th>step</th><th>job</th><th>state</th><th>node</th><th>elapsed</th>"
             "<th>queue wait</th><th>it/s</th><th>CPU</th><th>mem</th><th>GPU use</th></tr></thead>"
             f"<tbody>{step_rows}</tbody></table>"

@@ -40,7 +40,7 @@ from infra.monitor.cli import (
     workload_shape,
 )
 from infra.monitor.kube import KubeClient
-from infra.monitor.model import Snapshot, WaitEstimate
+from infra.monitor.model import REAL, Snapshot, WaitEstimate
 from infra.monitor.render import duration, estimate_text
 from infra.nodes import backfill
 from infra.nodes.idle import IDLE_AFTER_S, IDLE_PERCENT, NodeFinding, find_underused, summarize
@@ -137,6 +137,11 @@ def _outputs(args: argparse.Namespace, project: Path) -> dict[str, Any]:
 # --- rendering -----------------------------------------------------------------------------------
 
 
+def environment_label(finding: NodeFinding) -> str:
+    """The environment and, unless real, what its node is: "openshift (simulated node)"."""
+    return finding.environment if finding.provenance == REAL else f"{finding.environment} ({finding.provenance})"
+
+
 def findings_table(findings: Sequence[NodeFinding]) -> Table:
     table = Table(title="GPU nodes, judged by use", title_justify="left")
     for column, justify in (
@@ -152,7 +157,7 @@ def findings_table(findings: Sequence[NodeFinding]) -> Table:
     for f in findings:
         use = f"{f.gpu_util_percent:.0f} %" if f.gpu_util_percent is not None else "not readable"
         table.add_row(
-            f.environment + (" (simulated)" if f.simulated else ""),
+            environment_label(f),
             f.node,
             f"{f.gpus_allocated}/{f.gpus_total}",
             str(f.gpus_free),

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from infra.hpc.target import PROVENANCE_NOT_STATED
 from infra.monitor.model import NodeView, Snapshot
 
 IDLE_PERCENT = 5.0
@@ -38,6 +39,7 @@ class NodeFinding:
     simulated: bool
     workloads: tuple[str, ...]
     site: str = ""
+    provenance: str = PROVENANCE_NOT_STATED
 
 
 def judge_node(
@@ -98,6 +100,7 @@ def judge_node(
         simulated=node.simulated,
         workloads=node.workloads,
         site=node.site,
+        provenance=node.provenance,
     )
 
 

@@ -260,6 +260,8 @@ def test_the_kubernetes_view_matches_the_recorded_jobs_pods_and_nodes() -> None:
     # The recorded train pod has Succeeded: it holds no GPU any more.
     assert (nodes["kwok-gpu-0"].gpus_total, nodes["kwok-gpu-0"].gpus_allocated) == (4, 0)
     assert nodes["kwok-gpu-0"].simulated and nodes["kwok-gpu-0"].gpu_util_percent is None
+    # What the environment is comes from where its steps ran, never "real" by default.
+    assert nodes["kwok-gpu-0"].provenance == "simulated node" and env.provenance == "simulated node"
     assert env.estimate is not None and env.estimate.seconds is not None and env.estimate.free_gpus >= 4
 
 
@@ -314,6 +316,8 @@ def test_json_and_html_carry_the_same_numbers_and_the_terminal_view_renders() ->
     console.print(terminal_view(snapshot))
     text = console.export_text()
     assert "openshift-pipeline-train-9f60a934" in text and "kwok-gpu-0" in text and "queue-wait estimate" in text
+    assert "(simulated node)" in text and data["environments"][0]["provenance"] == "simulated node"
+    assert "(simulated node)" in page
 
 
 def test_an_environment_that_cannot_be_read_says_why_and_the_others_still_show() -> None:

@@ -3,15 +3,16 @@ whose answers are worked out by hand in each test."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
 import pytest
 
-from infra.monitor.build import _idle_since
+from infra.monitor.build import _idle_since, hpc_provenance, kube_provenance
 from infra.monitor.hpc import StepTelemetry
-from infra.monitor.model import EnvironmentView, NodeView, Snapshot
-from infra.nodes.cli import estimates_record
+from infra.monitor.model import EnvironmentView, NodeView, Snapshot, StepView
+from infra.nodes.cli import environment_label, estimates_record
 from infra.nodes.estimate import JobShape, RunningJob, estimate_wait, shape_of_workload
 from infra.nodes.idle import find_underused, judge_node, summarize
 
@@ -178,3 +179,55 @@ def test_two_environments_on_one_login_node_count_its_gpus_once() -> None:
     findings = find_underused(Snapshot(NOW, "local", "probe", "1", 30.0, (lsf, slurm)))
     assert len(findings) == 2  # each environment judges the node
     assert summarize(findings) == {"nodes": 1, "underused_nodes": 1, "free_gpus": 3, "idle_gpus": 0}
+
+
+# --- provenance ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("provenance", "label"),
+    [
+        ("real", "satori"),
+        ("simulated node", "satori (simulated node)"),
+        (
+            "local stand-in: LSF commands on Slurm, mock GPUs, CPU run",
+            "satori (local stand-in: LSF commands on Slurm, mock GPUs, CPU run)",
+        ),
+        ("provenance not stated", "satori (provenance not stated)"),
+    ],
+)
+def test_every_environment_but_a_real_one_says_what_it_is(provenance: str, label: str) -> None:
+    finding = judge_node("satori", dataclasses.replace(node("vm", 4, 0), provenance=provenance), NOW, "probe")
+    assert environment_label(finding) == label
+
+
+def test_a_node_view_is_never_real_by_default() -> None:
+    assert node("vm", 4, 0).provenance == "provenance not stated"
+    assert hpc_provenance({}) == "provenance not stated"
+    assert hpc_provenance({"provenance": "real"}) == "real"
+
+
+@pytest.mark.parametrize(
+    ("step_nodes", "expected"),
+    [
+        ((), "not executed: no step's pod ran on a node"),
+        (("",), "not executed: no step's pod ran on a node"),  # pending: no node yet
+        (("atlas-node",), "local node, mock GPUs"),
+        (("kwok-gpu-0", "kwok-gpu-1"), "simulated node"),
+        (("atlas-node", "kwok-gpu-0"), "local node, mock GPUs + simulated node"),
+        (("gpu-7",), "real"),
+        (("gone",), "provenance not stated"),  # a node the snapshot no longer lists
+    ],
+)
+def test_a_kubernetes_environment_is_what_its_steps_nodes_are(step_nodes: tuple[str, ...], expected: str) -> None:
+    nodes = [
+        dataclasses.replace(node("atlas-node", 4, 0), provenance="local node, mock GPUs"),
+        dataclasses.replace(node("kwok-gpu-0", 4, 0), provenance="simulated node"),
+        dataclasses.replace(node("kwok-gpu-1", 4, 0), provenance="simulated node"),
+        dataclasses.replace(node("gpu-7", 4, 0), provenance="real"),
+    ]
+    steps = [
+        StepView(f"s{i}", f"j{i}", "succeeded", "Complete", name, None, None, None, None, None, "", 1)
+        for i, name in enumerate(step_nodes)
+    ]
+    assert kube_provenance(steps, nodes) == expected
