@@ -308,8 +308,8 @@ def warm_bootstrap_rows(data: dict[str, Any], name: str) -> list[Row]:
         ),
         (
             "disk the build holds (`du`)",
-            f"toolchain `bin/` with its links followed **{_gb(disk['toolchain_bin_links_followed'])}** (every built "
-            f"step, older pins included, {_gb(disk['toolchain_steps'])}); "
+            f"toolchain `bin/` with its links followed **{_gb(disk['toolchain_bin_links_followed'])}** (the "
+            f"cache's built steps it links into, {_gb(disk['toolchain_steps'])}); "
             f"Go module cache {_gb(disk['go_module_cache'])}; "
             f"Go build cache {_gb(disk['go_build_cache'])} (both shared with other Go work on the machine); `.venv` "
             f"{_gb(disk['venv'])}",
