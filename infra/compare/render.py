@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from infra.compare.charts import Chart
-from infra.compare.metrics import Report, Value
+from infra.compare.metrics import EnvironmentMetrics, Report, Value
 
 Cell = Value | str
 
@@ -208,8 +208,14 @@ def report_tables(report: Report) -> tuple[Section, ...]:
     )
 
 
+def _column_title(env: EnvironmentMetrics) -> str:
+    """The environment, its platform and what it is: "satori (LSF over SSH; local stand-in: ...)"."""
+    what = env.provenance or ("simulated" if env.simulated else "")
+    return f"{env.name} ({env.platform}{'; ' + what if what and what not in env.platform else ''})"
+
+
 def _header(report: Report) -> list[str]:
-    return ["metric", *(f"{e.name} ({e.platform}{', simulated' if e.simulated else ''})" for e in report.environments)]
+    return ["metric", *(_column_title(e) for e in report.environments)]
 
 
 def _comparability_lines(report: Report) -> list[str]:

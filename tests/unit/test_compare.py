@@ -373,6 +373,10 @@ def test_markdown_html_json_carry_units_sources_and_simulated_labels(report: met
     assert all(c.png.startswith(b"\x89PNG") for c in charts)
     markdown = render.render_markdown(report, charts, {c.name: f"{c.name}.png" for c in charts})
     assert "| request to GPUs running | 12 s (simulated) [" in markdown
+    # Every column says what its environment is; an HPC side whose stack says nothing is not "real".
+    header = next(line for line in markdown.splitlines() if line.startswith("| metric |"))
+    for env in report.environments:
+        assert f"{env.name} (" in header and (env.provenance or "simulated") in header, header
     assert "9 s [" in markdown and "## Sources" in markdown and "bjobs -a -hms" in markdown
     assert "not measured: simulated node, no container ran" in markdown
     page = render.render_html(report, charts)
