@@ -607,6 +607,7 @@ def monitor_selector(identity: RunIdentity) -> dict[str, str]:
 # minutes): it starts after the data is staged, so its image is on the node already, and a
 # small HTTP server not ready in 3 minutes is a node or cluster fault worth reporting sooner.
 MONITOR_AWAIT_S = 180
+READINESS_PERIOD_S = 2
 
 
 def _monitor_await(settings: OpenShiftSettings) -> dict[str, str]:
@@ -626,6 +627,9 @@ def monitor_deployment(
     read_roles = sorted({telemetry_role, logs_role})
     amounts = {"cpu": MONITOR_CPU.text, "memory": MONITOR_MEMORY.text}
     probe = {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10}
+    # Readiness every 2 s: the first check comes as the container starts, before the server
+    # listens, and at 10 s the Deployment waited 10 s more to be available (bench/local_vs_script).
+    readiness = {**probe, "periodSeconds": READINESS_PERIOD_S}
     container = {
         "name": "monitor",
         "image": settings.monitor.image or context.image,
@@ -646,7 +650,7 @@ def monitor_deployment(
         "ports": [{"name": "http", "containerPort": MONITOR_PORT, "protocol": "TCP"}],
         "env": [dict(NO_GPU_ENV)],
         "resources": {"requests": dict(amounts), "limits": {"cpu": "500m", "memory": MONITOR_MEMORY.text}},
-        "readinessProbe": probe,
+        "readinessProbe": readiness,
         "livenessProbe": {**probe, "initialDelaySeconds": 10},
         "volumeMounts": [{"name": "app", "mountPath": SCRIPTS_DIR, "readOnly": True}]
         + [{"name": role, "mountPath": f"{MOUNT_ROOT}/{role}", "readOnly": True} for role in read_roles],
@@ -673,10 +677,12 @@ def monitor_deployment(
 
 
 def monitor_service(settings: OpenShiftSettings, context: PodContext) -> Manifest:
+    # Never awaited: the Deployment's await already holds `up` until its pod is ready, and
+    # pulumi-kubernetes' own wait for the Service's endpoints ended about 10 s after that.
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(context.identity.labels("monitor"), context.namespace, _monitor_await(settings)),
+        "metadata": _metadata(context.identity.labels("monitor"), context.namespace, {SKIP_AWAIT: "true"}),
         "spec": {
             "type": "ClusterIP",
             "selector": monitor_selector(context.identity),

@@ -6,10 +6,11 @@ or, on plain Kubernetes, an Ingress when `monitor.host` names one (without it, t
 reached through the API server's service proxy with the user's own credentials, as
 `scripts/compare` does: an Ingress without a host would publish it to anyone).
 
-Awaiting: pulumi-kubernetes waits for a Deployment to become available, for a Service to get
-endpoints and for an Ingress to get a load balancer status. On the local KWOK cluster no
-container really runs and no ingress controller fills a status, so `monitor.await: false`
-puts `pulumi.com/skipAwait` on all three (a Route is never awaited).
+Awaiting: pulumi-kubernetes waits for a Deployment to become available and for an Ingress to
+get a load balancer status. The Service is never awaited: the Deployment's wait already covers
+its pod, and the Service's own endpoints wait ended about 10 s after it. On a cluster that
+cannot make pods Ready or has no ingress controller, `monitor.await: false` puts
+`pulumi.com/skipAwait` on both (a Route is never awaited).
 """
 
 from __future__ import annotations

@@ -309,8 +309,13 @@ def test_monitor_reads_the_volumes_read_only():
         deployment["spec"]["selector"]["matchLabels"].items()
         <= deployment["spec"]["template"]["metadata"]["labels"].items()
     )
-    # Awaited on a real cluster, for minutes rather than pulumi-kubernetes' ten.
+    # Awaited on a real cluster, for minutes rather than pulumi-kubernetes' ten; ready checked
+    # every 2 s (at 10 s, up waited up to 10 s more for a server already listening).
     assert deployment["metadata"]["annotations"] == {"pulumi.com/timeoutSeconds": "180"}
+    assert container["readinessProbe"]["periodSeconds"] == 2 and container["livenessProbe"]["periodSeconds"] == 10
+    # The Service is never awaited: the Deployment's await already covers its pod's readiness.
+    service = manifests.monitor_service(settings, context())
+    assert service["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
 
 
 @pytest.mark.parametrize("make", [manifests.monitor_service, manifests.monitor_deployment])
