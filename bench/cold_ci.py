@@ -10,8 +10,11 @@ the machine's own. The bootstrap's phases come from its own `--timings` (ATLAS_B
     .venv/bin/python -m bench.cold_ci              (about an hour on 2 cores; run it on an idle machine)
     .venv/bin/python -m bench.cold_ci --record LOG --timings FILE --commit SHA
                                                    (a run made by hand the same way: its log and timings)
+    .venv/bin/python -m bench.cold_ci --record LOG --commit SHA --warm
+                                                   (a fresh clone's .ci/run on this machine's warm caches)
 
-Writes bench/results/cold-ci-<date>.json. Goals: bootstrap <= 20 min, the whole run <= 60 min.
+Writes bench/results/cold-ci-<date>.json (warm-ci-<date>.json with --warm). Goals: bootstrap <= 20 min,
+the whole run <= 60 min.
 """
 
 from __future__ import annotations
@@ -97,7 +100,10 @@ def main() -> int:
                                                     "elapsed=Ns`)")
     parser.add_argument("--timings", type=Path, help="with --record: the bootstrap's timings file")
     parser.add_argument("--commit", default="HEAD")
+    parser.add_argument("--warm", action="store_true", help="with --record: the clone ran on the machine's warm caches")
     args = parser.parse_args()
+    if args.warm and not args.record:
+        parser.error("--warm records a run made by hand: give --record LOG")
     commit = subprocess.run(["git", "rev-parse", args.commit], cwd=REPO_ROOT, capture_output=True, text=True,
                             check=True).stdout.strip()
     if args.record:
@@ -107,10 +113,15 @@ def main() -> int:
             raise SystemExit(f"{args.record}: no `end ... rc=N elapsed=Ns` line: the run has not finished")
         phases = json.loads(args.timings.read_text()) if args.timings else {}
         result = summarise(log, phases, float(end[2]), int(end[1]), commit)
+        if args.warm:
+            result["bench"] = "warm_ci"
+            result["what"] = ("git clone, then .ci/run on this machine's warm caches (toolchain, Go modules and "
+                              "builds, pip): what a developer's second clone costs")
     else:
         result = summarise(*run_cold(commit), commit)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"cold-ci-{result['date'][:10]}.json"
+    kind = "warm-ci" if result["bench"] == "warm_ci" else "cold-ci"
+    out = RESULTS / f"{kind}-{result['date'][:10]}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != "bootstrap_phases_s"}, indent=2))
     print(f"bench: wrote {out.relative_to(REPO_ROOT)}")

@@ -334,8 +334,18 @@ def language_host_rows(data: dict[str, Any], name: str) -> list[Row]:
     ]
 
 
+def warm_ci_rows(data: dict[str, Any], name: str) -> list[Row]:
+    return [(
+        "a fresh clone's whole `.ci/run` on this machine's warm caches (toolchain, Go modules and builds, pip)",
+        f"**{_minutes(data['total_s'])}**, exit {data['returncode']}: pytest {data['pytest_result']} in "
+        f"{_minutes(data['pytest_s'] or 0)}; commit {str(data['commit'])[:7]}",
+        f"`bench/cold_ci.py --warm`, `{name}`",
+    )]
+
+
 RENDERERS: dict[str, tuple[str, Callable[[dict[str, Any], str], list[Row]]]] = {
     "cold_ci": ("cold-ci-*.json", cold_ci_rows),
+    "warm_ci": ("warm-ci-*.json", warm_ci_rows),
     "local_node": ("local-node-*.json", local_node_rows),
     "container_vs_bare": ("container-vs-bare-*.json", container_vs_bare_rows),
     "hpc_sweep_slurm": ("hpc-sweep-slurm-*.json", hpc_sweep_rows),

@@ -212,3 +212,17 @@ def test_sweep_row_says_which_peer_was_not_measured() -> None:
         in figure
     )
     assert figure.count("**Atlas slower**") == 3
+
+
+def test_warm_ci_row_says_it_ran_on_warm_caches_and_its_commit() -> None:
+    data = {
+        "total_s": 2084.4,
+        "returncode": 0,
+        "pytest_result": "930 passed",
+        "pytest_s": 1500.0,
+        "commit": "abc1234def",
+    }
+    ((what, figure, how),) = readme_table.warm_ci_rows(data, "bench/results/warm-ci-2026-12-03.json")
+    assert "warm caches" in what
+    assert figure.startswith("**34 min 44 s**, exit 0: pytest 930 passed in 25 min 0 s; commit abc1234")
+    assert how == "`bench/cold_ci.py --warm`, `bench/results/warm-ci-2026-12-03.json`"
