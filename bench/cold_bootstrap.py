@@ -24,10 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.stats import machine, now_utc
+from bench.stats import RESULTS, machine, now_utc, write_result
 from infra.toolchain.pins import REPO_ROOT
-
-RESULTS = REPO_ROOT / "bench" / "results"
 
 
 def copy_repository(dest: Path) -> None:
@@ -72,9 +70,7 @@ def main() -> int:
         "disk_bytes": sizes,
         "goal_s": 1200,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"cold-bootstrap-{dt.date.today().isoformat()}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    out = write_result(result, RESULTS / f"cold-bootstrap-{dt.date.today().isoformat()}.json")
     print(json.dumps({k: v for k, v in result.items() if k != "phases_s"}, indent=2))
     print(f"bench: wrote {out.relative_to(REPO_ROOT)}")
     return 0

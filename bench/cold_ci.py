@@ -30,10 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.stats import machine, now_utc
+from bench.stats import RESULTS, machine, now_utc, write_result
 from infra.toolchain.pins import REPO_ROOT
 
-RESULTS = REPO_ROOT / "bench" / "results"
 # `scripts/test`'s progress lines: "test <seconds>s <what>".
 TEST_LINE = re.compile(r"^test (\d+)s (.+)$", re.M)
 PYTEST_SUMMARY = re.compile(r"=+ (.*(?:passed|failed).*) in ([\d.]+)s")
@@ -119,10 +118,8 @@ def main() -> int:
                               "builds, pip): what a developer's second clone costs")
     else:
         result = summarise(*run_cold(commit), commit)
-    RESULTS.mkdir(parents=True, exist_ok=True)
     kind = "warm-ci" if result["bench"] == "warm_ci" else "cold-ci"
-    out = RESULTS / f"{kind}-{result['date'][:10]}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    out = write_result(result, RESULTS / f"{kind}-{result['date'][:10]}.json")
     print(json.dumps({k: v for k, v in result.items() if k != "bootstrap_phases_s"}, indent=2))
     print(f"bench: wrote {out.relative_to(REPO_ROOT)}")
     return 0 if result["returncode"] == 0 else 1

@@ -41,11 +41,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.stats import abba_order, machine, now_utc, paired_ratio  # noqa: E402
+from bench.stats import RESULTS, abba_order, machine, now_utc, paired_ratio, write_result  # noqa: E402
 
 RECORDED = REPO / "tests" / "unit" / "data" / "compare"
 SAMPLE = REPO / "tests" / "unit" / "data" / "sampler_h200.jsonl"
-RESULTS = REPO / "bench" / "results"
 GOAL_S, GOAL_MB = 2.0, 500.0
 
 
@@ -210,8 +209,7 @@ def main() -> int:
     ratio = summary["jsonl_only_over_columns"]
     print(f"jsonl-only/columns {ratio['median']:.2f} (95 % CI {ratio['ci95'][0]:.2f} to {ratio['ci95'][1]:.2f})")
     out = args.out or RESULTS / f"compare-rows-{started[:10]}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    write_result(result, out, indent=1)
     print(f"bench: wrote {out}")
     return 0
 

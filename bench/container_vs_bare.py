@@ -41,12 +41,11 @@ from typing import Any
 
 import yaml
 
-from bench.stats import bootstrap_ci, machine, now_utc
+from bench.stats import RESULTS, bootstrap_ci, machine, now_utc, write_result
 from infra.localenv import images, kube, node, satori
 from infra.localenv.layout import Layout, Ports
 from infra.toolchain.pins import REPO_ROOT
 
-RESULTS = REPO_ROOT / "bench" / "results"
 WHEELS = ("numpy==2.4.6", "h5py==3.16.0", "scikit-learn==1.9.1")  # as workloads/probe/Containerfile
 CPUS = 2
 FIRST = re.compile(r"First iteration done at (\d+\.\d+)")
@@ -217,9 +216,7 @@ def main() -> int:
             kube.down(layout, quiet)
             satori.down(layout)
     result = summarise(samples, argv)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"container-vs-bare-{dt.date.today().isoformat()}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    out = write_result(result, RESULTS / f"container-vs-bare-{dt.date.today().isoformat()}.json")
     print(json.dumps(result["summary"], indent=2))
     say(start, f"wrote {out.relative_to(REPO_ROOT)}")
     return 0

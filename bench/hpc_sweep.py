@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import re
 import shlex
 import statistics
@@ -55,7 +54,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.stats import abba_order, machine, now_utc, paired_ratio
+from bench.stats import RESULTS, abba_order, machine, now_utc, paired_ratio, write_result
 from infra.hpc import polling, ssh
 from infra.hpc.scheduler import JobSpec, Scheduler, render_job_script, scheduler_for
 from infra.localenv import satori
@@ -67,7 +66,6 @@ JOB_NAME = "atlas-bench-sweep"
 SIDES = ("atlas", "ssh-mux", "array", "submitit", "ssh-fresh")
 # Sides a scheduler cannot have, with the reason the JSON and the report give.
 NOT_MEASURED: dict[str, dict[str, str]] = {"slurm": {}, "lsf": {"submitit": "submitit has no LSF executor"}}
-RESULTS = REPO_ROOT / "bench" / "results"
 SUBMITIT_REQUIREMENTS = REPO_ROOT / "bench" / "requirements-login-node.txt"
 SUBMITIT_DRIVER = REPO_ROOT / "bench" / "submitit_sweep.py"
 # The login user's venv for submitit, under their home (kept between runs: a researcher's is too).
@@ -383,8 +381,7 @@ def main() -> int:
     for way, timing in (result.get("profile_ms") or {}).items():
         print(f"  {timing['median_ms']:7.1f} ms  {way}")
     out: Path = args.out or RESULTS / f"hpc-sweep-{args.scheduler}-{result['date'][:10]}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(result, out)
     print(f"wrote {out}")
     return 0
 

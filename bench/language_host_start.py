@@ -24,7 +24,6 @@ Writes bench/results/language-host-start-<date>.json (or --out) with every sampl
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import statistics
@@ -38,10 +37,9 @@ import grpc
 from google.protobuf import empty_pb2
 from pulumi.runtime.proto import language_pb2_grpc
 
-from bench.stats import abba_order, machine, now_utc, paired_ratio
+from bench.stats import RESULTS, abba_order, machine, now_utc, paired_ratio, write_result
 from infra.toolchain.pins import REPO_ROOT, load_pins, toolchain_dir
 
-RESULTS = REPO_ROOT / "bench" / "results"
 SIDES = ("launcher", "full-sdk")
 FULL_SDK = "import pulumi, runpy, sys; runpy.run_module('infra.toolchain.language_host', run_name='__main__')"
 ENGINE_ADDRESS = "127.0.0.1:1"  # never dialled before Run: start-up does not need the engine
@@ -133,8 +131,7 @@ def main() -> int:
         f"full-sdk/launcher {ratio['median']:.2f} (95 % CI {ratio['ci95'][0]:.2f} to {ratio['ci95'][1]:.2f})"
     )
     out = args.out or RESULTS / f"language-host-start-{started[:10]}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    write_result(result, out, indent=1)
     print(f"bench: wrote {out}")
     return 0
 

@@ -24,12 +24,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.local_stack import timed
-from bench.stats import machine, now_utc
+from bench.stats import RESULTS, machine, now_utc, write_result
 from infra.localenv import images, kube, node
 from infra.localenv.layout import Layout, Ports
 from infra.toolchain.pins import REPO_ROOT
-
-RESULTS = REPO_ROOT / "bench" / "results"
 
 
 def main() -> int:
@@ -82,9 +80,7 @@ def main() -> int:
         "image_digest_stable": len({r["digest"] for r in rebuilds}) == 1,
         "goals": {"localenv_up_warm_s": 30, "image_rebuild_no_change_s": 10},
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"local-node-{dt.date.today().isoformat()}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    out = write_result(result, RESULTS / f"local-node-{dt.date.today().isoformat()}.json")
     print(json.dumps({k: v for k, v in result.items() if "median" in k or k.startswith("image_")}, indent=2))
     print(f"bench: wrote {out.relative_to(REPO_ROOT)}")
     return 0

@@ -74,10 +74,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.stats import abba_order, machine, now_utc, paired_ratio
+from bench.stats import RESULTS, abba_order, machine, now_utc, paired_ratio, write_result
 from infra.localenv import kube, recycler, satori
 from infra.localenv.layout import Layout, default_layout
-from infra.toolchain.pins import REPO_ROOT
 from tests.e2e.pulumi_cli import PulumiProject, local_openshift
 
 STACK = "local"
@@ -87,7 +86,6 @@ POLL_S = 2.0  # the stack's poll_interval_seconds: the script polls as often as 
 STEP_TIMEOUT_S = 600
 MONITOR_TIMEOUT_S = 180  # infra/openshift/manifests.py MONITOR_AWAIT_S
 CONTROL_PERSIST_S = 600
-RESULTS = REPO_ROOT / "bench" / "results"
 KUBE_COMPLETION = "pulumi-python:dynamic/openshift:JobCompletion"
 STAGING_PARENT = "atlas:openshift:DataStaging$"
 MONITOR_PARENT = "atlas:openshift:RunMonitor$"
@@ -661,8 +659,7 @@ def main() -> int:
         f"(95 % CI {low:.3f} to {high:.3f}, {ratio['rounds']} rounds): {verdict}"
     )
     out = args.out or RESULTS / f"local-vs-script-{date[:10]}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(result, out)
     say(f"wrote {out}")
     return 0
 

@@ -1,14 +1,19 @@
-"""What every bench shares: the run order (ABBA) and paired ratios with a bootstrap interval."""
+"""What every bench shares: the run order (ABBA), paired ratios with a bootstrap interval, and
+where and how each writes its raw JSON (bench/results/, read by bench/readme_table.py)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import platform
 import random
 import statistics
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def abba_order(sides: Sequence[str], rounds: int) -> list[list[str]]:
@@ -42,3 +47,10 @@ def machine() -> dict[str, Any]:
 
 def now_utc() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def write_result(result: dict[str, Any], out: Path, indent: int = 2) -> Path:
+    """Write a bench's raw JSON (its folder made first) and return where it went."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=indent) + "\n")
+    return out

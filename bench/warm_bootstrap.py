@@ -28,10 +28,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench.stats import machine, now_utc
+from bench.stats import RESULTS, machine, now_utc, write_result
 from infra.toolchain.pins import REPO_ROOT, cache_root, load_pins, toolchain_dir
 
-RESULTS = REPO_ROOT / "bench" / "results"
 UP_TO_DATE = "up to date"
 
 
@@ -113,8 +112,7 @@ def main() -> int:
         "disk": disk,
     }
     out = args.out or RESULTS / f"warm-bootstrap-{started[:10]}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    write_result(result, out, indent=1)
     print(json.dumps({k: v for k, v in result.items() if k != "samples"}, indent=1))
     print(f"bench: wrote {out}")
     return 0
