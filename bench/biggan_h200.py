@@ -51,14 +51,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from infra.telemetry.parsers import format_cri_line  # noqa: E402
-from infra.workload import (  # noqa: E402
-    GitSource,
-    Workload,
-    input_override,
-    load_workload,
-    render_step,
-    sampled_argv,
-)
+from infra.workload.load import load_workload  # noqa: E402
+from infra.workload.model import GitSource, Workload, input_override  # noqa: E402
+from infra.workload.options import last_values  # noqa: E402
+from infra.workload.render import render_step, sampled_argv  # noqa: E402
 from infra.workload_source import MARKER, Materialized, SourceError, materialize, sha256_file  # noqa: E402
 
 ENTRYPOINT = REPO / "workloads" / "biggan" / "entrypoint.sh"
@@ -301,7 +297,7 @@ def main() -> int:
     # Inputs: what workload.yaml's data section names, made here for this environment.
     data_record: dict[str, Any] = {}
     make_hdf5 = render_step(workload, "make-hdf5", args.environment)
-    resolution = make_hdf5.argv[make_hdf5.argv.index("--resolution") + 1]
+    resolution = last_values(make_hdf5.argv)["--resolution"][0]
     for item in workload.data:
         override = input_override(workload, args.environment, "make-hdf5", item.name)
         if override is not None:

@@ -87,7 +87,7 @@ def mirror(home: Path, run_dir: str, telemetry: Path, with_columns: bool) -> Non
 def child(home: Path, out: Path, workers: int | None) -> dict[str, float]:
     """One run, in this (fresh) process: collect, compute, write; phase times and peak memory."""
     began = time.perf_counter()
-    from infra.compare import costs, hpc_collector, metrics, report, telemetry
+    from infra.compare import cost_files, hpc_collector, metrics, remote_files, report, telemetry
     from infra.hpc.ssh import RemoteResult
 
     if workers:
@@ -100,11 +100,13 @@ def child(home: Path, out: Path, workers: int | None) -> dict[str, float]:
         "satori",
         outputs,
         lambda command: RemoteResult(command, 0, bjobs, ""),
-        hpc_collector.LocalFiles(home),
+        remote_files.LocalFiles(home),
         out / "raw",
     )
     collected = time.perf_counter()
-    built = metrics.build_report([records], costs.load_cost_profiles(), costs.load_rate_table(), {"stack": "bench"})
+    built = metrics.build_report(
+        [records], cost_files.load_cost_profiles(), cost_files.load_rate_table(), {"stack": "bench"}
+    )
     computed = time.perf_counter()
     report.write_report(built, out)
     written = time.perf_counter()

@@ -21,13 +21,12 @@ from infra.aws.settings import AwsSettings, parse_aws_settings, resolve_credenti
 from infra.errors import AtlasConfigError
 from infra.hpc.target import PROVENANCE_NOT_STATED, HpcTarget, parse_hpc_target
 from infra.nodes.settings import BackfillSettings, check_backfill_targets, parse_backfill_settings
-from infra.openshift.settings import SETTINGS_KEYS, TARGET_KEYS, OpenShiftSettings, parse_openshift_settings
-from infra.validation import Fields
+from infra.openshift.settings import OpenShiftSettings
+from infra.openshift.settings_parser import SETTINGS_KEYS, TARGET_KEYS, parse_openshift_settings
+from infra.validation import Fields, config_path
 
 __all__ = ["AtlasConfigError", "KubernetesTarget", "StackConfig", "load_stack_config", "parse_stack_config"]
 PROJECT = "atlas"
-# RFC 1123 label: what Kubernetes accepts for a namespace name.
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 WORKLOADS = ("probe", "biggan")
 RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
 FLAVOURS = ("kubernetes", "openshift")
@@ -54,15 +53,6 @@ def _string(section: Mapping[str, Any], field: str, key: str, default: str | Non
         raise AtlasConfigError(f"{key}.{field}: required; set it with `pulumi config set --path {key}.{field} ...`")
     if not isinstance(value, str) or not value:
         raise AtlasConfigError(f"{key}.{field}: expected a non-empty string, found {value!r}")
-    return value
-
-
-def validate_dns_label(value: str, key: str) -> str:
-    if len(value) > 63 or not DNS_LABEL.match(value):
-        raise AtlasConfigError(
-            f"{key}: {value!r} is not a valid Kubernetes name: use at most 63 lower-case letters, "
-            "digits and '-', starting and ending with a letter or digit"
-        )
     return value
 
 
@@ -115,21 +105,17 @@ class StackConfig:
 
 def parse_openshift(raw: Any, project_dir: Path) -> tuple[KubernetesTarget, OpenShiftSettings] | None:
     key = _key("openshift")
-    if raw is None:
-        return None
-    section = _expect_mapping(raw, key)
-    _reject_unknown(section, set(TARGET_KEYS | SETTINGS_KEYS), key)
-    if not _bool(section, "enabled", key, True):
+    section = _fields.enabled_section(raw, key, TARGET_KEYS | SETTINGS_KEYS)
+    if section is None:
         return None
     flavour = _string(section, "flavour", key, "openshift")
     if flavour not in FLAVOURS:
         raise AtlasConfigError(f"{key}.flavour: expected one of {', '.join(FLAVOURS)}, found {flavour!r}")
-    namespace = validate_dns_label(_string(section, "namespace", key), f"{key}.namespace")
+    namespace = _fields.kubernetes_name(_string(section, "namespace", key), f"{key}.namespace")
     kubeconfig = section.get("kubeconfig")
     path = None
     if kubeconfig is not None:
-        path = Path(_string(section, "kubeconfig", key))
-        path = path if path.is_absolute() else (project_dir / path)
+        path = config_path(_string(section, "kubeconfig", key), project_dir)
     context = section.get("context")
     if context is not None:
         context = _string(section, "context", key)
@@ -145,21 +131,12 @@ def parse_hpc(raw: Any, project_dir: Path) -> tuple[HpcEnvironmentConfig, ...]:
     environments = []
     for name, env_raw in sorted(section.items()):
         env_key = f"{key}.{name}"
-        validate_dns_label(str(name), f"{key} (environment name {name!r})")
+        _fields.kubernetes_name(str(name), f"{key} (environment name {name!r})")
         env = dict(_expect_mapping(env_raw, env_key))
         if not _bool(env, "enabled", env_key, True):
             continue
-        for field, value in env.items():
-            if isinstance(value, str) and value.startswith("REPLACE_WITH"):
-                raise AtlasConfigError(
-                    f"{env_key}.{field}: still the example's placeholder {value}; set it with "
-                    f"`pulumi config set --path {env_key}.{field} <value>`"
-                )
-        wait_for = env.get("wait_for")
-        if wait_for is not None and (
-            not isinstance(wait_for, list) or not all(isinstance(w, str) and DNS_LABEL.match(w) for w in wait_for)
-        ):
-            raise AtlasConfigError(f"{env_key}.wait_for: expected a list of step names, found {wait_for!r}")
+        _fields.reject_placeholders(env, env_key)
+        wait_for = _fields.step_names(env, "wait_for", env_key)
         provenance = env.get("provenance", PROVENANCE_NOT_STATED)
         if not isinstance(provenance, str) or not provenance.strip():
             raise AtlasConfigError(
@@ -169,11 +146,7 @@ def parse_hpc(raw: Any, project_dir: Path) -> tuple[HpcEnvironmentConfig, ...]:
         target = parse_hpc_target({k: v for k, v in env.items() if k not in HPC_OWN_KEYS}, env_key, project_dir)
         # Read the host keys now: a missing known_hosts file must stop preview before any resource.
         target.load_known_hosts()
-        environments.append(
-            HpcEnvironmentConfig(
-                str(name), target, tuple(wait_for) if wait_for is not None else None, provenance.strip()
-            )
-        )
+        environments.append(HpcEnvironmentConfig(str(name), target, wait_for, provenance.strip()))
     return tuple(environments)
 
 
@@ -212,8 +185,7 @@ def parse_stack_config(stack: str, values: Mapping[str, Any], project_dir: Path)
                 f"{_key('workloadSource')}: expected the path of a clone or git bundle, found {raw!r}; "
                 "set it with `pulumi config set atlas:workloadSource PATH`"
             )
-        workload_source = Path(raw).expanduser()
-        workload_source = workload_source if workload_source.is_absolute() else project_dir / workload_source
+        workload_source = config_path(raw, project_dir)
     return StackConfig(stack=stack, workload=workload, openshift=target, openshift_settings=settings,
                        hpc=hpc, run_id=run_id, aws=aws, backfill=backfill, workload_source=workload_source)
 

@@ -1,13 +1,15 @@
 """A small REST client for the Kubernetes API over a kubeconfig: GET, writes, watch streams.
 
 Used by the comparison (infra/compare), the monitor and backfill (infra/monitor,
-infra/nodes) and the OpenShift side's step completions (infra/openshift/completion.py).
+infra/nodes), the OpenShift side's step completions (infra/openshift/completion.py) and the
+local environment (infra/localenv: its readiness checks, volume recycler and build runner).
 The `kubernetes` package is not a dependency: these few calls over urllib are all Atlas
 needs, and they start in milliseconds inside a dynamic-provider process.
 
 Authentication is what `oc login` and the local cluster write: a bearer token or a client
 certificate, with the cluster's CA, from the named context or the current one. Credentials
-are read from the kubeconfig at construction and never logged or returned.
+are read from the kubeconfig (its file, or its content already parsed) at construction and
+never logged or returned. Each client counts its requests by kind (`calls`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -53,11 +56,18 @@ def default_kubeconfig() -> Path:
 class KubeApi:
     """Requests to the API server named by a kubeconfig's context (the current one by default)."""
 
-    def __init__(self, kubeconfig: Path, timeout_s: float = 10.0, context: str | None = None) -> None:
-        try:
-            config = yaml.safe_load(kubeconfig.read_text()) or {}
-        except (OSError, yaml.YAMLError) as error:
-            raise KubeConfigError(f"cannot read the kubeconfig {kubeconfig}: {error}") from None
+    def __init__(
+        self, kubeconfig: Path | Mapping[str, Any], timeout_s: float = 10.0, context: str | None = None
+    ) -> None:
+        """`kubeconfig`: its file, or its content (relative file references then from the working folder)."""
+        if isinstance(kubeconfig, Mapping):
+            config, base, where = kubeconfig, Path(), "(in memory)"
+        else:
+            try:
+                config = yaml.safe_load(kubeconfig.read_text()) or {}
+            except (OSError, yaml.YAMLError) as error:
+                raise KubeConfigError(f"cannot read the kubeconfig {kubeconfig}: {error}") from None
+            base, where = kubeconfig.parent, str(kubeconfig)
         context_name = context or config.get("current-context")
         try:
             ctx = next(c["context"] for c in config.get("contexts") or () if c["name"] == context_name)
@@ -66,12 +76,12 @@ class KubeApi:
             user: Mapping[str, Any] = next((u["user"] for u in users if u["name"] == ctx.get("user")), {})
         except (StopIteration, KeyError, TypeError):
             raise KubeConfigError(
-                f"the kubeconfig {kubeconfig} has no usable context {context_name!r} (with its cluster)"
+                f"the kubeconfig {where} has no usable context {context_name!r} (with its cluster)"
             ) from None
         self.server = str(cluster["server"]).rstrip("/")
         self.timeout_s = timeout_s
         self.token = user.get("token")
-        base = kubeconfig.parent
+        self.calls: Counter[str] = Counter()
         with _material(cluster, "certificate-authority", base) as ca:
             self.context = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
         if cluster.get("insecure-skip-tls-verify"):
@@ -90,18 +100,30 @@ class KubeApi:
     def _request(self, path: str, accept: str) -> urllib.request.Request:
         return urllib.request.Request(self.server + path, headers=self._headers(accept))  # noqa: S310 (kubeconfig https)
 
+    def _open(self, request: urllib.request.Request, kind: str, timeout_s: float | None = None) -> Any:
+        """The one place a request goes out: TLS as the kubeconfig says, counted by `kind`."""
+        self.calls[kind] += 1
+        return urllib.request.urlopen(  # noqa: S310 (the kubeconfig's server)
+            request, context=self.context, timeout=self.timeout_s if timeout_s is None else timeout_s
+        )
+
+    def _read(self, request: urllib.request.Request, kind: str) -> bytes:
+        with self._open(request, kind) as response:
+            return bytes(response.read())
+
     def get(self, path: str) -> Any:
-        request = self._request(path, "application/json")
-        with urllib.request.urlopen(request, context=self.context, timeout=self.timeout_s) as response:  # noqa: S310
-            return json.loads(response.read())
+        """A GET of JSON; an HTTP error is urllib's HTTPError as it came."""
+        return json.loads(self._read(self._request(path, "application/json"), "GET"))
+
+    def get_json_or_text(self, path: str) -> Any:
+        """A GET answered with JSON or with plain text (`/readyz` answers `ok`), decoded by what
+        came; an HTTP error is urllib's HTTPError as it came."""
+        return _decode(self._read(self._request(path, "application/json"), "GET"))
 
     def text(self, path: str) -> str:
         """A plain-text GET (a pod's log), raising KubeRequestError with the API's message."""
         try:
-            with urllib.request.urlopen(  # noqa: S310
-                self._request(path, "*/*"), context=self.context, timeout=self.timeout_s
-            ) as response:
-                return str(response.read().decode(errors="replace"))
+            return self._read(self._request(path, "*/*"), "GET").decode(errors="replace")
         except urllib.error.HTTPError as error:
             raise _request_error("GET", path, error) from None
 
@@ -109,10 +131,7 @@ class KubeApi:
         """Stream a GET's body into `local`; False where the API answers 404 (nothing there)."""
         request = self._request(path, "*/*")
         try:
-            with (
-                urllib.request.urlopen(request, context=self.context, timeout=self.timeout_s) as response,  # noqa: S310
-                local.open("wb") as out,
-            ):
+            with self._open(request, "GET") as response, local.open("wb") as out:
                 shutil.copyfileobj(response, out, 1 << 20)
         except urllib.error.HTTPError as error:
             if error.code == 404:
@@ -130,11 +149,10 @@ class KubeApi:
             headers["Content-Type"] = content_type
         request = urllib.request.Request(self.server + path, data=data, headers=headers, method=method)  # noqa: S310
         try:
-            with urllib.request.urlopen(request, context=self.context, timeout=self.timeout_s) as response:  # noqa: S310
-                raw = response.read()
+            raw = self._read(request, method)
         except urllib.error.HTTPError as error:
             raise _request_error(method, path, error) from None
-        return json.loads(raw) if raw[:1] in (b"{", b"[") else raw.decode()
+        return _decode(raw)
 
     def watch(
         self,
@@ -156,7 +174,7 @@ class KubeApi:
         )
         request = urllib.request.Request(f"{self.server}{path}{sep}{query}", headers=self._headers())  # noqa: S310
         try:
-            response = urllib.request.urlopen(request, context=self.context, timeout=timeout_s + 30)  # noqa: S310
+            response = self._open(request, "WATCH", timeout_s + 30)
         except urllib.error.HTTPError as error:
             raise _request_error("WATCH", path, error) from None
         with response:
@@ -166,6 +184,10 @@ class KubeApi:
                     return
                 if line.strip():
                     yield json.loads(line)
+
+
+def _decode(raw: bytes) -> Any:
+    return json.loads(raw) if raw[:1] in (b"{", b"[") else raw.decode()
 
 
 def _request_error(method: str, path: str, error: urllib.error.HTTPError) -> KubeRequestError:

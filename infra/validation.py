@@ -10,6 +10,10 @@ the same way: `<key>: <problem>; <fix>`. One `Fields` per error class holds the 
 
 `pulumi config set` stores scalars as strings, so the number and boolean readers also take
 "3" and "true".
+
+The rules more than one section checks live here too, once: Kubernetes names and label values,
+git commits, refs and URLs, the examples' `REPLACE_WITH_...` placeholders, lists of step names,
+and the `enabled` switch of an optional section.
 """
 
 from __future__ import annotations
@@ -17,11 +21,61 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Collection, Mapping
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 ErrorT = TypeVar("ErrorT", bound=Exception)
 
 _WHOLE_NUMBER = re.compile(r"-?[0-9]+")
+
+# Kubernetes' names (RFC 1123), which every environment's names end up under (a step becomes a
+# Job and a scheduler job name): a label (namespace, Job, step) at most 63 characters long, a
+# subdomain (claim, StorageClass, host) at most 253. The patterns leave the length to the caller.
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+DNS_LABEL_MAX = 63
+DNS_SUBDOMAIN_MAX = 253
+# A Kubernetes label value: may be empty, and may hold upper case, '_' and '.' (at most 63).
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+LABEL_VALUE_MAX = 63
+# Git: a full commit id, a branch or tag name (callers also refuse ".."), a remote's URL.
+GIT_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+GIT_REF = re.compile(r"^[A-Za-z0-9._/-]+$")
+GIT_URL = re.compile(r"^(https://|ssh://|git@)[A-Za-z0-9._:/@~-]+$")
+# git:// as well, where OpenShift's build controller clones (it speaks the Git protocol; the local
+# cluster serves this repository so).
+GIT_URL_OR_GIT_PROTOCOL = re.compile(r"^(https://|ssh://|git://|git@)[A-Za-z0-9._:/@~-]+$")
+# What an example stack file writes where the user must put their own value.
+PLACEHOLDER = "REPLACE_WITH"
+
+
+def is_dns_label(value: object) -> bool:
+    """A string Kubernetes accepts as a namespace, Job or step name (length included)."""
+    return isinstance(value, str) and len(value) <= DNS_LABEL_MAX and DNS_LABEL.match(value) is not None
+
+
+def config_path(value: str, project_dir: Path | None) -> Path:
+    """A path written in stack config: `~` expanded, and relative to the project (Pulumi.yaml's
+    folder), not to the program's working directory (stacks/)."""
+    path = Path(value).expanduser()
+    return path if path.is_absolute() or project_dir is None else project_dir / path
+
+
+def find_placeholder(value: Any, key: str) -> tuple[str, str] | None:
+    """The first example placeholder (`REPLACE_WITH_...`) in `value`, searched through objects
+    and lists: (the full key where it stands, the placeholder), or None."""
+    if isinstance(value, str):
+        return (key, value) if PLACEHOLDER in value else None
+    items: Any = ()
+    if isinstance(value, Mapping):
+        items = ((f"{key}.{name}", item) for name, item in value.items())
+    elif isinstance(value, list):
+        items = ((f"{key}[{index}]", item) for index, item in enumerate(value))
+    for item_key, item in items:
+        found = find_placeholder(item, item_key)
+        if found is not None:
+            return found
+    return None
 
 
 class Fields(Generic[ErrorT]):
@@ -40,6 +94,74 @@ class Fields(Generic[ErrorT]):
         if not isinstance(value, Mapping):
             # The type only, never the value: a secret pasted one level too high must not be echoed.
             raise self.fail(key, f"expected an object, found {type(value).__name__}", "write it as `key: value` lines")
+        return value
+
+    def enabled_section(self, raw: Any, key: str, allowed: Collection[str]) -> Mapping[str, Any] | None:
+        """An optional section with an `enabled` switch (default true): None where it is absent
+        or `enabled: false`, otherwise the section, its unknown keys refused."""
+        if raw is None:
+            return None
+        section = self.mapping(raw, key)
+        self.reject_unknown(section, allowed, key)
+        if not self.boolean(section, "enabled", key, True):
+            return None
+        return section
+
+    def reject_placeholders(self, value: Any, key: str, fix: str | None = None) -> None:
+        """Refuse an example file's `REPLACE_WITH_...` left anywhere in `value`; the default fix
+        is the `pulumi config set` line for the key where it stands."""
+        found = find_placeholder(value, key)
+        if found is not None:
+            where, placeholder = found
+            raise self.fail(
+                where,
+                f"still the example's placeholder {placeholder}",
+                fix or f"pulumi config set --path {where} <value>",
+            )
+
+    def kubernetes_name(self, value: Any, key: str, *, subdomain: bool = False) -> str:
+        """A DNS label (namespace, Job, step) or, with `subdomain`, a DNS subdomain (claim, host)."""
+        pattern, limit = (DNS_SUBDOMAIN, DNS_SUBDOMAIN_MAX) if subdomain else (DNS_LABEL, DNS_LABEL_MAX)
+        if not isinstance(value, str) or len(value) > limit or not pattern.match(value):
+            characters = "digits, '-' and '.'" if subdomain else "digits and '-'"
+            raise self.fail(
+                key,
+                f"{value!r} is not a valid Kubernetes name",
+                f"use at most {limit} lower-case letters, {characters}, starting and ending with a letter or digit",
+            )
+        return value
+
+    def label_value(self, value: str, key: str) -> str:
+        """A Kubernetes label value (a run id or stack name written into labels)."""
+        if len(value) > LABEL_VALUE_MAX or not LABEL_VALUE.match(value):
+            raise self.fail(
+                key,
+                f"{value!r} cannot be a label value",
+                f"use at most {LABEL_VALUE_MAX} letters, digits, '-', '_', '.', starting and ending with a letter "
+                "or digit",
+            )
+        return value
+
+    def step_names(self, section: Mapping[str, Any], field: str, key: str) -> tuple[str, ...] | None:
+        """A list of workload step names (e.g. the steps `pulumi up` waits for), or None where absent."""
+        value = section.get(field)
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(is_dns_label(name) for name in value):
+            raise self.fail(f"{key}.{field}", f"expected a list of step names, found {value!r}", "e.g. [make-hdf5]")
+        return tuple(value)
+
+    def choice(
+        self, section: Mapping[str, Any], field: str, key: str, choices: Collection[str], default: str | None, fix: str
+    ) -> str:
+        """One of `choices`; `fix` says how to set it where it is required (no default) and absent,
+        and stands for the list where that is too long to print (over 20)."""
+        value = section.get(field, default)
+        if value is None:
+            raise self.fail(f"{key}.{field}", "required but missing", fix)
+        if not isinstance(value, str) or value not in choices:
+            listing = ", ".join(sorted(choices)) if len(choices) <= 20 else fix
+            raise self.fail(f"{key}.{field}", f"{value!r} is not known", f"use one of: {listing}")
         return value
 
     def reject_unknown(self, section: Mapping[str, Any], allowed: Collection[str], key: str) -> None:

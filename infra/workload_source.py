@@ -24,7 +24,6 @@ without Atlas's dependencies.
 from __future__ import annotations
 
 import argparse
-import ast
 import hashlib
 import json
 import os
@@ -279,53 +278,7 @@ def staged_paths(tree: Path) -> list[Path]:
 
 
 # ---------------------------------------------------------------------------------------------
-# the flags a script's argument parser defines (for the workload-vs-source test's data)
-
-
-def _add_argument_options(function: ast.FunctionDef) -> set[str]:
-    options: set[str] = set()
-    for node in ast.walk(function):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
-            for arg in node.args:
-                if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.startswith("-"):
-                    options.add(arg.value)
-    return options
-
-
-def _functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
-    return {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
-
-
-def parser_flags(sources: dict[str, str], script: str) -> tuple[set[str], list[str]]:
-    """The options of the parser `script` builds, read from source text only (nothing is run).
-
-    The parser is whatever `prepare_parser()` (the script's own, or `module.prepare_parser()`
-    of a module beside it) returns, plus `add_*_parser(parser)` functions the script calls: how
-    BigGAN-PyTorch's scripts build theirs. Returns the options and the files they came from."""
-    script_tree = ast.parse(sources[script], filename=script)
-    own = _functions(script_tree)
-    flags: set[str] = set()
-    used: list[str] = []
-    for node in ast.walk(script_tree):
-        if not isinstance(node, ast.Call):
-            continue
-        name, module = None, script
-        if isinstance(node.func, ast.Name) and node.func.id in own:
-            name = node.func.id
-        elif isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
-            candidate = f"{node.func.value.id}.py"
-            if candidate in sources:
-                name, module = node.func.attr, candidate
-        if name is None or not (name == "prepare_parser" or (name.startswith("add_") and name.endswith("_parser"))):
-            continue
-        functions = own if module == script else _functions(ast.parse(sources[module], filename=module))
-        if name in functions:
-            flags |= _add_argument_options(functions[name])
-            if module not in used:
-                used.append(module)
-    if not used:
-        raise SourceError(f"{script}: no prepare_parser() call found; cannot tell which parser it uses")
-    return flags, used
+# a pinned commit's files, read without checking it out
 
 
 def read_tree_files(local: Path, commit: str, names: Iterable[str]) -> dict[str, str]:
@@ -381,10 +334,16 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "bundle":
             print(create_bundle(args.local, args.commit, args.out))
         else:
+            # Imported here: the container build copies this file alone and never asks for flags.
+            from infra.workload.argparse_flags import UnknownParserError, parser_flags
+
             texts = read_tree_files(args.local, args.commit, args.script)
             scripts = {}
             for script in args.script:
-                options, files = parser_flags(texts, script)
+                try:
+                    options, files = parser_flags(texts, script)
+                except UnknownParserError as error:
+                    raise SourceError(str(error)) from None
                 scripts[script] = {"parser_files": files, "flags": sorted(options)}
             document = {
                 "repository": args.repository,

@@ -12,8 +12,10 @@ import pulumi
 
 from infra.config import AtlasConfigError, load_stack_config
 from infra.hpc.components import HpcEnvironment, HpcEnvironmentArgs, workload_source_files
+from infra.hpc.registry import scheduler_class
 from infra.openshift.environment import OpenShiftEnvironment, OpenShiftEnvironmentArgs
-from infra.workload import GitSource, WorkloadError, load_workload
+from infra.workload.load import load_workload
+from infra.workload.model import GitSource, WorkloadError
 from infra.workload_source import SourceError, check_local
 
 OUTPUTS_VERSION = 1
@@ -142,7 +144,7 @@ if config.backfill is not None:
                 if backfill_workload is workload
                 else SlurmBackfillTarget(h.name, h.target)
                 for h in config.hpc
-                if h.target.scheduler == "slurm" and (wanted is None or h.name in wanted)
+                if not scheduler_class(h.target.scheduler).backfill_unsupported and (wanted is None or h.name in wanted)
             ),
         ),
     )

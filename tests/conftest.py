@@ -33,9 +33,15 @@ def kube_env(root: None) -> Iterator[Layout]:
 
 @pytest.fixture(scope="session")
 def root() -> None:
-    """Tests of the local Satori fail, not skip, without root: CI runs as root."""
+    """The one check for tests that need root (the local Satori's sshd and Slurm, the node's
+    containerd and kubelet, a memory cgroup of their own): asked for by the fixtures that start
+    those or by `pytest.mark.usefixtures("root")`, it fails, never skips, without root: CI runs
+    as root and must run them all."""
     if os.geteuid() != 0:
-        pytest.fail("the local Satori runs sshd and Slurm as root: run the tests as root (as CI does)")
+        pytest.fail(
+            "this test needs root (the local Satori runs sshd and Slurm, the local node containerd and the "
+            "kubelet, as root): run the tests as root, as CI does (.ci/run)"
+        )
 
 
 @pytest.fixture(scope="session")

@@ -7,9 +7,17 @@ from collections.abc import Callable
 from typing import Any
 
 
-def wait_until(check: Callable[[], Any], what: str, timeout: float = 90.0, pause: float = 0.5) -> Any:
+def wait_until(
+    check: Callable[[], Any],
+    what: str,
+    timeout: float = 90.0,
+    pause: float = 0.5,
+    detail: Callable[[], object] | None = None,
+) -> Any:
     """`check()`'s first truthy value; AssertionError naming `what` (and the last value) after `timeout` s.
-    For events the test cannot be told of (a pod's phase, a job's state): it polls, it never sleeps blind."""
+    For events the test cannot be told of (a pod's phase, a job's state): it polls, it never sleeps blind.
+    `detail()`, when given, is added to the timeout's message: the state that shows why the wait failed
+    (the scheduler's records, say), which a check returning None on failure cannot carry."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
@@ -17,4 +25,5 @@ def wait_until(check: Callable[[], Any], what: str, timeout: float = 90.0, pause
         if last:
             return last
         time.sleep(pause)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what} (last: {last!r})")
+    shown = f"; {detail()}" if detail is not None else ""
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what} (last: {last!r}){shown}")

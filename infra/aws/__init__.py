@@ -1,1 +1,8 @@
-"""AWS GPU capacity as a third environment: boto3 dynamic providers and `AwsEnvironment`."""
+"""AWS GPU capacity as a third environment: boto3 dynamic providers and `AwsEnvironment`.
+
+- `settings.py`: the typed, validated `atlas:aws` config of a stack.
+- `clients.py`: boto3 clients per process, and one function every AWS call goes through.
+- `launch.py`: the instances' launch script (EC2 user data), rendered by pure functions.
+- `providers/`: the dynamic resources, one module per AWS service.
+- `components.py`: `AwsEnvironment`, the component a stack builds.
+"""

@@ -36,8 +36,9 @@ from infra.hpc.pipeline import (
     submit_pipeline,
 )
 from infra.hpc.providers import BatchJob, StagedFiles, ssh_inputs
-from infra.hpc.scheduler import scheduler_for
-from infra.workload import Workload, render_step
+from infra.hpc.registry import scheduler_for
+from infra.workload.model import Workload
+from infra.workload.render import render_step
 
 TYPE_TOKEN = "atlas:aws:AwsEnvironment"  # noqa: S105 (a type token, not a password)
 SCHEDULER = "slurm"  # what the launch script sets up on each instance

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from infra.errors import AtlasConfigError
-from infra.validation import Fields
+from infra.validation import Fields, config_path
 
 KEY = "atlas:aws"
 DEFAULT_INSTANCE_TYPE = "p3.8xlarge"  # 4 x V100, as a Satori node (whose V100s have 32 GB)
@@ -158,16 +158,6 @@ class AwsSettings:
         return self.instance_type.gpus * self.instance_count
 
 
-def _choice(section: Mapping[str, Any], name: str, key: str, choices: Any, default: str | None, fix: str) -> str:
-    value = section.get(name, default)
-    if value is None:
-        raise _fields.fail(f"{key}.{name}", "required but missing", fix)
-    if not isinstance(value, str) or value not in choices:
-        listing = ", ".join(sorted(choices)) if len(choices) <= 20 else fix
-        raise _fields.fail(f"{key}.{name}", f"{value!r} is not known", f"use one of: {listing}")
-    return value
-
-
 def _cidrs(section: Mapping[str, Any], key: str, anywhere_allowed: bool) -> tuple[str, ...]:
     raw = section.get("allowed_ssh_cidrs", [])
     if isinstance(raw, str):
@@ -203,7 +193,7 @@ def _public_key(section: Mapping[str, Any], key: str, project_dir: Path | None) 
             f"{key}.ssh_public_key", "give ssh_public_key or ssh_public_key_file, not both", "remove one"
         )
     if path is not None:
-        file = _local_path(path, project_dir)
+        file = config_path(path, project_dir)
         try:
             inline = file.read_text().strip()
         except OSError as error:
@@ -220,11 +210,6 @@ def _public_key(section: Mapping[str, Any], key: str, project_dir: Path | None) 
             source, "is not an OpenSSH public key line (value not shown)", "use the .pub half, e.g. id_ed25519.pub"
         )
     return inline.strip()
-
-
-def _local_path(value: str, project_dir: Path | None) -> Path:
-    path = Path(value).expanduser()
-    return path if path.is_absolute() or project_dir is None else project_dir / path
 
 
 def _credentials(section: Mapping[str, Any], key: str) -> AwsCredentials:
@@ -252,22 +237,11 @@ def _credentials(section: Mapping[str, Any], key: str) -> AwsCredentials:
 
 def parse_aws_settings(raw: Any, project_dir: Path | None = None, key: str = KEY) -> AwsSettings | None:
     """The validated section, or None when it is absent or `enabled: false`."""
-    if raw is None:
+    section = _fields.enabled_section(raw, key, ALLOWED_KEYS)
+    if section is None:
         return None
-    section = _fields.mapping(raw, key)
-    _fields.reject_unknown(section, ALLOWED_KEYS, key)
-    if not _fields.boolean(section, "enabled", key, True):
-        return None
-    for name, value in section.items():
-        values = value if isinstance(value, list) else [value]
-        if any(isinstance(v, str) and v.startswith("REPLACE_WITH") for v in values):
-            value = next(v for v in values if isinstance(v, str) and v.startswith("REPLACE_WITH"))
-            raise _fields.fail(
-                f"{key}.{name}",
-                f"still the example's placeholder {value}",
-                f"pulumi config set --path {key}.{name} <value>",
-            )
-    region = _choice(section, "region", key, REGIONS, None, f"pulumi config set --path {key}.region us-east-1")
+    _fields.reject_placeholders(section, key)
+    region = _fields.choice(section, "region", key, REGIONS, None, f"pulumi config set --path {key}.region us-east-1")
     endpoint = _fields.optional_text(section, "endpoint_url", key, 255)
     if endpoint is not None and not ENDPOINT_URL.match(endpoint):
         raise _fields.fail(f"{key}.endpoint_url", f"{endpoint!r} is not an http(s) URL", "e.g. http://127.0.0.1:16500")
@@ -279,7 +253,7 @@ def parse_aws_settings(raw: Any, project_dir: Path | None = None, key: str = KEY
             f"use one of: {', '.join(GPU_INSTANCE_TYPES)} (default {DEFAULT_INSTANCE_TYPE}, 4 x V100)",
         )
     count = _fields.integer(section, "instance_count", key, 1, 1, MAX_INSTANCES)
-    market = _choice(section, "market", key, MARKETS, "on-demand", "on-demand or spot")
+    market = _fields.choice(section, "market", key, MARKETS, "on-demand", "on-demand or spot")
     spot_max_price = None
     if "spot_max_price" in section:
         if market != "spot":
@@ -340,9 +314,7 @@ def parse_aws_settings(raw: Any, project_dir: Path | None = None, key: str = KEY
         reason = f"{endpoint} is an AWS API stand-in (moto): its instances run nothing"
     else:
         reason = f"{key}.execute is false: the instances were created, no step was run"
-    wait_for = section.get("wait_for")
-    if wait_for is not None and (not isinstance(wait_for, list) or not all(isinstance(w, str) for w in wait_for)):
-        raise _fields.fail(f"{key}.wait_for", f"expected a list of step names, found {wait_for!r}", "e.g. [make-hdf5]")
+    wait_for = _fields.step_names(section, "wait_for", key)
     return AwsSettings(
         region=region,
         endpoint_url=endpoint.rstrip("/") if endpoint else None,
@@ -355,14 +327,14 @@ def parse_aws_settings(raw: Any, project_dir: Path | None = None, key: str = KEY
         root_volume_gib=_fields.integer(section, "root_volume_gib", key, DEFAULT_ROOT_VOLUME_GIB, 8, 16384) or 8,
         ssh_user=ssh_user,
         ssh_public_key=public_key,
-        ssh_private_key_file=_local_path(private_key_file, project_dir) if private_key_file else None,
+        ssh_private_key_file=config_path(private_key_file, project_dir) if private_key_file else None,
         allowed_ssh_cidrs=cidrs,
         allow_ssh_from_anywhere=anywhere,
         execute=execute,
         not_executed_reason=reason,
         ready_timeout_s=_fields.number(section, "ready_timeout_seconds", key, DEFAULT_READY_TIMEOUT_S, 60, 7200),
         poll_interval_s=_fields.number(section, "poll_interval_seconds", key, 30.0, 1.0, 3600.0),
-        wait_for=tuple(wait_for) if wait_for is not None else None,
+        wait_for=wait_for,
         credentials=_credentials(section, key),
     )
 

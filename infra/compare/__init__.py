@@ -1,9 +1,20 @@
 """Compare the same workload across environments: collect each environment's own records,
 compute metrics into dataclasses, then render (Markdown, HTML, PNG, JSON, terminal).
 
-    collect_*  (kube.py, hpc.py, seed_import.py)  ->  records.py dataclasses
-    metrics.py                                     ->  Report dataclass (every number a `Value`)
-    charts.py, render.py                           ->  files; nothing is computed there
+    records.py                          the raw records (dataclasses) and their one builder
+    hpc_records.py, kube_records.py     pure: a scheduler's / the Kubernetes API's output -> records
+    training.py, sampler_decode.py, device_records.py, timeparse.py
+                                        pure: logs, sampler lines, a device run's files, timestamps
+    remote_files.py                     where a run's files are read: SFTP, the monitor, a local folder
+    run_files.py                        what is fetched from them into raw/: telemetry, logs, staging
+    telemetry.py                        the sampler's files read in chunks (or byte ranges) into columns
+    hpc_collector.py, kube_collector.py, aws_collector.py
+                                        collect one environment: run its queries, fetch its files
+    seed_import.py, device_run.py       read a past run from a folder instead
+    costs.py, cost_files.py             the cost model and its defaults; override files, rate table
+    metrics.py, estimates.py            records -> Report dataclass (every number a `Value`)
+    charts.py, render.py, report.py     Report -> files; nothing is computed there
+    cli.py                              scripts/compare: which environments, how to reach them
 
 Entry points: `infra.compare.cli.main` (scripts/compare) and `infra.compare.report.write_report`.
 """

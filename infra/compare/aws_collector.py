@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from infra.compare.records import EnvironmentRecords, Missing
+from infra.compare.records import EnvironmentRecords, without_records
 
 
 def cloud_rate_name(outputs: Mapping[str, Any]) -> str:
@@ -28,16 +28,12 @@ def platform(outputs: Mapping[str, Any]) -> str:
 def not_executed(name: str, outputs: Mapping[str, Any]) -> EnvironmentRecords:
     reason = f"not executed: {outputs.get('not_executed_reason') or 'the stack outputs say no step ran'}"
     ids = ", ".join(outputs.get("instance_ids") or []) or "none"
-    return EnvironmentRecords(
-        name=name,
-        kind="aws",
-        platform=platform(outputs) + " (not executed)",
-        gpus=outputs.get("gpus"),
-        gpu_product=outputs.get("gpu_product"),
-        steps=Missing(reason),
-        telemetry={},
-        training=Missing(reason),
-        staging=Missing(reason),
+    return without_records(
+        name,
+        "aws",
+        platform(outputs) + " (not executed)",
+        reason,
+        outputs,
         notes=(
             f"{reason}. The AWS objects were created for real (instances {ids}; bucket "
             f"{outputs.get('bucket')}, {(outputs.get('staging') or {}).get('objects', 0)} staged objects); no step "

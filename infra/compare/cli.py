@@ -29,17 +29,20 @@ from typing import Any
 import yaml
 
 from infra.compare import aws_collector
-from infra.compare.costs import RATES_FILE, CostConfigError, load_cost_profiles, load_rate_table
+from infra.compare.cost_files import RATES_FILE, load_cost_profiles, load_rate_table
+from infra.compare.costs import CostConfigError
 from infra.compare.device_run import import_device_run, is_device_run
 from infra.compare.estimates import load_estimates, with_estimates
-from infra.compare.hpc_collector import SftpFiles, collect_hpc
-from infra.compare.kube_collector import KubeApi, MonitorFiles, collect_kubernetes
+from infra.compare.hpc_collector import collect_hpc
+from infra.compare.kube_collector import collect_kubernetes
 from infra.compare.metrics import Report, build_report
-from infra.compare.records import EnvironmentRecords, Missing
+from infra.compare.records import EnvironmentRecords, Missing, without_records
+from infra.compare.remote_files import MonitorFiles, SftpFiles
 from infra.compare.render import print_summary
 from infra.compare.report import WrittenReport, write_report
 from infra.compare.seed_import import import_seed_logs
 from infra.hpc import ssh
+from infra.kubeapi import KubeApi
 
 
 @dataclass
@@ -102,16 +105,12 @@ def _hpc(name: str, outputs: Mapping[str, Any], access: Access, raw_dir: Path) -
 
 def _unreachable(name: str, outputs: Mapping[str, Any], error: Exception) -> EnvironmentRecords:
     reason = f"not collected: {type(error).__name__}: {error}"
-    return EnvironmentRecords(
-        name=name,
-        kind=str(outputs.get("kind", "")),
-        platform=str(outputs.get("scheduler") or outputs.get("flavour")),
-        gpus=outputs.get("gpus"),
-        gpu_product=outputs.get("gpu_product"),
-        steps=Missing(reason),
-        telemetry={},
-        training=Missing(reason),
-        staging=Missing(reason),
+    return without_records(
+        name,
+        str(outputs.get("kind", "")),
+        str(outputs.get("scheduler") or outputs.get("flavour")),
+        reason,
+        outputs,
         notes=(reason,),
         cost_profile={"hpc": "satori", "aws": ""}.get(str(outputs.get("kind")), "moc"),
         cloud_rate=aws_collector.cloud_rate_name(outputs) if outputs.get("kind") == "aws" else "",
@@ -214,7 +213,7 @@ def import_folder(folder: Path, name: str, gpus: int | None = None) -> Environme
     """A past run from a folder: a device run (bench/biggan_h200.py, found by its atlas-run.json),
     else the seed's sar and nvidia-smi logs."""
     if is_device_run(folder):
-        from infra.workload import load_workload
+        from infra.workload.load import load_workload
 
         # The differences from the full run are the workload's own overrides (workloads/<name>/).
         manifest = json.loads((folder / "atlas-run.json").read_text())
@@ -250,6 +249,18 @@ def _pairs(values: Sequence[str], flag: str) -> dict[str, Path]:
             raise SystemExit(f"compare: {flag} {value!r}: expected ENVIRONMENT=PATH")
         result[name] = Path(path).expanduser()
     return result
+
+
+def load_access(args: argparse.Namespace, project: Path) -> Access:
+    """How to reach each environment: the stack's file (--stack-file, else stacks/Pulumi.<stack>.yaml),
+    then --kubeconfig, --ssh-key and --known-hosts over it (scripts/compare, monitor and nodes alike)."""
+    stack_file = args.stack_file or (project / "stacks" / f"Pulumi.{args.stack}.yaml" if args.stack else None)
+    access = access_from_stack_file(stack_file, project) if stack_file and stack_file.is_file() else Access(project)
+    if args.kubeconfig:
+        access.kubeconfig = args.kubeconfig
+    access.ssh_keys.update(_pairs(args.ssh_key, "--ssh-key"))
+    access.known_hosts.update(_pairs(args.known_hosts, "--known-hosts"))
+    return access
 
 
 def parser() -> argparse.ArgumentParser:
@@ -313,12 +324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 1
     project = Path.cwd()
-    stack_file = args.stack_file or (project / "stacks" / f"Pulumi.{args.stack}.yaml" if args.stack else None)
-    access = access_from_stack_file(stack_file, project) if stack_file and stack_file.is_file() else Access(project)
-    if args.kubeconfig:
-        access.kubeconfig = args.kubeconfig
-    access.ssh_keys.update(_pairs(args.ssh_key, "--ssh-key"))
-    access.known_hosts.update(_pairs(args.known_hosts, "--known-hosts"))
+    access = load_access(args, project)
     imports = []
     for item in args.imports:
         folder, _, name = item.partition("=")

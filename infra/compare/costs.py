@@ -7,23 +7,19 @@
     GPU-hours a year = nodes x GPUs per node x 8760 h x utilization
     cost per GPU-hour = annual cost / GPU-hours a year
 
-Every parameter can be overridden (a YAML/JSON file or `profile.key=value` flags). Parameters
-the seed's table does not give are marked as assumptions in the report.
+Every parameter can be overridden (`apply_overrides`; infra.compare.cost_files reads a YAML/JSON
+file or `profile.key=value` flags). Parameters the seed's table does not give are marked as
+assumptions in the report.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import yaml
-
 HOURS_PER_YEAR = 8760.0
-RATES_FILE = Path(__file__).with_name("rates.yaml")
 SEED_TABLE = "the seed project's cost table (Satori vs MOC, 2020)"
 
 
@@ -61,51 +57,47 @@ class CostProfile:
 
 
 _AMORTIZATION = ("amortization_years", "assumption: 5 years, a usual depreciation period; the seed's table gives none")
-DEFAULT_PROFILES: dict[str, CostProfile] = {
-    "satori": CostProfile(
-        name="satori",
-        description="MIT Satori (IBM AC922, 4 x V100 per node), on premises",
-        capital_usd=4.4e6,
-        amortization_years=5,
-        racks=4.4,
-        kw_per_rack=25,
-        electricity_usd_per_kwh=0.0839,
-        pue=1.2,
-        staff_usd_per_year=140e3,
-        user_support_fte=0.25,
-        system_management_fte=0.25,
-        hosting_usd_per_rack_year=3.3e3,
-        nodes=64,
-        gpus_per_node=4,
-        utilization=0.9,
-        assumptions=(
-            _AMORTIZATION,
-            ("racks", "assumption: capital / $1M per rack (the seed's table) = 4.4"),
-        ),
+_SATORI = CostProfile(
+    name="satori",
+    description="MIT Satori (IBM AC922, 4 x V100 per node), on premises",
+    capital_usd=4.4e6,
+    amortization_years=5,
+    racks=4.4,
+    kw_per_rack=25,
+    electricity_usd_per_kwh=0.0839,
+    pue=1.2,
+    staff_usd_per_year=140e3,
+    user_support_fte=0.25,
+    system_management_fte=0.25,
+    hosting_usd_per_rack_year=3.3e3,
+    nodes=64,
+    gpus_per_node=4,
+    utilization=0.9,
+    assumptions=(
+        _AMORTIZATION,
+        ("racks", "assumption: capital / $1M per rack (the seed's table) = 4.4"),
     ),
-    "moc": CostProfile(
-        name="moc",
-        description="Mass Open Cloud OpenShift on the same Power9 nodes, on premises",
-        capital_usd=3.0e6,
-        amortization_years=5,
-        racks=3.0,
-        kw_per_rack=25,
-        electricity_usd_per_kwh=0.0839,
-        pue=1.2,
-        staff_usd_per_year=125e3,
-        user_support_fte=0.0,
-        system_management_fte=0.5,
-        hosting_usd_per_rack_year=3.3e3,
-        nodes=60,
-        gpus_per_node=4,
-        utilization=0.6,
-        assumptions=(
-            _AMORTIZATION,
-            ("racks", "assumption: capital / $1M per rack (the seed's table) = 3"),
-            ("nodes", "assumption: capital / $50K per node (the seed's table) = 60"),
-        ),
+)
+# The same Power9 nodes: the seed's table gives MOC Satori's rack power, electricity price, PUE,
+# hosting, GPUs per node and amortization; these are what differ.
+_MOC = dataclasses.replace(
+    _SATORI,
+    name="moc",
+    description="Mass Open Cloud OpenShift on the same Power9 nodes, on premises",
+    capital_usd=3.0e6,
+    racks=3.0,
+    staff_usd_per_year=125e3,
+    user_support_fte=0.0,
+    system_management_fte=0.5,
+    nodes=60,
+    utilization=0.6,
+    assumptions=(
+        _AMORTIZATION,
+        ("racks", "assumption: capital / $1M per rack (the seed's table) = 3"),
+        ("nodes", "assumption: capital / $50K per node (the seed's table) = 60"),
     ),
-}
+)
+DEFAULT_PROFILES: dict[str, CostProfile] = {profile.name: profile for profile in (_SATORI, _MOC)}
 
 
 class CostConfigError(ValueError):
@@ -144,24 +136,6 @@ def apply_overrides(
     return result
 
 
-def load_cost_profiles(files: Sequence[Path] = (), flags: Sequence[str] = ()) -> dict[str, CostProfile]:
-    """Defaults, then each override file (YAML or JSON: {profile: {parameter: value}}), then flags."""
-    profiles = dict(DEFAULT_PROFILES)
-    for path in files:
-        text = path.read_text()
-        document = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-        if not isinstance(document, dict) or not all(isinstance(v, dict) for v in document.values()):
-            raise CostConfigError(f"{path}: expected {{profile: {{parameter: value}}}}")
-        profiles = apply_overrides(profiles, document, str(path))
-    for flag in flags:
-        key, sep, value = flag.partition("=")
-        profile, dot, parameter = key.partition(".")
-        if not sep or not dot:
-            raise CostConfigError(f"--cost {flag!r}: expected PROFILE.PARAMETER=VALUE, e.g. satori.utilization=0.7")
-        profiles = apply_overrides(profiles, {profile: {parameter: value}}, f"--cost {flag}")
-    return profiles
-
-
 @dataclass(frozen=True)
 class Rate:
     name: str
@@ -178,23 +152,3 @@ class RateTable:
     date: str
     currency: str
     rates: tuple[Rate, ...]
-
-
-def load_rate_table(path: Path = RATES_FILE) -> RateTable:
-    document = yaml.safe_load(path.read_text())
-    return RateTable(
-        path=str(path),
-        date=str(document["date"]),
-        currency=str(document.get("currency", "USD")),
-        rates=tuple(
-            Rate(
-                name=str(r["name"]),
-                description=str(r.get("description", "")),
-                per_gpu_hour=float(r["per_gpu_hour"]),
-                source=str(r["source"]),
-                read_on=str(r.get("read_on", "")),
-                assumption=r.get("assumption"),
-            )
-            for r in document["rates"]
-        ),
-    )

@@ -12,13 +12,13 @@ and says so.
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from infra.compare.metrics import EnvironmentMetrics, Value, _gpu_step, missing
+from infra.compare.timeparse import iso_text
 
 
 def load_estimates(path: Path) -> dict[str, Any]:
@@ -31,10 +31,6 @@ def load_estimates(path: Path) -> dict[str, Any]:
     return record
 
 
-def _when(epoch: float) -> str:
-    return dt.datetime.fromtimestamp(epoch, tz=dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
 def with_estimates(
     environments: Sequence[EnvironmentMetrics], record: Mapping[str, Any] | None, run: Mapping[str, str]
 ) -> tuple[EnvironmentMetrics, ...]:
@@ -45,7 +41,7 @@ def with_estimates(
         reason = f"the estimate file is for stack {record['stack']!r}, this report for {run['stack']!r}"
         return tuple(_set(e, missing("s", reason), missing("s", reason)) for e in environments)
     taken_at = float(record.get("taken_at") or 0.0)
-    source = f"scripts/nodes --estimate at {_when(taken_at)}" if taken_at else "scripts/nodes --estimate"
+    source = f"scripts/nodes --estimate at {iso_text(taken_at)}" if taken_at else "scripts/nodes --estimate"
     result = []
     for env in environments:
         estimate = (record.get("environments") or {}).get(env.name)

@@ -16,6 +16,7 @@ import numpy as np
 
 from infra.compare.costs import CostProfile, RateTable
 from infra.compare.records import CGROUP_PEAK, EnvironmentRecords, Missing, StepRecord, TelemetryColumns, TrainingLog
+from infra.workload.options import split_options
 
 MAX_CHART_POINTS = 1000  # a series is reduced to at most this many (mean per bin) before charting
 PROJECTION_GPUS = (1, 2, 4, 8, 16, 32, 64)
@@ -665,23 +666,15 @@ def scalability(gpus: int | None, images_per_s: Value) -> Scalability:
 
 
 def _options(argv: Sequence[str]) -> dict[str, str]:
-    """`--name value` and bare `--flag` pairs; the words before the first option keyed '(command)'."""
-    result: dict[str, str] = {}
-    words = list(argv)
-    command: list[str] = []
-    i = 0
-    while i < len(words) and not words[i].startswith("--"):
-        command.append(words[i])
-        i += 1
-    result["(command)"] = " ".join(command)
-    while i < len(words):
-        name = words[i]
-        values = []
-        i += 1
-        while i < len(words) and not words[i].startswith("--"):
-            values.append(words[i])
-            i += 1
-        result[name] = " ".join(values) if values else "(flag)"
+    """Each option's value as the program reads it (a repeated option: the last, as argparse does;
+    a bare flag: "(flag)"); the words before the program's first long option keyed '(command)'."""
+    uses = split_options(argv)
+    # The interpreter's own short options (`python3 -m workloads.probe train`) name the program: they
+    # belong to the command, not to the arguments being compared.
+    first_long = next((i for i, use in enumerate(uses) if use.option.startswith("--")), len(uses))
+    result = {"(command)": " ".join(token for use in uses[:first_long] for token in use.tokens)}
+    for use in uses[first_long:]:
+        result[use.option] = " ".join(use.values) if use.values else "(flag)"
     return result
 
 

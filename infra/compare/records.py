@@ -6,7 +6,9 @@ source could not give is a `Missing` with the reason, never a zero.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -46,6 +48,31 @@ class StepRecord:
     simulated: bool  # ran on a KWOK node: no container ran, times are the simulator's
     argv: tuple[str, ...] | None  # the step's own command line where the record carries it
     source: str  # which API or command these times came from
+
+
+def step_record(
+    step: str,
+    job: str,
+    state: str,
+    source: str,
+    *,
+    requested_at: float | None = None,
+    scheduled_at: float | None = None,
+    started_at: float | None = None,
+    finished_at: float | None = None,
+    exit_code: int | None = None,
+    pending_reason: str = "",
+    gpus_requested: int | None = None,
+    gpus_allocated: int | None = None,
+    node: str = "",
+    simulated: bool = False,
+    argv: tuple[str, ...] | None = None,
+) -> StepRecord:
+    """A StepRecord from what its source gave; what the source did not give stays None (or empty):
+    every collector (LSF, Slurm, Kubernetes, a device run) builds its records here."""
+    lifecycle = (requested_at, scheduled_at, started_at, finished_at, exit_code, pending_reason)
+    placement = (gpus_requested, gpus_allocated, node, simulated)
+    return StepRecord(step, job, state, *lifecycle, *placement, argv, source)  # in field order
 
 
 @dataclass(frozen=True)
@@ -166,3 +193,31 @@ class EnvironmentRecords:
     provenance: str = ""
     # The GPUs the steps were given are mock: GPU use is "not measured (mock GPU)".
     gpu_mock: bool = False
+
+
+def without_records(
+    name: str,
+    kind: str,
+    platform: str,
+    reason: str,
+    outputs: Mapping[str, Any],
+    notes: tuple[str, ...],
+    cost_profile: str = "",
+    cloud_rate: str = "",
+) -> EnvironmentRecords:
+    """An environment none of whose records could be collected (unreachable, or nothing ran):
+    every block `Missing(reason)`, with what the stack outputs still say about it."""
+    return EnvironmentRecords(
+        name=name,
+        kind=kind,
+        platform=platform,
+        gpus=outputs.get("gpus"),
+        gpu_product=outputs.get("gpu_product"),
+        steps=Missing(reason),
+        telemetry={},
+        training=Missing(reason),
+        staging=Missing(reason),
+        notes=notes,
+        cost_profile=cost_profile,
+        cloud_rate=cloud_rate,
+    )

@@ -15,6 +15,7 @@ import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from rich.console import Console
@@ -114,17 +115,21 @@ def report_tables(report: Report) -> tuple[Section, ...]:
             rows.append(TableRow(f"{what}: {step}", tuple(cells)))
         return rows
 
+    def each(label: str, attribute: str) -> TableRow:
+        """A row of one metric, `block.name` of each environment's metrics."""
+        return TableRow(label, tuple(attrgetter(attribute)(e) for e in envs))
+
     pending = TableRow(
         "pending reasons (scheduler / API)",
         tuple("; ".join(e.elasticity.pending_reasons) or "none recorded" for e in envs),
     )
     elasticity = (
-        TableRow("request to GPUs running", tuple(e.elasticity.request_to_gpus_running for e in envs)),
-        TableRow("time to add GPUs (GPU step eligible to running)", tuple(e.elasticity.time_to_add_gpus for e in envs)),
-        TableRow("  estimated before the run", tuple(e.elasticity.estimated_gpu_step_wait for e in envs)),
-        TableRow("  estimate minus measured", tuple(e.elasticity.estimate_error for e in envs)),
-        TableRow("queue wait of the GPU step", tuple(e.elasticity.gpu_step_queue_wait for e in envs)),
-        TableRow("queue wait, all steps", tuple(e.elasticity.total_queue_wait for e in envs)),
+        each("request to GPUs running", "elasticity.request_to_gpus_running"),
+        each("time to add GPUs (GPU step eligible to running)", "elasticity.time_to_add_gpus"),
+        each("  estimated before the run", "elasticity.estimated_gpu_step_wait"),
+        each("  estimate minus measured", "elasticity.estimate_error"),
+        each("queue wait of the GPU step", "elasticity.gpu_step_queue_wait"),
+        each("queue wait, all steps", "elasticity.total_queue_wait"),
         *per_step("requested", "requested_at"),
         *per_step("started", "started_at"),
         *per_step("finished", "finished_at"),
@@ -134,53 +139,43 @@ def report_tables(report: Report) -> tuple[Section, ...]:
         pending,
     )
     performance = (
-        TableRow("wall time (first request to last finish)", tuple(e.performance.wall_time for e in envs)),
+        each("wall time (first request to last finish)", "performance.wall_time"),
         *per_step("duration", "duration"),
-        TableRow("iterations", tuple(e.performance.iterations for e in envs)),
-        TableRow("iterations per second", tuple(e.performance.iterations_per_s for e in envs)),
-        TableRow("images per second", tuple(e.performance.images_per_s for e in envs)),
-        TableRow("CPU, the step's processes (mean)", tuple(e.performance.cpu_tree_mean for e in envs)),
-        TableRow("CPU, host (mean)", tuple(e.performance.cpu_host_mean for e in envs)),
-        TableRow("memory, the step (peak)", tuple(e.performance.memory_peak for e in envs)),
-        TableRow("  read from", tuple(e.performance.memory_peak_basis for e in envs)),
-        TableRow("memory RSS, the step's processes (peak)", tuple(e.performance.memory_rss_peak for e in envs)),
-        TableRow("memory used, host (peak)", tuple(e.performance.memory_host_peak for e in envs)),
-        TableRow("GPU utilization (mean)", tuple(e.performance.gpu_utilization_mean for e in envs)),
-        TableRow("GPU memory used (peak)", tuple(e.performance.gpu_memory_peak for e in envs)),
-        TableRow("telemetry samples", tuple(e.performance.samples for e in envs)),
+        each("iterations", "performance.iterations"),
+        each("iterations per second", "performance.iterations_per_s"),
+        each("images per second", "performance.images_per_s"),
+        each("CPU, the step's processes (mean)", "performance.cpu_tree_mean"),
+        each("CPU, host (mean)", "performance.cpu_host_mean"),
+        each("memory, the step (peak)", "performance.memory_peak"),
+        each("  read from", "performance.memory_peak_basis"),
+        each("memory RSS, the step's processes (peak)", "performance.memory_rss_peak"),
+        each("memory used, host (peak)", "performance.memory_host_peak"),
+        each("GPU utilization (mean)", "performance.gpu_utilization_mean"),
+        each("GPU memory used (peak)", "performance.gpu_memory_peak"),
+        each("telemetry samples", "performance.samples"),
     )
     rate_names = list(dict.fromkeys(name for e in envs for name, _, _ in e.economics.chargeback))
     economics = (
         TableRow("cost profile", tuple(e.economics.profile or "none" for e in envs)),
-        TableRow(
-            "cost per GPU-hour (on-premises model, or the cloud rate)",
-            tuple(e.economics.usd_per_gpu_hour for e in envs),
-        ),
-        TableRow("GPU-hours used", tuple(e.economics.gpu_hours for e in envs)),
-        TableRow("cost per run (on-premises model, or the cloud rate)", tuple(e.economics.cost_per_run for e in envs)),
-        TableRow(
-            "cost per 1,000 iterations (on-premises model)", tuple(e.economics.cost_per_1000_iterations for e in envs)
-        ),
+        each("cost per GPU-hour (on-premises model, or the cloud rate)", "economics.usd_per_gpu_hour"),
+        each("GPU-hours used", "economics.gpu_hours"),
+        each("cost per run (on-premises model, or the cloud rate)", "economics.cost_per_run"),
+        each("cost per 1,000 iterations (on-premises model)", "economics.cost_per_1000_iterations"),
+        # chargeback rows are (rate, cost per run, cost per 1,000 iterations)
         *(
             TableRow(
-                f"cost per run at {rate}",
-                tuple(next((c for n, c, _ in e.economics.chargeback if n == rate), "no rate") for e in envs),
+                f"{what} at {rate}",
+                tuple(next((row[column] for row in e.economics.chargeback if row[0] == rate), "no rate") for e in envs),
             )
-            for rate in rate_names
-        ),
-        *(
-            TableRow(
-                f"cost per 1,000 iterations at {rate}",
-                tuple(next((c for n, _, c in e.economics.chargeback if n == rate), "no rate") for e in envs),
-            )
+            for column, what in ((1, "cost per run"), (2, "cost per 1,000 iterations"))
             for rate in rate_names
         ),
     )
     data = (
-        TableRow("staging time", tuple(e.data_access.staging_time for e in envs)),
-        TableRow("bytes staged", tuple(e.data_access.bytes_staged for e in envs)),
-        TableRow("bytes read by the training step", tuple(e.data_access.bytes_read for e in envs)),
-        TableRow("read throughput of the training step", tuple(e.data_access.read_throughput for e in envs)),
+        each("staging time", "data_access.staging_time"),
+        each("bytes staged", "data_access.bytes_staged"),
+        each("bytes read by the training step", "data_access.bytes_read"),
+        each("read throughput of the training step", "data_access.read_throughput"),
     )
     gpu_counts = list(dict.fromkeys(n for e in envs for n, _ in e.scalability.projection))
     scalability = (

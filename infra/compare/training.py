@@ -1,17 +1,14 @@
-"""BigGAN-format training logs (the probe writes the same): evaluations, losses, batch size."""
+"""BigGAN-format training logs (the probe writes the same): evaluations, losses, batch size.
+
+Pure: the files' text in, a TrainingLog out (`infra.compare.run_files` fetches the files)."""
 
 from __future__ import annotations
 
-import posixpath
 import re
-from pathlib import Path
-from typing import TYPE_CHECKING
 
-from infra.compare.records import Missing, TrainingLog
-from infra.telemetry.parsers import ParseError, parse_biggan_jsonl, parse_loss_log, parse_metalog
-
-if TYPE_CHECKING:
-    from infra.compare.hpc_collector import RemoteFiles
+from infra.compare.records import TrainingLog
+from infra.telemetry.parsers import parse_biggan_jsonl, parse_loss_log, parse_metalog
+from infra.workload.options import last_values
 
 BATCH_IN_CONFIG = re.compile(r"'batch_size': (\d+)")
 
@@ -22,10 +19,9 @@ def batch_size_of(argv: tuple[str, ...] | None, metalog: str | None) -> int | No
         match = BATCH_IN_CONFIG.search(parse_metalog(metalog).get("config", ""))
         if match:
             return int(match.group(1))
-    if argv and "--batch_size" in argv:
-        index = argv.index("--batch_size")
-        if index + 1 < len(argv) and argv[index + 1].isdigit():
-            return int(argv[index + 1])
+    values = last_values(argv or ()).get("--batch_size", ())
+    if values and values[0].isdigit():
+        return int(values[0])
     return None
 
 
@@ -54,33 +50,3 @@ def training_log_from_text(
         iterations=iterations,
     )
 
-
-def load_training_log(
-    logs_dir: str, files: RemoteFiles, raw_dir: Path, where: str, argv: tuple[str, ...] | None
-) -> TrainingLog | Missing:
-    """Find `<logs>/<exp>_log.jsonl`, fetch it with `<exp>/G_loss.log` and `<exp>/metalog.txt`;
-    `where` says where they were read, e.g. "on alex@satori:22 (SFTP)"."""
-    candidates = [f for f in files.listdir(logs_dir) if f.path.endswith("_log.jsonl")]
-    if not candidates:
-        return Missing(f"not measured: no <experiment>_log.jsonl under {logs_dir} {where}")
-    newest = max(candidates, key=lambda f: f.mtime)
-    experiment = posixpath.basename(newest.path)[: -len("_log.jsonl")]
-    texts: dict[str, str | None] = {}
-    for key, remote in (
-        ("evaluations", newest.path),
-        ("g_loss", posixpath.join(logs_dir, experiment, "G_loss.log")),
-        ("metalog", posixpath.join(logs_dir, experiment, "metalog.txt")),
-    ):
-        local = raw_dir / f"log-{key}-{posixpath.basename(remote)}"
-        texts[key] = local.read_text() if files.fetch(remote, local) else None
-    try:
-        return training_log_from_text(
-            f"{newest.path} and {experiment}/G_loss.log, metalog.txt {where}",
-            experiment,
-            texts["evaluations"] or "",
-            texts["g_loss"],
-            texts["metalog"],
-            argv,
-        )
-    except ParseError as error:
-        return Missing(f"not measured: {newest.path} {where} is not a BigGAN log ({error})")

@@ -32,10 +32,11 @@ from infra.hpc.pipeline import (
     step_scripts,
     submit_pipeline,
 )
-from infra.hpc.providers import StagedFiles, ssh_inputs
-from infra.hpc.scheduler import scheduler_for
+from infra.hpc.providers import StagedFiles, target_ssh_inputs
+from infra.hpc.registry import scheduler_for
 from infra.hpc.target import PROVENANCE_NOT_STATED, HpcConfigError, HpcTarget, validate_remote_path
-from infra.workload import GitSource, InTreeSource, Workload, render_step
+from infra.workload.model import GitSource, InTreeSource, Workload
+from infra.workload.render import render_step
 from infra.workload_source import SourceError, materialize_cached, staged_paths
 
 TYPE_TOKEN = "atlas:hpc:HpcEnvironment"  # noqa: S105 (a type token, not a password)
@@ -122,14 +123,7 @@ class HpcEnvironment(pulumi.ComponentResource):
             f"{target.remote_work_dir}/{args.stack}/{args.environment}/{workload.name}", "remote_work_dir"
         )
 
-        ssh_target = ssh_inputs(
-            target.host,
-            target.port,
-            target.user,
-            target.load_known_hosts(),
-            target.known_hosts_source,
-            str(target.private_key_file) if target.private_key_file else None,
-        )
+        ssh_target = target_ssh_inputs(target)
         private_key: pulumi.Input[str] | None = args.private_key if args.private_key is not None else target.private_key
         ssh_secret: pulumi.Output[dict[str, str | None]] = pulumi.Output.secret(
             pulumi.Output.from_input(private_key).apply(
@@ -138,7 +132,7 @@ class HpcEnvironment(pulumi.ComponentResource):
         )
 
         run = RunIdentity(args.project, args.stack, args.environment, args.run_id, run_dir)
-        scripts = step_scripts(workload, scheduler, run, target.queue, args.telemetry)
+        scripts = step_scripts(workload, scheduler, run, target.queue, args.telemetry, target.directives)
         staged = StagedFiles(
             f"{name}-staged-files",
             ssh_target=ssh_target,

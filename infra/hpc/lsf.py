@@ -70,20 +70,73 @@ def _int_or_none(text: str) -> int | None:
     return int(text) if text.isdigit() else None
 
 
+# `bhist -l` event lines, `Wed Dec  2 15:56:43: Submitted from host <vm>, ...`: the year follows the
+# clock only for events of another year than the current one.
+BHIST_EVENT = re.compile(r"^\w{3} (\w{3}\s+\d+ \d{2}:\d{2}:\d{2})(?: (\d{4}))?: (.*)$", re.MULTILINE)
+BHIST_EVENT_TIMES = (
+    ("Submitted", "submitted"),
+    ("Dispatched", "dispatched"),
+    ("Starting", "started"),
+    ("Done successfully", "finished"),
+    ("Exited", "finished"),
+)
+
+
+def parse_bhist_event_times(result: RemoteResult) -> dict[str, dict[str, tuple[str, int | None]]]:
+    """`bhist -l`'s lifecycle times per job: {"submitted" | "dispatched" | "started" | "finished":
+    (`Dec  2 15:56:43` as printed, the year where bhist printed one)}. The last event of a kind
+    wins (a requeued job's last dispatch); `parse_bhist_long` reads the same blocks' states."""
+    times: dict[str, dict[str, tuple[str, int | None]]] = {}
+    text = re.sub(r"\n {2,}", "", result.stdout)  # bhist wraps long lines with indentation
+    for block in re.split(r"\n(?=Job <\d+>)", text):
+        head = re.match(r"\s*Job <(\d+)>", block)
+        if not head:
+            continue
+        events = times.setdefault(head.group(1), {})
+        for when, year, what in BHIST_EVENT.findall(block):
+            kind = next((kind for prefix, kind in BHIST_EVENT_TIMES if what.startswith(prefix)), None)
+            if kind is not None:
+                events[kind] = (when, int(year) if year else None)
+    return times
+
+
 class LsfScheduler(Scheduler):
     name: ClassVar[str] = "lsf"
+    label: ClassVar[str] = "LSF"
     script_suffix: ClassVar[str] = ".lsf"
     directive_prefix: ClassVar[str] = "#BSUB"
     job_id_variable: ClassVar[str] = "LSB_JOBID"
     log_placeholder: ClassVar[str] = "%J"
     option_value_separator: ClassVar[str] = " "
     state_phases: ClassVar[Mapping[str, Phase]] = STATE_PHASES
+    submit_program: ClassVar[str] = "bsub"
+    cancel_program: ClassVar[str] = "bkill"
+    account_option: ClassVar[str] = "-P"
+    rendered_options: ClassVar[frozenset[str]] = frozenset(
+        {"-J", "-L", "-n", "-o", "-M", "-R", "-gpu", "-q", "-W", account_option}
+    )
+    reserved_options: ClassVar[Mapping[str, str]] = {
+        "-J": "Atlas finds its jobs by this name",
+        "-o": "Atlas reads each step's log (stdout and stderr) from this file",
+        "-oo": "Atlas reads each step's log (stdout and stderr) from its -o file",
+        "-e": "Atlas reads each step's errors from its -o file",
+        "-eo": "Atlas reads each step's errors from its -o file",
+        "-w": "Atlas chains the steps with dependencies of its own",
+    }
+    own_config_keys: ClassVar[tuple[str, ...]] = ("lsf_memory_unit",)
+    backfill_unsupported: ClassVar[str] = (
+        "preemption is a queue the site defines (PREEMPTION=PREEMPTABLE in lsb.queues)"
+    )
 
     def __init__(self, memory_unit: str = "MB") -> None:
         # LSF_UNIT_FOR_LIMITS is the cluster's (bparams -a); never assume the local machine's.
         if memory_unit not in MEMORY_UNIT_MIB:
             raise ValueError(f"LSF memory unit must be one of {', '.join(MEMORY_UNIT_MIB)}, found {memory_unit!r}")
         self.memory_unit = memory_unit
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> LsfScheduler:
+        return cls(options.get("lsf_memory_unit") or "MB")
 
     def _memory(self, mib: int) -> str:
         return str(max(1, -(-int(mib * 1024 * 1024) // int(MEMORY_UNIT_MIB[self.memory_unit] * 1024 * 1024))))
@@ -134,8 +187,7 @@ class LsfScheduler(Scheduler):
         match = SUBMITTED.search(result.stdout)
         if result.exit_code == 0 and match:
             return match.group(1)
-        message = (result.stderr.strip() or result.stdout.strip() or "(no output)").splitlines()[-1]
-        raise SchedulerError(f"bsub refused the job (exit {result.exit_code}): {message}")
+        raise self.submission_refused(result)
 
     # --- status ---------------------------------------------------------------------------------
 
@@ -231,13 +283,17 @@ class LsfScheduler(Scheduler):
             queue = re.search(r"to Queue <([^>]*)>", block)
             done = re.search(r"^(.*?): Done successfully", block, re.MULTILINE)
             exited = re.search(r"^(.*?): Exited with exit code (\d+)", block, re.MULTILINE)
-            forced = re.search(r"^(.*?): Exited; job has been forced to exit", block, re.MULTILINE)
+            forced = re.search(
+                r"^(.*?): Exited; job has been forced to exit(?: with exit code (\d+))?", block, re.MULTILINE
+            )
+            code: int | None
             if done:
                 stat, code, finish = "DONE", 0, done.group(1)
             elif exited:
                 stat, code, finish = "EXIT", int(exited.group(2)), exited.group(1)
             elif forced:
-                stat, code, finish = "EXIT", None, forced.group(1)
+                # Killed by bkill: the code is the signal's (130, 143) where bhist prints one.
+                stat, code, finish = "EXIT", int(forced.group(2)) if forced.group(2) else None, forced.group(1)
             elif "Starting" in block or "Dispatched" in block:
                 stat, code, finish = "RUN", None, ""
             else:
@@ -258,9 +314,6 @@ class LsfScheduler(Scheduler):
         return states
 
     # --- cancel ---------------------------------------------------------------------------------
-
-    def cancel_command(self, job_id: str) -> str:
-        return f"bkill {shlex.join(validate_job_ids([job_id]))}"
 
     def parse_cancel(self, job_id: str, result: RemoteResult) -> CancelOutcome:
         text = result.stdout + result.stderr

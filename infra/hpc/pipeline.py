@@ -18,8 +18,9 @@ from typing import Any
 import pulumi
 
 from infra.hpc.providers import BatchJob, JobCompletion, job_name_for
-from infra.hpc.scheduler import JobSpec, Scheduler, render_job_script
-from infra.workload import Workload, render_step
+from infra.hpc.scheduler import NO_SITE_DIRECTIVES, JobSpec, Scheduler, SiteDirectives, render_job_script
+from infra.workload.model import Workload
+from infra.workload.render import render_step
 
 JOBS_DIR = ".atlas/jobs"
 PYTHON_DIR = ".atlas/python"
@@ -66,9 +67,15 @@ class RunIdentity:
 
 
 def step_scripts(
-    workload: Workload, scheduler: Scheduler, run: RunIdentity, queue: str | None, telemetry: bool = True
+    workload: Workload,
+    scheduler: Scheduler,
+    run: RunIdentity,
+    queue: str | None,
+    telemetry: bool = True,
+    site: SiteDirectives = NO_SITE_DIRECTIVES,
 ) -> dict[str, StepScript]:
-    """One job script per step, in the workload's order, as a site would write it by hand."""
+    """One job script per step, in the workload's order, as a site would write it by hand
+    (with the site's own account and directives, from the target's config)."""
     scripts: dict[str, StepScript] = {}
     for step in workload.steps:
         rendered = render_step(workload, step.name, run.environment)
@@ -90,6 +97,7 @@ def step_scripts(
             telemetry_interval_s=workload.telemetry.interval_seconds,
             python_path=PYTHON_DIR if telemetry else None,
             description=step.description,
+            site=site,
         )
         path = f"{JOBS_DIR}/{step.name}{scheduler.script_suffix}"
         scripts[step.name] = StepScript(job_name, path, render_job_script(scheduler, spec))

@@ -14,7 +14,8 @@ Lifecycle, as architecture.md asks of batch jobs:
 Providers hold no live objects (dill pickles them into state): SSH connections come from the
 pool in ssh.py, status from the per-host boards in polling.py. Credentials travel in the
 `ssh_secret` input, which the component marks secret; it is never logged, and
-`additional_secret_outputs` keeps it encrypted in state.
+`additional_secret_outputs` keeps it encrypted in state. Their inputs are read, checked and
+typed in provider_inputs.py; what every dynamic provider shares is in infra/dynamic/.
 """
 
 from __future__ import annotations
@@ -32,10 +33,25 @@ from typing import Any
 
 import pulumi
 import pulumi.dynamic
-from pulumi.runtime import rpc
 
+from infra.dynamic.inputs import changed, is_unknown
+from infra.dynamic.registration import DynamicResource
+from infra.dynamic.version import provider_version
 from infra.hpc import ssh
-from infra.hpc.polling import board_for
+from infra.hpc.polling import StatusBoard, board_for
+from infra.hpc.provider_inputs import (
+    DEFAULT_LSF_MEMORY_UNIT,
+    DEFAULT_POLL_INTERVAL_S,
+    DEFAULT_WAIT_TIMEOUT_S,
+    JobInputs,
+    check_relative_path,
+    check_remote_dir,
+    check_ssh,
+    endpoint_from,
+    ssh_identity,
+)
+from infra.hpc.registry import SCHEDULER_NAMES as SCHEDULERS
+from infra.hpc.registry import scheduler_for
 from infra.hpc.scheduler import (
     JOB_ID,
     JOB_NAME,
@@ -46,24 +62,18 @@ from infra.hpc.scheduler import (
     SchedulerError,
     lookup_by_name,
     query_states,
-    scheduler_for,
 )
-from infra.hpc.target import QUEUE_NAME, SCHEDULERS, HpcConfigError, validate_remote_path
+from infra.hpc.target import QUEUE_NAME, HpcTarget
 
 _HPC_DIR = Path(__file__).resolve().parent
 # Code changes show up in `pulumi preview` as an update of every HPC resource (and nothing else).
-PROVIDER_VERSION = (
-    "1+"
-    + hashlib.sha256(
-        b"".join(
-            (_HPC_DIR / name).read_bytes() for name in ("providers.py", "scheduler.py", "lsf.py", "slurm.py", "ssh.py")
-        )
-    ).hexdigest()[:12]
+PROVIDER_VERSION = provider_version(
+    _HPC_DIR / name
+    for name in ("providers.py", "provider_inputs.py", "scheduler.py", "registry.py", "lsf.py", "slurm.py", "ssh.py")
 )
 RETIRED_JOBS_FILE = ".atlas/retired-jobs"
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 STEP_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-DEFAULT_WAIT_TIMEOUT_S = 3600.0
 LOG_TAIL_LINES = 20
 
 
@@ -71,80 +81,8 @@ class HpcProviderError(Exception):
     """A failure in a provider call; the message names the job or file and what to do."""
 
 
-def is_unknown(value: Any) -> bool:
-    """During preview an input computed from another resource's output is not known yet."""
-    # The engine sends a top-level unknown as rpc.UNKNOWN and one nested in a list or map as an
-    # `Unknown` object (seen with the real CLI: `after_job_ids: [<unknown>]`).
-    if isinstance(value, pulumi.output.Unknown) or (isinstance(value, str) and value == rpc.UNKNOWN):
-        return True
-    if isinstance(value, Mapping):
-        return any(is_unknown(v) for v in value.values())
-    if isinstance(value, list | tuple):
-        return any(is_unknown(v) for v in value)
-    return False
-
-
 def utc_now() -> str:
     return datetime.datetime.now(tz=datetime.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
-# --- connection inputs ---------------------------------------------------------------------------
-
-
-def endpoint_from(props: Mapping[str, Any]) -> ssh.SshEndpoint:
-    """The SSH endpoint from a resource's `ssh` (plain) and `ssh_secret` (secret) inputs."""
-    target = props["ssh"]
-    secret = props.get("ssh_secret") or {}
-    return ssh.SshEndpoint(
-        host=str(target["host"]),
-        port=int(target["port"]),
-        user=str(target["user"]),
-        known_hosts=str(target["known_hosts"]),
-        known_hosts_source=str(target.get("known_hosts_source") or "known_hosts"),
-        private_key_file=target.get("private_key_file") or None,
-        private_key=secret.get("private_key") or None,
-        passphrase=secret.get("passphrase") or None,
-    )
-
-
-def _check_ssh(props: Mapping[str, Any], failures: list[pulumi.dynamic.CheckFailure]) -> None:
-    target = props.get("ssh")
-    if is_unknown(target):
-        return
-    if not isinstance(target, Mapping):
-        failures.append(pulumi.dynamic.CheckFailure("ssh", "expected an object with host, port, user, known_hosts"))
-        return
-    for key in ("host", "port", "user", "known_hosts"):
-        if not target.get(key):
-            failures.append(pulumi.dynamic.CheckFailure(f"ssh.{key}", "required"))
-    secret = props.get("ssh_secret") or {}
-    if not is_unknown(secret) and not target.get("private_key_file") and not secret.get("private_key"):
-        failures.append(
-            pulumi.dynamic.CheckFailure(
-                "ssh_secret.private_key", "no key: give private_key (secret) or ssh.private_key_file"
-            )
-        )
-
-
-def _check_relative_path(value: Any, prop: str, failures: list[pulumi.dynamic.CheckFailure]) -> None:
-    if is_unknown(value):
-        return
-    if not isinstance(value, str) or value.startswith("/"):
-        failures.append(pulumi.dynamic.CheckFailure(prop, f"expected a relative path, found {value!r}"))
-        return
-    try:
-        validate_remote_path(value, prop)
-    except HpcConfigError as error:
-        failures.append(pulumi.dynamic.CheckFailure(prop, str(error)))
-
-
-def _check_remote_dir(value: Any, prop: str, failures: list[pulumi.dynamic.CheckFailure]) -> None:
-    if is_unknown(value):
-        return
-    try:
-        validate_remote_path(str(value), prop)
-    except HpcConfigError as error:
-        failures.append(pulumi.dynamic.CheckFailure(prop, str(error)))
 
 
 def _join(run_dir: str, relative: str) -> str:
@@ -173,8 +111,8 @@ class StagedFilesProvider(pulumi.dynamic.ResourceProvider):
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.CheckResult:
         failures: list[pulumi.dynamic.CheckFailure] = []
-        _check_ssh(news, failures)
-        _check_remote_dir(news.get("run_dir"), "run_dir", failures)
+        check_ssh(news, failures)
+        check_remote_dir(news.get("run_dir"), "run_dir", failures)
         files = news.get("files")
         if not is_unknown(files):
             if not isinstance(files, list):
@@ -184,27 +122,24 @@ class StagedFilesProvider(pulumi.dynamic.ResourceProvider):
                 for i, entry in enumerate(files):
                     if is_unknown(entry):
                         continue
-                    _check_relative_path(entry.get("path"), f"files[{i}].path", failures)
+                    check_relative_path(entry.get("path"), f"files[{i}].path", failures)
                     if entry.get("path") in seen:
                         failures.append(pulumi.dynamic.CheckFailure(f"files[{i}].path", "staged twice"))
                     seen.add(entry.get("path"))
                     if not SHA256.match(str(entry.get("sha256", ""))):
                         failures.append(pulumi.dynamic.CheckFailure(f"files[{i}].sha256", "expected 64 hex digits"))
         for i, directory in enumerate(news.get("directories") or []):
-            _check_relative_path(directory, f"directories[{i}]", failures)
+            check_relative_path(directory, f"directories[{i}]", failures)
         return pulumi.dynamic.CheckResult(news, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
         replaces = [k for k in ("run_dir",) if olds.get(k) != news.get(k)]
-        if is_unknown(news.get("ssh")) or _ssh_identity(olds) != _ssh_identity(news):
+        if is_unknown(news.get("ssh")) or ssh_identity(olds) != ssh_identity(news):
             replaces.append("ssh")
-        changed = replaces or any(
-            is_unknown(news.get(k)) or olds.get(k) != news.get(k)
-            for k in ("files", "directories", "provider_version", "ssh_secret")
-        )
+        differs = bool(replaces or changed(olds, news, ("files", "directories", "provider_version", "ssh_secret")))
         if _remote_drifted(olds):
-            changed = True  # refresh saw a file changed or removed on the cluster: upload again
-        return pulumi.dynamic.DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=True)
+            differs = True  # refresh saw a file changed or removed on the cluster: upload again
+        return pulumi.dynamic.DiffResult(changes=differs, replaces=replaces, delete_before_replace=True)
 
     def _stage(self, props: Mapping[str, Any], previous: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
         conn = ssh.connection(endpoint_from(props))
@@ -262,11 +197,6 @@ def _remote_drifted(olds: Mapping[str, Any]) -> bool:
     return any(observed.get(f["path"]) != f["sha256"] for f in olds.get("files") or [] if isinstance(f, Mapping))
 
 
-def _ssh_identity(props: Mapping[str, Any]) -> tuple[Any, ...]:
-    target = props.get("ssh") or {}
-    return (target.get("host"), target.get("port"), target.get("user"))
-
-
 # --- BatchJob ------------------------------------------------------------------------------------
 
 # Inputs whose change means a different job: the old one is cancelled, a new one submitted.
@@ -280,41 +210,58 @@ JOB_DEFINING_INPUTS = (
     "scheduler",
     "step",
 )
+# What a BatchJob learns from the scheduler; an update in place keeps them.
+BATCH_JOB_OUTPUTS = (
+    "job_id",
+    "state",
+    "native_state",
+    "exit_code",
+    "queue",
+    "submitted_at",
+    "finished_at",
+    "log_file",
+    "scheduler_visible",
+)
+COMPLETION_OUTPUTS = ("state", "exit_code", "finished_at")
 
 
 @dataclass(frozen=True)
 class _Job:
-    """A BatchJob's inputs, read once per provider call."""
+    """A BatchJob's connection, scheduler and inputs, for one provider call."""
 
     conn: ssh.PooledConnection
     scheduler: Scheduler
-    props: Mapping[str, Any]
+    inputs: JobInputs
+    props: Mapping[str, Any]  # all of them, carried into the outputs
 
     @property
     def run_dir(self) -> str:
-        return str(self.props["run_dir"])
+        return self.inputs.run_dir
 
     @property
     def name(self) -> str:
-        return str(self.props["job_name"])
+        return self.inputs.job_name
 
     def run(self, command: str) -> ssh.RemoteResult:
         """Reads and lookups: repeating them is harmless, so a dropped connection is retried."""
         return ssh.run_remote(self.conn, command, check=False, safe_to_retry=True)
 
+    def board(self) -> StatusBoard:
+        return board_for(self.conn.endpoint.pool_key, self.inputs.poll_interval_s, self.scheduler.name)
+
     def board_states(self, job_ids: Sequence[str], fresh_after: float | None = None) -> dict[str, JobState | None]:
-        interval = float(self.props.get("poll_interval_s") or 60.0)
-        board = board_for(self.conn.endpoint.pool_key, interval, self.scheduler.name)
-        return board.states(self.scheduler, self.run, job_ids, fresh_after=fresh_after)
+        return self.board().states(self.scheduler, self.run, job_ids, fresh_after=fresh_after)
 
     def log_file(self, job_id: str) -> str:
-        return _join(self.run_dir, str(self.props["log_pattern"]).replace(self.scheduler.log_placeholder, job_id))
+        return _join(self.run_dir, self.inputs.log_pattern.replace(self.scheduler.log_placeholder, job_id))
 
 
 def _job(props: Mapping[str, Any]) -> _Job:
+    inputs = JobInputs.of(props)
     return _Job(
         ssh.connection(endpoint_from(props)),
-        scheduler_for(str(props["scheduler"]), str(props.get("lsf_memory_unit") or "MB")),
+        scheduler_for(inputs.scheduler, inputs.lsf_memory_unit),
+        inputs,
         props,
     )
 
@@ -356,18 +303,18 @@ def _check_dependencies(job: _Job, after: Sequence[str]) -> None:
         state = states.get(job_id)
         if state is None:
             raise HpcProviderError(
-                f"step {job.props['step']!r} depends on job {job_id}, which the scheduler does not know; "
+                f"step {job.inputs.step!r} depends on job {job_id}, which the scheduler does not know; "
                 "run `pulumi refresh` and then `pulumi up` so the earlier step is submitted again"
             )
         if state.phase in (Phase.FAILED, Phase.CANCELLED):
             raise HpcProviderError(
-                f"step {job.props['step']!r} depends on job {job_id}, which ended {state.native_state} "
+                f"step {job.inputs.step!r} depends on job {job_id}, which ended {state.native_state} "
                 f"(exit code {state.exit_code}); it could never start. Fix the earlier step and run `pulumi up` again"
             )
 
 
 def _submit(job: _Job, after: Sequence[str]) -> str:
-    command = job.scheduler.submit_command(job.run_dir, str(job.props["script_path"]), after)
+    command = job.scheduler.submit_command(job.run_dir, job.inputs.script_path, after)
     try:
         # Not retried blindly: a submission that was sent but not answered may have happened.
         result = ssh.run_remote(job.conn, command, check=False, safe_to_retry=False)
@@ -382,7 +329,7 @@ def _submit(job: _Job, after: Sequence[str]) -> str:
     try:
         return job.scheduler.parse_submission(result)
     except SchedulerError as error:
-        raise HpcProviderError(f"step {job.props['step']!r} was not submitted: {error}") from None
+        raise HpcProviderError(f"step {job.inputs.step!r} was not submitted: {error}") from None
 
 
 def _outs(job: _Job, job_id: str, state: JobState | None, submitted_at: str, visible: bool = True) -> dict[str, Any]:
@@ -392,7 +339,7 @@ def _outs(job: _Job, job_id: str, state: JobState | None, submitted_at: str, vis
         "state": state.phase.value if state else Phase.UNKNOWN.value,
         "native_state": state.native_state if state else "",
         "exit_code": state.exit_code if state else None,
-        "queue": (state.queue if state and state.queue else job.props.get("requested_queue")) or "",
+        "queue": (state.queue if state and state.queue else job.inputs.requested_queue) or "",
         "submitted_at": submitted_at,
         "finished_at": state.finish_time if state else "",
         "log_file": job.log_file(job_id),
@@ -407,7 +354,7 @@ def _log_tail(job: _Job, job_id: str) -> str:
 
 
 def _wait_until_finished(job: _Job, job_id: str) -> JobState:
-    timeout = float(job.props.get("wait_timeout_s") or DEFAULT_WAIT_TIMEOUT_S)
+    timeout = job.inputs.wait_timeout_s
     deadline = time.monotonic() + timeout
     asked_at: float | None = None
     while True:
@@ -425,13 +372,13 @@ def _wait_until_finished(job: _Job, job_id: str) -> JobState:
     if state.phase is not Phase.SUCCEEDED:
         tail = _log_tail(job, job_id)
         raise HpcProviderError(
-            f"job {job_id} ({job.name}, step {job.props['step']!r}) ended {state.native_state} with exit code "
+            f"job {job_id} ({job.name}, step {job.inputs.step!r}) ended {state.native_state} with exit code "
             f"{state.exit_code}; log: {job.log_file(job_id)}"
             + (f"\n--- last lines of the log\n{tail}" if tail else "")
             + "\nFix the step and run `pulumi up` again: a changed script is submitted afresh"
             + (
-                f" (to run it again unchanged: pulumi up --replace '{job.props['job_urn']}')"
-                if job.props.get("job_urn")
+                f" (to run it again unchanged: pulumi up --replace '{job.inputs.job_urn}')"
+                if job.inputs.job_urn
                 else ""
             )
         )
@@ -443,14 +390,14 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.CheckResult:
         failures: list[pulumi.dynamic.CheckFailure] = []
-        _check_ssh(news, failures)
+        check_ssh(news, failures)
 
         def fail(prop: str, reason: str) -> None:
             failures.append(pulumi.dynamic.CheckFailure(prop, reason))
 
         value = news.get("scheduler")
         if not is_unknown(value) and value not in SCHEDULERS:
-            fail("scheduler", f"expected lsf or slurm, found {value!r}")
+            fail("scheduler", f"expected one of {', '.join(SCHEDULERS)}, found {value!r}")
         value = news.get("job_name")
         if not is_unknown(value) and not (isinstance(value, str) and JOB_NAME.match(value)):
             fail("job_name", f"{value!r}: use at most 63 lower-case letters, digits and '-'")
@@ -460,8 +407,8 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
         value = news.get("requested_queue")
         if value is not None and not is_unknown(value) and not (isinstance(value, str) and QUEUE_NAME.match(value)):
             fail("requested_queue", f"{value!r} is not a queue name")
-        _check_remote_dir(news.get("run_dir"), "run_dir", failures)
-        _check_relative_path(news.get("script_path"), "script_path", failures)
+        check_remote_dir(news.get("run_dir"), "run_dir", failures)
+        check_relative_path(news.get("script_path"), "script_path", failures)
         pattern = news.get("log_pattern")
         if not is_unknown(pattern) and not (
             isinstance(pattern, str) and re.match(r"^[A-Za-z0-9._/%-]{1,255}$", pattern)
@@ -478,25 +425,17 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
         return pulumi.dynamic.CheckResult(news, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
-        replaces = [k for k in JOB_DEFINING_INPUTS if is_unknown(news.get(k)) or olds.get(k) != news.get(k)]
-        if is_unknown(news.get("ssh")) or _ssh_identity(olds) != _ssh_identity(news):
+        replaces = changed(olds, news, JOB_DEFINING_INPUTS)
+        if is_unknown(news.get("ssh")) or ssh_identity(olds) != ssh_identity(news):
             replaces.append("ssh")
         if olds.get("state") == Phase.CANCELLED.value:
             # Refresh saw it cancelled outside Atlas: the desired state is a job that runs.
             replaces.append("state")
-        updates = [
-            k
-            for k in (
-                "provider_version",
-                "wait",
-                "wait_timeout_s",
-                "poll_interval_s",
-                "ssh_secret",
-                "requested_queue",
-                "ssh",
-            )
-            if is_unknown(news.get(k)) or olds.get(k) != news.get(k)
-        ]
+        updates = changed(
+            olds,
+            news,
+            ("provider_version", "wait", "wait_timeout_s", "poll_interval_s", "ssh_secret", "requested_queue", "ssh"),
+        )
         return pulumi.dynamic.DiffResult(
             changes=bool(replaces or updates),
             replaces=replaces,
@@ -507,7 +446,7 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
 
     def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
         job = _job(props)
-        script_path = _join(job.run_dir, str(props["script_path"]))
+        script_path = _join(job.run_dir, job.inputs.script_path)
         staged = ssh.remote_sha256(job.conn, [script_path])[script_path]
         if staged != props["script_sha256"]:
             raise HpcProviderError(
@@ -525,9 +464,8 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
             _check_dependencies(job, after)
             submitted_at = utc_now()
             job_id = _submit(job, after)
-        board = board_for(job.conn.endpoint.pool_key, float(props.get("poll_interval_s") or 60.0), job.scheduler.name)
-        board.invalidate([job_id])
-        state = _wait_until_finished(job, job_id) if props.get("wait") else None
+        job.board().invalidate([job_id])
+        state = _wait_until_finished(job, job_id) if job.inputs.wait else None
         return pulumi.dynamic.CreateResult(job_id, _outs(job, job_id, state, submitted_at))
 
     def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
@@ -544,21 +482,7 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
         return pulumi.dynamic.ReadResult(id_, _outs(job, id_, state, str(props.get("submitted_at") or "")))
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
-        kept = {
-            k: olds.get(k)
-            for k in (
-                "job_id",
-                "state",
-                "native_state",
-                "exit_code",
-                "queue",
-                "submitted_at",
-                "finished_at",
-                "log_file",
-                "scheduler_visible",
-            )
-        }
-        return pulumi.dynamic.UpdateResult({**news, **kept})
+        return pulumi.dynamic.UpdateResult({**news, **{k: olds.get(k) for k in BATCH_JOB_OUTPUTS}})
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         job = _job(props)
@@ -576,9 +500,7 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
         retire = f"mkdir -p -- {shlex.quote(str(PurePosixPath(retired).parent))}"
         retire += f" && echo {shlex.quote(f'{id_} {job.name}')} >> {shlex.quote(retired)}"
         ssh.run_remote(job.conn, retire, safe_to_retry=True)
-        board_for(job.conn.endpoint.pool_key, float(props.get("poll_interval_s") or 60.0), job.scheduler.name).forget(
-            [id_]
-        )
+        job.board().forget([id_])
         if outcome is CancelOutcome.CANCELLED:
             pulumi.log.info(f"cancelled job {id_} ({job.name})")
 
@@ -594,12 +516,10 @@ class JobCompletionProvider(pulumi.dynamic.ResourceProvider):
     """
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
-        replaces = [k for k in ("job_id", "scheduler") if is_unknown(news.get(k)) or olds.get(k) != news.get(k)]
-        updates = [
-            k
-            for k in ("provider_version", "wait_timeout_s", "poll_interval_s", "ssh_secret", "ssh", "job_urn")
-            if is_unknown(news.get(k)) or olds.get(k) != news.get(k)
-        ]
+        replaces = changed(olds, news, ("job_id", "scheduler"))
+        updates = changed(
+            olds, news, ("provider_version", "wait_timeout_s", "poll_interval_s", "ssh_secret", "ssh", "job_urn")
+        )
         return pulumi.dynamic.DiffResult(changes=bool(replaces or updates), replaces=replaces)
 
     def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
@@ -609,7 +529,7 @@ class JobCompletionProvider(pulumi.dynamic.ResourceProvider):
         return pulumi.dynamic.CreateResult(f"{job_id}-done", outs)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
-        return pulumi.dynamic.UpdateResult({**news, **{k: olds.get(k) for k in ("state", "exit_code", "finished_at")}})
+        return pulumi.dynamic.UpdateResult({**news, **{k: olds.get(k) for k in COMPLETION_OUTPUTS}})
 
     def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
         # What the job did afterwards is its BatchJob's to report (refresh reads it there).
@@ -635,12 +555,31 @@ def ssh_inputs(
     }
 
 
-def _secret_opts(opts: pulumi.ResourceOptions | None) -> pulumi.ResourceOptions:
-    # The key is secret on the way in; this keeps it encrypted in state on the way out too.
-    return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["ssh_secret"]))
+def target_ssh_inputs(target: HpcTarget) -> dict[str, Any]:
+    """The `ssh` input for a cluster's login node, from its validated target."""
+    return ssh_inputs(
+        target.host,
+        target.port,
+        target.user,
+        target.load_known_hosts(),
+        target.known_hosts_source,
+        str(target.private_key_file) if target.private_key_file else None,
+    )
 
 
-class StagedFiles(pulumi.dynamic.Resource, module="hpc", name="StagedFiles"):
+class _SshResource(DynamicResource):
+    """A dynamic resource reached over SSH. The key (`ssh_secret`) is secret on the way in; this
+    keeps it encrypted in state on the way out too."""
+
+    SECRET_OUTPUTS = ("ssh_secret",)
+
+
+def _over_ssh(ssh_target: pulumi.Input[dict[str, Any]], ssh_secret: pulumi.Input[dict[str, Any]]) -> dict[str, Any]:
+    """The inputs every resource reached over SSH has: the code version, the login node and its key."""
+    return {"provider_version": PROVIDER_VERSION, "ssh": ssh_target, "ssh_secret": ssh_secret}
+
+
+class StagedFiles(_SshResource, module="hpc", name="StagedFiles"):
     remote_sha256: pulumi.Output[dict[str, str]]
     staged_paths: pulumi.Output[list[str]]
     run_dir: pulumi.Output[str]
@@ -656,20 +595,16 @@ class StagedFiles(pulumi.dynamic.Resource, module="hpc", name="StagedFiles"):
         directories: Sequence[str] = (),
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        props: dict[str, Any] = {
-            "provider_version": PROVIDER_VERSION,
-            "ssh": ssh_target,
-            "ssh_secret": ssh_secret,
+        inputs = {
+            **_over_ssh(ssh_target, ssh_secret),
             "run_dir": run_dir,
             "files": [dict(f) for f in files],
             "directories": list(directories),
-            "remote_sha256": None,
-            "staged_paths": None,
         }
-        super().__init__(StagedFilesProvider(), name, props, _secret_opts(opts))
+        super().__init__(StagedFilesProvider(), name, inputs, ("remote_sha256", "staged_paths"), opts)
 
 
-class BatchJob(pulumi.dynamic.Resource, module="hpc", name="BatchJob"):
+class BatchJob(_SshResource, module="hpc", name="BatchJob"):
     job_id: pulumi.Output[str]
     job_name: pulumi.Output[str]
     state: pulumi.Output[str]
@@ -697,14 +632,12 @@ class BatchJob(pulumi.dynamic.Resource, module="hpc", name="BatchJob"):
         after_job_ids: pulumi.Input[Sequence[pulumi.Input[str]]] = (),
         wait: bool = False,
         wait_timeout_s: float = DEFAULT_WAIT_TIMEOUT_S,
-        poll_interval_s: float = 60.0,
-        lsf_memory_unit: str = "MB",
+        poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
+        lsf_memory_unit: str = DEFAULT_LSF_MEMORY_UNIT,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        props: dict[str, Any] = {
-            "provider_version": PROVIDER_VERSION,
-            "ssh": ssh_target,
-            "ssh_secret": ssh_secret,
+        inputs: dict[str, Any] = {
+            **_over_ssh(ssh_target, ssh_secret),
             "scheduler": scheduler,
             "lsf_memory_unit": lsf_memory_unit,
             "step": step,
@@ -722,17 +655,8 @@ class BatchJob(pulumi.dynamic.Resource, module="hpc", name="BatchJob"):
             "wait": wait,
             "wait_timeout_s": wait_timeout_s,
             "poll_interval_s": poll_interval_s,
-            "job_id": None,
-            "state": None,
-            "native_state": None,
-            "exit_code": None,
-            "queue": None,
-            "submitted_at": None,
-            "finished_at": None,
-            "log_file": None,
-            "scheduler_visible": None,
         }
-        super().__init__(BatchJobProvider(), name, props, _secret_opts(opts))
+        super().__init__(BatchJobProvider(), name, inputs, BATCH_JOB_OUTPUTS, opts)
 
 
 _COMPLETION_INPUTS = (
@@ -748,7 +672,7 @@ _COMPLETION_INPUTS = (
 )
 
 
-class JobCompletion(pulumi.dynamic.Resource, module="hpc", name="JobCompletion"):
+class JobCompletion(_SshResource, module="hpc", name="JobCompletion"):
     """The end of a BatchJob's job, awaited (see JobCompletionProvider)."""
 
     state: pulumi.Output[str]
@@ -756,18 +680,15 @@ class JobCompletion(pulumi.dynamic.Resource, module="hpc", name="JobCompletion")
     finished_at: pulumi.Output[str]
 
     def __init__(self, name: str, job: BatchJob, wait_timeout_s: float, opts: pulumi.ResourceOptions | None = None):
-        props: dict[str, Any] = {
+        # What reaching the scheduler and naming the log takes, from the job itself.
+        inputs = {
             "provider_version": PROVIDER_VERSION,
-            # What reaching the scheduler and naming the log takes, from the job itself.
             **{k: getattr(job, k) for k in _COMPLETION_INPUTS},
             "job_id": job.job_id,
             "job_urn": job.urn,
             "wait_timeout_s": wait_timeout_s,
-            "state": None,
-            "exit_code": None,
-            "finished_at": None,
         }
-        super().__init__(JobCompletionProvider(), name, props, _secret_opts(opts))
+        super().__init__(JobCompletionProvider(), name, inputs, COMPLETION_OUTPUTS, opts)
 
 
 def job_name_for(project: str, stack: str, environment: str, step: str, run_id: str, run_dir: str) -> str:

@@ -1,10 +1,12 @@
 """What LSF and Slurm have in common: job specs, job states, the job script's shape, queries.
 
 The differences between the two live as data and small methods on `LsfScheduler`
-(lsf.py) and `SlurmScheduler` (slurm.py), the way dask-jobqueue splits them; the whole
-script is rendered by one pure function here (`render_job_script`), the way submitit does,
-so a golden file pins it. Nothing in this module does I/O: queries take a `runner`
-(a function that runs a shell command on the login node), so tests feed recorded output.
+(lsf.py) and `SlurmScheduler` (slurm.py), the way dask-jobqueue splits them; registry.py
+names them, and everything else asks it. The whole script is rendered by one pure function
+here (`render_job_script`), the way submitit does, so a golden file pins it; a site's own
+directives (`SiteDirectives`: account, extra lines, directives to leave out) go through it
+too. Nothing in this module does I/O: queries take a `runner` (a function that runs a shell
+command on the login node), so tests feed recorded output.
 """
 
 from __future__ import annotations
@@ -72,6 +74,25 @@ class CancelOutcome(StrEnum):
 
 
 @dataclass(frozen=True)
+class SiteDirectives:
+    """What a site asks of every job script, beyond what Atlas renders from the workload.
+
+    Validated once from the target's config (target.py); dask-jobqueue's `account`,
+    `job_extra_directives` and `job_directives_skip`, and submitit's `additional_parameters`.
+    """
+
+    account: str | None = None  # LSF `-P`, Slurm `--account`
+    extra: tuple[str, ...] = ()  # directive lines without the prefix (`--qos=high`), kept as written
+    skip: tuple[str, ...] = ()  # options (or option prefixes) of Atlas's own directives to leave out
+
+    def skips(self, option: str) -> bool:
+        return any(option.startswith(prefix) for prefix in self.skip)
+
+
+NO_SITE_DIRECTIVES = SiteDirectives()
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """One workload step as a batch job: everything the script is rendered from."""
 
@@ -91,6 +112,7 @@ class JobSpec:
     telemetry_interval_s: float = 5.0
     python_path: str | None = None  # where the staged `infra.telemetry` package lives, relative to workdir
     description: str = ""
+    site: SiteDirectives = NO_SITE_DIRECTIVES
 
     def log_file(self, placeholder: str) -> str:
         return f"{self.log_dir}/{self.step}.{placeholder}"
@@ -131,18 +153,40 @@ class Directive:
 class Scheduler(ABC):
     """The scheduler-specific data and the few methods whose logic differs."""
 
-    name: ClassVar[str]
+    name: ClassVar[str]  # the target's `scheduler` value
+    label: ClassVar[str]  # how reports name it ("LSF over SSH")
     script_suffix: ClassVar[str]
     directive_prefix: ClassVar[str]
     job_id_variable: ClassVar[str]  # the job's id inside the job
     log_placeholder: ClassVar[str]  # the job id in an output file name
     option_value_separator: ClassVar[str]  # " " for `-q normal`, "=" for `--partition=normal`
     state_phases: ClassVar[Mapping[str, Phase]]
+    submit_program: ClassVar[str]  # named in the error when it refuses a job
+    cancel_program: ClassVar[str]
+    account_option: ClassVar[str]  # what a site's `account` becomes
+    # Every option `directives` may write (and the account's): what a site's skip entries may name.
+    rendered_options: ClassVar[frozenset[str]]
+    # Options Atlas's own bookkeeping depends on, with why: a site may neither skip nor add them.
+    reserved_options: ClassVar[Mapping[str, str]]
+    # Target config keys that only this scheduler reads (a key of another scheduler's is an error).
+    own_config_keys: ClassVar[tuple[str, ...]] = ()
+    # Why backfill that yields cannot be placed here; empty where it can (preemptible partitions).
+    backfill_unsupported: ClassVar[str] = ""
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> Scheduler:
+        """The scheduler for a target's own config keys (`own_config_keys`, already validated)."""
+        return cls()
 
     # --- rendering ---------------------------------------------------------------------------
 
     @abstractmethod
     def directives(self, spec: JobSpec) -> list[Directive]: ...
+
+    @classmethod
+    def option_of(cls, directive_text: str) -> str:
+        """The option a site's directive line sets: `--qos` of `--qos=high`, `-P` of `-P proj`."""
+        return directive_text.split(maxsplit=1)[0].split("=", 1)[0]
 
     def format_directive(self, directive: Directive) -> str:
         if directive.value is None:
@@ -150,6 +194,20 @@ class Scheduler(ABC):
         return (
             f"{self.directive_prefix} {directive.option}{self.option_value_separator}{directive_value(directive.value)}"
         )
+
+    def directive_lines(self, spec: JobSpec) -> list[str]:
+        """Atlas's directives and the site's account, sorted, less what the site skips; then the
+        site's extra lines as written (extras are never skipped, as in dask-jobqueue)."""
+        own = self.directives(spec)
+        if spec.site.account:
+            own.append(Directive(self.account_option, spec.site.account))
+        lines = sorted(self.format_directive(d) for d in own if not spec.site.skips(d.option))
+        # Config validation (target.py) is the first wall; a line break here would end the
+        # directive and put the rest into the script as a command, so this is the second.
+        unprintable = [extra for extra in spec.site.extra if not extra.isprintable()]
+        if unprintable:
+            raise ValueError(f"site directives must be one printable line each, found {unprintable!r}")
+        return lines + [f"{self.directive_prefix} {extra}" for extra in spec.site.extra]
 
     def phase_of(self, native_state: str, exit_code: int | None = None, reason: str = "") -> Phase:
         return self.state_phases.get(native_state.split(" ")[0].upper(), Phase.UNKNOWN)
@@ -162,6 +220,11 @@ class Scheduler(ABC):
     @abstractmethod
     def parse_submission(self, result: RemoteResult) -> str: ...
 
+    def submission_refused(self, result: RemoteResult) -> SchedulerError:
+        """The error for a submission the scheduler did not accept: its last line of complaint."""
+        message = (result.stderr.strip() or result.stdout.strip() or "(no output)").splitlines()[-1]
+        return SchedulerError(f"{self.submit_program} refused the job (exit {result.exit_code}): {message}")
+
     @abstractmethod
     def status_queries(self, job_ids: Sequence[str]) -> list[StatusQuery]: ...
 
@@ -171,17 +234,17 @@ class Scheduler(ABC):
     @abstractmethod
     def lookup_by_name_query(self, job_name: str) -> StatusQuery: ...
 
-    @abstractmethod
-    def cancel_command(self, job_id: str) -> str: ...
+    def cancel_command(self, job_id: str) -> str:
+        return f"{self.cancel_program} {shlex.join(validate_job_ids([job_id]))}"
 
     @abstractmethod
     def parse_cancel(self, job_id: str, result: RemoteResult) -> CancelOutcome: ...
 
 
 def render_job_script(scheduler: Scheduler, spec: JobSpec) -> str:
-    """The whole job script: shebang, sorted directives, environment, the (sampled) command."""
+    """The whole job script: shebang, directives (the site's last), environment, the (sampled) command."""
     lines = ["#!/bin/bash"]
-    lines += sorted(scheduler.format_directive(d) for d in scheduler.directives(spec))
+    lines += scheduler.directive_lines(spec)
     lines += [
         f"# Atlas job for step {spec.step!r}; written by `pulumi up` (infra/hpc). Edit the workload, not this file.",
     ]
@@ -278,15 +341,3 @@ def validate_job_ids(job_ids: Sequence[str]) -> list[str]:
         raise SchedulerError(f"job ids must be numbers, found {bad!r}")
     return list(job_ids)
 
-
-def scheduler_for(name: str, lsf_memory_unit: str = "MB") -> Scheduler:
-    """The scheduler object for a target's `scheduler` value (data, not if-chains, decide the rest)."""
-    # Imported here: lsf.py and slurm.py import this module.
-    from infra.hpc.lsf import LsfScheduler
-    from infra.hpc.slurm import SlurmScheduler
-
-    if name == "lsf":
-        return LsfScheduler(lsf_memory_unit)
-    if name == "slurm":
-        return SlurmScheduler()
-    raise SchedulerError(f"unknown scheduler {name!r}; use lsf or slurm")

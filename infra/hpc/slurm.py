@@ -107,12 +107,48 @@ def _exit_code_from_text(text: str) -> int | None:
 
 class SlurmScheduler(Scheduler):
     name: ClassVar[str] = "slurm"
+    label: ClassVar[str] = "Slurm"
     script_suffix: ClassVar[str] = ".sbatch"
     directive_prefix: ClassVar[str] = "#SBATCH"
     job_id_variable: ClassVar[str] = "SLURM_JOB_ID"
     log_placeholder: ClassVar[str] = "%j"
     option_value_separator: ClassVar[str] = "="
     state_phases: ClassVar[Mapping[str, Phase]] = STATE_PHASES
+    submit_program: ClassVar[str] = "sbatch"
+    cancel_program: ClassVar[str] = "scancel"
+    account_option: ClassVar[str] = "--account"
+    rendered_options: ClassVar[frozenset[str]] = frozenset(
+        {
+            "--cpus-per-task",
+            "--job-name",
+            "--nodes",
+            "--ntasks-per-node",
+            "--output",
+            "--gres",
+            "--mem",
+            "--partition",
+            "--time",
+            account_option,
+        }
+    )
+    reserved_options: ClassVar[Mapping[str, str]] = {
+        "--job-name": "Atlas finds its jobs by this name",
+        "-J": "Atlas finds its jobs by this name",
+        "--output": "Atlas reads each step's log (stdout and stderr) from this file",
+        "-o": "Atlas reads each step's log (stdout and stderr) from this file",
+        "--error": "Atlas reads each step's errors from its --output file",
+        "-e": "Atlas reads each step's errors from its --output file",
+        "--dependency": "Atlas chains the steps with dependencies of its own",
+        "-d": "Atlas chains the steps with dependencies of its own",
+        "--array": "Atlas runs one job per step",
+        "-a": "Atlas runs one job per step",
+    }
+
+    @classmethod
+    def option_of(cls, directive_text: str) -> str:
+        option = super().option_of(directive_text)
+        # A short option may carry its value attached (`-pdebug`): every short option is one letter.
+        return option[:2] if len(option) > 2 and not option.startswith("--") else option
 
     def directives(self, spec: JobSpec) -> list[Directive]:
         result = [
@@ -154,8 +190,7 @@ class SlurmScheduler(Scheduler):
                 match = PARSABLE.match(line.strip()) or SUBMITTED.search(line)
                 if match:
                     return match.group(1)
-        message = (result.stderr.strip() or result.stdout.strip() or "(no output)").splitlines()[-1]
-        raise SchedulerError(f"sbatch refused the job (exit {result.exit_code}): {message}")
+        raise self.submission_refused(result)
 
     # --- status ---------------------------------------------------------------------------------
 
@@ -260,9 +295,6 @@ class SlurmScheduler(Scheduler):
         return states
 
     # --- cancel ---------------------------------------------------------------------------------
-
-    def cancel_command(self, job_id: str) -> str:
-        return f"scancel {shlex.join(validate_job_ids([job_id]))}"
 
     def parse_cancel(self, job_id: str, result: RemoteResult) -> CancelOutcome:
         # scancel is silent and exits 0 for unknown and finished jobs alike; the caller's status

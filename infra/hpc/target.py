@@ -7,6 +7,11 @@ that later reaches a remote shell or a job script is checked here against a cons
 character set, so hostile input (`;`, `$(...)`, newlines, `..`) stops `pulumi preview`
 before any resource exists. Quoting (shlex) still happens everywhere downstream: the
 checks here are the first wall, not the only one.
+
+A site's own job-script directives (`account`, `extra_directives`, `skip_directives`, as
+dask-jobqueue's `account`, `job_extra_directives` and `job_directives_skip`) are checked
+against the target's scheduler (infra/hpc/registry.py): what it renders, and what Atlas's own
+bookkeeping needs (job name, log file, dependencies), which a site may neither skip nor set.
 """
 
 from __future__ import annotations
@@ -18,14 +23,15 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import Any
 
 from infra.errors import AtlasConfigError
+from infra.hpc.lsf import MEMORY_UNIT_MIB
+from infra.hpc.registry import SCHEDULER_CLASSES, SCHEDULER_NAMES
+from infra.hpc.scheduler import NO_SITE_DIRECTIVES, Scheduler, SiteDirectives
 from infra.validation import Fields
 
-SchedulerName = Literal["lsf", "slurm"]
-SCHEDULERS: tuple[SchedulerName, ...] = ("lsf", "slurm")
-LSF_MEMORY_UNITS = ("KB", "MB", "GB")
+LSF_MEMORY_UNITS = tuple(MEMORY_UNIT_MIB)
 
 # RFC 1123 host names (dots allowed), or an IPv4/IPv6 literal (no brackets).
 HOST_NAME = re.compile(
@@ -53,8 +59,20 @@ MAX_KNOWN_HOSTS_BYTES = 64 * 1024
 MAX_PRIVATE_KEY_BYTES = 16 * 1024
 MIN_POLL_INTERVAL_S = 1.0
 MAX_POLL_INTERVAL_S = 3600.0
-DEFAULT_POLL_INTERVAL_S = 60.0  # what site admins usually ask for (see notes/schedulers.md)
+DEFAULT_POLL_INTERVAL_S = 60.0  # admins object to bjobs/squeue every few seconds; a minute is usual
 DEFAULT_REMOTE_WORK_DIR = "atlas-runs"
+# LSF project and Slurm account names (Slurm lower-cases them; LSF allows more, sites rarely use it).
+ACCOUNT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:+@-]{0,127}$")
+MAX_SITE_DIRECTIVES = 32
+MAX_DIRECTIVE_CHARS = 200
+# An option, or the start of one, as a skip entry names it: `--mem`, `-R`, `--ntasks`.
+OPTION_PREFIX = re.compile(r"^--?[A-Za-z][A-Za-z0-9-]{0,40}$")
+# Never meaningful in a directive line: expansions, escapes, a second command, `#` (which starts
+# a comment there and would cut the line short).
+NOT_IN_DIRECTIVES = "`$\\;#"
+# Shell operators: inside quotes only, where sites need them (`-R "select[mem>4000]"`, Slurm
+# `--constraint="a100|h100"`); bare, they read as the start of a command or a redirection.
+QUOTED_ONLY = "|&<>()"
 
 ALLOWED_KEYS = (
     "host",
@@ -70,6 +88,9 @@ ALLOWED_KEYS = (
     "remote_work_dir",
     "poll_interval_seconds",
     "lsf_memory_unit",
+    "account",
+    "extra_directives",
+    "skip_directives",
 )
 
 
@@ -93,7 +114,7 @@ class HpcTarget:
     host: str
     port: int
     user: str
-    scheduler: SchedulerName
+    scheduler: str  # a name registry.py lists
     queue: str | None
     known_hosts: str | None  # OpenSSH known_hosts lines given inline in config
     known_hosts_file: Path | None
@@ -101,6 +122,7 @@ class HpcTarget:
     remote_work_dir: str  # absolute, or relative to the login user's home
     poll_interval_s: float
     lsf_memory_unit: str
+    directives: SiteDirectives = NO_SITE_DIRECTIVES
     private_key: str | None = field(default=None, repr=False)
     private_key_passphrase: str | None = field(default=None, repr=False)
 
@@ -213,6 +235,95 @@ def _poll_interval(section: Mapping[str, Any], key: str) -> float:
     return float(value)
 
 
+def _string_list(section: Mapping[str, Any], name: str, key: str, example: str) -> tuple[str, ...]:
+    value = section.get(name)
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise _fail(key, f"expected a list, found {type(value).__name__}", f"write a list, e.g. [{example}]")
+    if len(value) > MAX_SITE_DIRECTIVES:
+        raise _fail(key, f"has {len(value)} entries", f"use at most {MAX_SITE_DIRECTIVES}")
+    entries = []
+    for index, entry in enumerate(value):
+        if not isinstance(entry, str) or not entry.strip():
+            raise _fail(f"{key}[{index}]", f"expected a non-empty string, found {entry!r}", f"write e.g. {example}")
+        if any(ord(ch) < 32 or ord(ch) == 127 for ch in entry):
+            raise _fail(f"{key}[{index}]", "contains a newline or control character", "keep each entry on one line")
+        if len(entry) > MAX_DIRECTIVE_CHARS:
+            raise _fail(f"{key}[{index}]", f"is {len(entry)} characters long", f"use at most {MAX_DIRECTIVE_CHARS}")
+        entries.append(entry.strip())
+    return tuple(entries)
+
+
+def _check_extra_directive(text: str, key: str, scheduler: type[Scheduler]) -> None:
+    """One line a site adds after the scheduler's prefix (`--qos=high`): an option, plain values."""
+    prefix = scheduler.directive_prefix
+    if text.startswith("#"):
+        raise _fail(key, f"{text!r} starts with '#'", f"write the option alone; Atlas adds `{prefix} ` itself")
+    if not text.startswith("-"):
+        raise _fail(key, f"{text!r} is not an option", "start it with the option's dash(es), e.g. --qos=high")
+    bad = sorted({ch for ch in text if ch in NOT_IN_DIRECTIVES})
+    if bad:
+        raise _fail(
+            key,
+            f"{text!r} contains {' '.join(bad)}",
+            f"directive values are plain text: {prefix} lines expand nothing and `#` would end the line",
+        )
+    quote: str | None = None
+    for ch in text:
+        if quote is not None:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in QUOTED_ONLY:
+            raise _fail(key, f"{text!r} has a bare {ch!r}", 'put the value in quotes, e.g. -R "select[mem>4000]"')
+    if quote is not None:
+        raise _fail(key, f"{text!r} has an unclosed {quote}", "close the quotes")
+    option = scheduler.option_of(text)
+    if option in scheduler.reserved_options:
+        raise _fail(
+            key, f"{option} is Atlas's own ({scheduler.reserved_options[option]})", "remove this entry"
+        )
+
+
+def _check_skip_directive(text: str, key: str, scheduler: type[Scheduler]) -> None:
+    """An option of Atlas's own directives, or the start of one (dask-jobqueue's job_directives_skip)."""
+    rendered = ", ".join(sorted(scheduler.rendered_options))
+    if not OPTION_PREFIX.match(text):
+        raise _fail(key, f"{text!r} is not an option name", f"name one of the options Atlas writes: {rendered}")
+    matched = sorted(o for o in scheduler.rendered_options if o.startswith(text))
+    if not matched:
+        raise _fail(
+            key,
+            f"{text!r} names no directive Atlas writes for {scheduler.label}",
+            f"use one of (or the start of one of) {rendered}",
+        )
+    reserved = [o for o in matched if o in scheduler.reserved_options]
+    if reserved:
+        raise _fail(
+            key,
+            f"{text!r} would leave out {reserved[0]}, which {scheduler.reserved_options[reserved[0]]}",
+            "remove this entry",
+        )
+
+
+def _site_directives(raw: Mapping[str, Any], key: str, scheduler: type[Scheduler]) -> SiteDirectives:
+    account = _one_line_text(raw, "account", f"{key}.account", 128)
+    if account is not None and not ACCOUNT_NAME.match(account):
+        raise _fail(
+            f"{key}.account",
+            f"{account!r} is not an account or project name",
+            f"use letters, digits, '_', '.', ':', '+', '@', '-' (at most 128); it becomes {scheduler.account_option}",
+        )
+    extra = _string_list(raw, "extra_directives", f"{key}.extra_directives", "--qos=high")
+    for index, text in enumerate(extra):
+        _check_extra_directive(text, f"{key}.extra_directives[{index}]", scheduler)
+    skip = _string_list(raw, "skip_directives", f"{key}.skip_directives", "--mem")
+    for index, text in enumerate(skip):
+        _check_skip_directive(text, f"{key}.skip_directives[{index}]", scheduler)
+    return SiteDirectives(account=account, extra=extra, skip=skip)
+
+
 def _local_path(value: str, project_dir: Path | None) -> Path:
     path = Path(value).expanduser()
     if not path.is_absolute() and project_dir is not None:
@@ -251,10 +362,13 @@ def parse_hpc_target(
         raise _fail(f"{key}.user", f"{user!r} is not a login name", "use letters, digits, '_', '.', '-'")
 
     scheduler = raw.get("scheduler")
-    if scheduler not in SCHEDULERS:
+    if not isinstance(scheduler, str) or scheduler not in SCHEDULER_CLASSES:
         raise _fail(
-            f"{key}.scheduler", f"expected one of {', '.join(SCHEDULERS)}, found {scheduler!r}", "set lsf or slurm"
+            f"{key}.scheduler",
+            f"expected one of {', '.join(SCHEDULER_NAMES)}, found {scheduler!r}",
+            f"set {' or '.join(SCHEDULER_NAMES)}",
         )
+    scheduler_class = SCHEDULER_CLASSES[scheduler]
 
     queue = _one_line_text(raw, "queue", f"{key}.queue", 59)
     if queue is not None and not QUEUE_NAME.match(queue):
@@ -315,8 +429,14 @@ def parse_hpc_target(
             f"expected one of {', '.join(LSF_MEMORY_UNITS)}, found {lsf_memory_unit!r}",
             "use the cluster's LSF_UNIT_FOR_LIMITS (bparams -a | grep LSF_UNIT_FOR_LIMITS)",
         )
-    if "lsf_memory_unit" in raw and scheduler != "lsf":
-        raise _fail(f"{key}.lsf_memory_unit", "only applies to LSF", "remove it for a Slurm target")
+    for other in SCHEDULER_CLASSES.values():
+        for own_key in other.own_config_keys:
+            if own_key in raw and other is not scheduler_class:
+                raise _fail(
+                    f"{key}.{own_key}",
+                    f"only applies to {other.label}",
+                    f"remove it for a {scheduler_class.label} target",
+                )
 
     return HpcTarget(
         host=host,
@@ -330,6 +450,7 @@ def parse_hpc_target(
         remote_work_dir=work_dir,
         poll_interval_s=_poll_interval(raw, key),
         lsf_memory_unit=lsf_memory_unit,
+        directives=_site_directives(raw, key, scheduler_class),
         private_key=private_key,
         private_key_passphrase=passphrase,
     )

@@ -9,14 +9,12 @@ and extended resources (`nvidia.com/gpu`).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import ssl
 import subprocess
 import sys
 import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +24,7 @@ import yaml
 
 from infra.localenv import crds, kwok, recycler
 from infra.localenv.layout import LOOPBACK, Layout
-from infra.localenv.pki import Pki, ensure_pki, kubeconfig_yaml
+from infra.localenv.pki import Pki, admin_api, ensure_pki, kubeconfig_yaml
 from infra.localenv.procs import Daemon, LocalEnvError, port_open, require_free_ports, wait_for
 from infra.toolchain.pins import REPO_ROOT, load_pins, toolchain_dir
 
@@ -55,20 +53,10 @@ def daemons(layout: Layout) -> dict[str, Daemon]:
     return {name: Daemon(name, layout.pids_dir, layout.logs_dir) for name in COMPONENTS}
 
 
-def _ssl_context(pki: Pki) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(cafile=str(pki.ca_cert))
-    ctx.load_cert_chain(str(pki.client_cert("admin")), str(pki.client_key("admin")))
-    return ctx
-
-
 def api_get(layout: Layout, path: str, timeout: float = 2.0) -> Any:
-    """GET a path on the API server as the admin user; JSON decoded."""
-    pki = Pki(layout.kube_dir / "pki")
-    req = urllib.request.Request(layout.api_url + path, headers={"Accept": "application/json"})  # noqa: S310
-    # The URL is always https://127.0.0.1:<port> from the layout, never user input.
-    with urllib.request.urlopen(req, context=_ssl_context(pki), timeout=timeout) as resp:  # noqa: S310
-        body = resp.read()
-    return json.loads(body) if body[:1] in (b"{", b"[") else body.decode()
+    """GET a path on the API server as the admin user: JSON decoded, or text (`/readyz`); an
+    HTTP error is urllib's HTTPError."""
+    return admin_api(layout, timeout).get_json_or_text(path)
 
 
 def _readyz(layout: Layout) -> bool:

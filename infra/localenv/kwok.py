@@ -119,6 +119,41 @@ conditions:
 {{ end }}
 """
 
+# Pieces both node templates use, as KWOK's own files spell them.
+_NODE_IP_ADDRESS = """\
+{{ with NodeIP }}
+- address: {{ . | Quote }}
+  type: InternalIP
+{{ end }}
+"""
+_NODE_NAME_ADDRESS = """\
+{{ with NodeName }}
+- address: {{ . | Quote }}
+  type: Hostname
+{{ end }}
+"""
+_NODE_DAEMON_ENDPOINTS = """\
+{{ with NodePort }}
+daemonEndpoints:
+  kubeletEndpoint:
+    Port: {{ . }}
+{{ end }}
+"""
+
+
+def _node_resources(field: str) -> str:
+    """The node's own `allocatable` or `capacity` (a GPU node's GPUs), else KWOK's defaults."""
+    return f"""{field}:
+{{{{ with .status.{field} }}}}
+{{{{ YAML . 1 }}}}
+{{{{ else }}}}
+  cpu: 1k
+  memory: 1Ti
+  pods: 1M
+{{{{ end }}}}
+"""
+
+
 _NODE_INITIALIZE = _NODE_CONDITIONS + """
 {{ $hasInternalIP := false }}
 {{ $hasHostname := false }}
@@ -134,41 +169,12 @@ _NODE_INITIALIZE = _NODE_CONDITIONS + """
 addresses:
 {{ end }}
 {{ if not $hasInternalIP }}
-{{ with NodeIP }}
-- address: {{ . | Quote }}
-  type: InternalIP
-{{ end }}
-{{ end }}
+""" + _NODE_IP_ADDRESS + """{{ end }}
 {{ if not $hasHostname }}
-{{ with NodeName }}
-- address: {{ . | Quote }}
-  type: Hostname
-{{ end }}
-{{ end }}
+""" + _NODE_NAME_ADDRESS + """{{ end }}
 
-{{ with NodePort }}
-daemonEndpoints:
-  kubeletEndpoint:
-    Port: {{ . }}
-{{ end }}
-
-allocatable:
-{{ with .status.allocatable }}
-{{ YAML . 1 }}
-{{ else }}
-  cpu: 1k
-  memory: 1Ti
-  pods: 1M
-{{ end }}
-capacity:
-{{ with .status.capacity }}
-{{ YAML . 1 }}
-{{ else }}
-  cpu: 1k
-  memory: 1Ti
-  pods: 1M
-{{ end }}
-
+""" + _NODE_DAEMON_ENDPOINTS + """
+""" + _node_resources("allocatable") + _node_resources("capacity") + """
 {{ $nodeInfo := .status.nodeInfo }}
 {{ $kwokVersion := printf "kwok-%s" Version }}
 nodeInfo:
@@ -190,22 +196,9 @@ addresses:
 {{ with .status.addresses }}
 {{ YAML . 1 }}
 {{ else }}
-{{ with NodeIP }}
-- address: {{ . | Quote }}
-  type: InternalIP
-{{ end }}
-{{ with NodeName }}
-- address: {{ . | Quote }}
-  type: Hostname
-{{ end }}
-{{ end }}
+""" + _NODE_IP_ADDRESS + _NODE_NAME_ADDRESS + """{{ end }}
 
-{{ with NodePort }}
-daemonEndpoints:
-  kubeletEndpoint:
-    Port: {{ . }}
-{{ end }}
-"""
+""" + _NODE_DAEMON_ENDPOINTS
 
 _NODE_READY = '.status.conditions.[] | select( .type == "Ready" ) | .status'
 
@@ -232,6 +225,18 @@ def node_stages(*, node_lease: bool = True) -> list[Manifest]:
 
 # --- Pod stages: kustomize/stage/pod/fast/ (ready, delete) and general/pod-complete.yaml, plus
 # a failing variant modelled on pod/chaos/pod-container-running-failed.yaml.
+
+def _ip_list(variable: str, key: str) -> str:
+    """`hostIP`/`hostIPs` or `podIP`/`podIPs` from a template variable holding the addresses."""
+    return f"""{{{{ with {variable} }}}}
+{key}: {{{{ index . 0 | Quote }}}}
+{key}s:
+{{{{ range . }}}}
+- ip: {{{{ . | Quote }}}}
+{{{{ end }}}}
+{{{{ end }}}}
+"""
+
 
 _POD_READY = """\
 {{ $now := Now }}
@@ -285,26 +290,12 @@ initContainerStatuses:
   {{ end }}
 {{ end }}
 {{ $hostIPs := NodeIPsWith .spec.nodeName }}
-{{ with $hostIPs }}
-hostIP: {{ index . 0 | Quote }}
-hostIPs:
-{{ range . }}
-- ip: {{ . | Quote }}
-{{ end }}
-{{ end }}
-{{ $hostNetwork := or .spec.hostNetwork false }}
+""" + _ip_list("$hostIPs", "hostIP") + """{{ $hostNetwork := or .spec.hostNetwork false }}
 {{ $uid := or .metadata.uid "" }}
 {{ $name := or .metadata.name "" }}
 {{ $namespace := or .metadata.namespace "" }}
 {{ $podIPs := PodIPsWith .spec.nodeName $hostNetwork $uid $name $namespace }}
-{{ with $podIPs }}
-podIP: {{ index . 0 | Quote }}
-podIPs:
-{{ range . }}
-- ip: {{ . | Quote }}
-{{ end }}
-{{ end }}
-phase: Running
+""" + _ip_list("$podIPs", "podIP") + """phase: Running
 startTime: {{ $now | Quote }}
 """
 

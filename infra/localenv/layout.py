@@ -88,10 +88,8 @@ class Ports:
         return self.base + 256
 
     def all(self) -> dict[str, int]:
-        names = ("etcd_client", "etcd_peer", "apiserver", "controller_manager", "scheduler", "kwok",
-                 "sshd", "slurmctld", "slurmd", "moto", "registry", "git", "kubelet", "kubelet_healthz",
-                 "kube_proxy_healthz", "kube_proxy_metrics")
-        return {n: getattr(self, n) for n in names}
+        """Every port above, by its property's name, in the order they are listed."""
+        return {name: getattr(self, name) for name, attr in vars(Ports).items() if isinstance(attr, property)}
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Certificates and keys for the local control plane: one CA, the API server's serving
-certificate, client certificates per component, and the service-account signing key.
+certificate, client certificates per component, and the service-account signing key; the
+kubeconfigs that name them, and the admin's API client (infra.kubeapi.KubeApi) built from them.
 
 Made once per state folder and reused, so a warm `localenv up` does no crypto.
 """
@@ -11,10 +12,14 @@ import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from infra.kubeapi import KubeApi
+from infra.localenv.layout import Layout
 
 VALID_FOR = dt.timedelta(days=3650)
 # The one real node of the local cluster (infra/localenv/node.py); KWOK's nodes are named kwok-*.
@@ -211,3 +216,11 @@ contexts:
     user: {who}
 current-context: {cluster}
 """
+
+
+def admin_api(layout: Layout, timeout_s: float) -> KubeApi:
+    """The local API server as the admin user, with the credentials the admin kubeconfig names.
+    Built in memory rather than read from `layout.kubeconfig`: a missing certificate is then the
+    OSError it always was, whether or not `up` has written that file yet."""
+    pki = Pki(layout.kube_dir / "pki")
+    return KubeApi(yaml.safe_load(kubeconfig_yaml(layout.api_url, pki, "admin")), timeout_s=timeout_s)

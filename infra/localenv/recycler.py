@@ -12,16 +12,16 @@ Run by `scripts/localenv up` as the `pv-recycler` daemon:
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 import time
 import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
+from infra.kubeapi import KubeRequestError
 from infra.localenv.layout import Layout, Ports
+from infra.localenv.pki import admin_api
 
 POOL_LABEL = "atlas.dev/pv-pool"
 
@@ -46,32 +46,24 @@ def empty_folder(path: Path, pool_root: Path) -> None:
 
 
 def recycle_once(layout: Layout) -> list[str]:
-    from infra.localenv.kube import _ssl_context
-    from infra.localenv.pki import Pki
-
-    context = _ssl_context(Pki(layout.kube_dir / "pki"))
-    url = f"{layout.api_url}/api/v1/persistentvolumes"
-    with urllib.request.urlopen(url, context=context, timeout=5) as resp:  # noqa: S310 (loopback API)
-        volumes = json.load(resp)["items"]
+    api = admin_api(layout, timeout_s=5)
+    path = "/api/v1/persistentvolumes"
     recycled = []
-    for volume in released_pool_volumes(volumes):
+    for volume in released_pool_volumes(api.get(path)["items"]):
         name = volume["metadata"]["name"]
         empty_folder(Path(volume["spec"]["hostPath"]["path"]), layout.kube_dir / "volumes")
-        patch = json.dumps([
+        patch = [
             # Only if it is still the claim we saw: a volume bound meanwhile is left alone.
             {"op": "test", "path": "/spec/claimRef/uid", "value": volume["spec"]["claimRef"]["uid"]},
             {"op": "remove", "path": "/spec/claimRef"},
-        ]).encode()
-        request = urllib.request.Request(  # noqa: S310 (loopback API)
-            f"{url}/{name}", data=patch, method="PATCH",
-            headers={"Content-Type": "application/json-patch+json"},
-        )
+        ]
         try:
-            with urllib.request.urlopen(request, context=context, timeout=5):  # noqa: S310
-                recycled.append(name)
-        except urllib.error.HTTPError as err:
-            if err.code not in (404, 409, 422):  # gone, or changed since we looked
+            api.request("PATCH", f"{path}/{name}", patch, content_type="application/json-patch+json")
+        except KubeRequestError as err:
+            if err.status not in (404, 409, 422):  # gone, or changed since we looked
                 raise
+        else:
+            recycled.append(name)
     return recycled
 
 
@@ -83,7 +75,7 @@ def main(argv: list[str]) -> int:
         try:
             for name in recycle_once(layout):
                 print(f"recycled {name}", flush=True)
-        except (OSError, urllib.error.URLError, ValueError) as err:
+        except (OSError, urllib.error.URLError, KubeRequestError, ValueError) as err:
             # The API server may be restarting: try again next round.
             print(f"recycler: {err}", flush=True)
         time.sleep(interval)

@@ -207,38 +207,12 @@ def _write_login_profile(user: pwd.struct_passwd) -> None:
 
 def _ensure_keys(paths: SatoriPaths) -> None:
     # Keys are kept across down/up, so a known_hosts file handed out once stays valid.
-    if not paths.host_key.exists():
-        _run(
-            [
-                "ssh-keygen",
-                "-q",
-                "-t",
-                "ed25519",
-                "-N",
-                "",
-                "-C",
-                "atlas-localenv-satori-host",
-                "-f",
-                str(paths.host_key),
-            ],
-            "generating the sshd host key",
-        )
-    if not paths.user_key.exists():
-        _run(
-            [
-                "ssh-keygen",
-                "-q",
-                "-t",
-                "ed25519",
-                "-N",
-                "",
-                "-C",
-                f"{LOGIN_USER}@atlas-localenv",
-                "-f",
-                str(paths.user_key),
-            ],
-            "generating the login user's key",
-        )
+    for key, comment, what in (
+        (paths.host_key, "atlas-localenv-satori-host", "generating the sshd host key"),
+        (paths.user_key, f"{LOGIN_USER}@atlas-localenv", "generating the login user's key"),
+    ):
+        if not key.exists():
+            _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(key)], what)
     for key in (paths.host_key, paths.user_key):
         key.chmod(0o600)
 

@@ -14,11 +14,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.compare.kube_collector import GPU_MOCK_LABEL, GPU_RESOURCE, LOCAL_NODE, NOT_EXECUTED, records_from_api
+from infra.compare.kube_records import GPU_MOCK_LABEL, GPU_RESOURCE, LOCAL_NODE, NOT_EXECUTED, records_from_api
 from infra.compare.metrics import MOCK_GPU
 from infra.compare.records import StepRecord
 from infra.compare.timeparse import rfc3339
-from infra.hpc.scheduler import Phase, scheduler_for
+from infra.hpc.registry import scheduler_for
+from infra.hpc.scheduler import Phase
 from infra.hpc.target import PROVENANCE_NOT_STATED
 from infra.monitor.hpc import HpcNode, HpcPoll, HpcSource, StepTelemetry
 from infra.monitor.kube import KubeCache, is_simulated, pod_active, pod_gpus
@@ -223,7 +224,7 @@ class Monitor:
         if source is None:
             return _error_view(name, env, "no SSH key or known_hosts: pass --ssh-key/--known-hosts or a stack file")
         poll: HpcPoll = source.poll()
-        scheduler = scheduler_for(source.scheduler if source.scheduler in ("lsf", "slurm") else "slurm")
+        scheduler = scheduler_for(source.scheduler)
         running_steps = [s for s in poll.steps if s.started_at is not None and s.finished_at is None]
         steps = []
         for record in poll.steps:
@@ -260,7 +261,7 @@ class Monitor:
         return EnvironmentView(
             name=name,
             kind="hpc",
-            platform=f"{'LSF' if source.scheduler == 'lsf' else 'Slurm'} over SSH (every {source.interval_s:g} s)",
+            platform=f"{scheduler.label} over SSH (every {source.interval_s:g} s)",
             steps=tuple(steps),
             nodes=tuple(node_views),
             polled_at=poll.at,

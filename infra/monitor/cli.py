@@ -20,14 +20,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from infra.compare.cli import Access, _pairs, _read_outputs, access_from_stack_file
+from infra.compare.cli import Access, _read_outputs, load_access
 from infra.hpc import ssh
 from infra.monitor.build import Monitor
 from infra.monitor.hpc import HpcSource
 from infra.monitor.kube import KubeCache, KubeClient
 from infra.monitor.model import to_json
 from infra.nodes.estimate import JobShape, shape_of_workload
-from infra.workload import WorkloadError
+from infra.workload.model import WorkloadError
 
 DEFAULT_INTERVAL_S = 30.0
 MIN_INTERVAL_S = 1.0
@@ -62,16 +62,6 @@ def check_interval(value: float) -> float:
     if not value >= MIN_INTERVAL_S:
         raise UsageError(f"--interval: {value:g} s is too short; use at least {MIN_INTERVAL_S:g} s (30 s is usual)")
     return value
-
-
-def load_access(args: argparse.Namespace, project: Path) -> Access:
-    stack_file = args.stack_file or (project / "stacks" / f"Pulumi.{args.stack}.yaml" if args.stack else None)
-    access = access_from_stack_file(stack_file, project) if stack_file and stack_file.is_file() else Access(project)
-    if args.kubeconfig:
-        access.kubeconfig = args.kubeconfig
-    access.ssh_keys.update(_pairs(args.ssh_key, "--ssh-key"))
-    access.known_hosts.update(_pairs(args.known_hosts, "--known-hosts"))
-    return access
 
 
 def read_outputs(args: argparse.Namespace) -> dict[str, Any]:

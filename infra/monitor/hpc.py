@@ -3,12 +3,14 @@
 One poll of an environment is two remote commands, whatever the number of jobs:
 1. the status of every step's job in one query, under TZ=UTC so times read back exactly
    (LSF `bjobs -a -hms -o ... -json ids`, Slurm `squeue --json -t all -j ids`), parsed by the
-   comparison's own parsers (infra.compare.hpc_collector);
+   comparison's own parsers (infra.compare.hpc_records);
 2. one script printing, in marked sections, the nodes' GPUs (Slurm `sinfo -N -O ...`;
    LSF `lsload -gpu`, `lsload -gpuload`, `bhosts -w`) and the last lines of each running
    step's telemetry and of the training log.
 A poll happens no more often than the interval (default 30 s, what site admins ask for);
 between polls the last answer is served. `calls` counts the remote commands (tests read it).
+What differs between the schedulers is data (`SchedulerReads`, one per scheduler class of
+infra.hpc.registry); an environment whose `scheduler` the registry does not know is an error.
 """
 
 from __future__ import annotations
@@ -24,11 +26,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.compare.hpc_collector import LSF_FIELDS, lsf_steps, slurm_steps
+from infra.compare.hpc_records import BJOBS_QUERY, SQUEUE_QUERY, lsf_steps, slurm_steps
 from infra.compare.records import StepRecord
 from infra.compare.telemetry import load_sampler_jsonl
 from infra.compare.timeparse import iso_utc, lsf_short
-from infra.hpc.scheduler import scheduler_for
+from infra.hpc.lsf import LsfScheduler
+from infra.hpc.registry import scheduler_class, scheduler_for
+from infra.hpc.scheduler import Scheduler
+from infra.hpc.slurm import SlurmScheduler
 from infra.hpc.ssh import RemoteResult
 
 Runner = Callable[[str], RemoteResult]
@@ -284,6 +289,104 @@ def _iso(text: str) -> float | None:
         return None
 
 
+Sections = Mapping[str, tuple[int, str]]
+
+
+@dataclass(frozen=True)
+class SchedulerReads:
+    """What the monitor asks one scheduler and how it reads the answers.
+
+    `read_steps` raises RuntimeError when the status query did not answer; `read_nodes` and
+    `read_queue` return what they read and an error note (empty when they read an answer).
+    """
+
+    status_command: Callable[[Sequence[str]], str]
+    read_steps: Callable[[Mapping[str, Any], RemoteResult, str], tuple[StepRecord, ...]]
+    node_sections: tuple[tuple[str, str], ...]  # the nodes' and the queue's sections of the poll script
+    read_nodes: Callable[[Sections], tuple[list[HpcNode], str]]
+    read_queue: Callable[[Sections, int], tuple[list[QueueJob], str]]  # the year: bjobs prints none
+
+
+def _no_answer(tool: str, text: str) -> str:
+    return f"{tool}: {text.strip()[:300] or 'no answer'}"
+
+
+def _status_failed(command: str, status: RemoteResult) -> RuntimeError:
+    return RuntimeError(f"`{command}` exited {status.exit_code}: {status.stderr.strip()[:500]}")
+
+
+def _lsf_steps(outputs: Mapping[str, Any], status: RemoteResult, command: str) -> tuple[StepRecord, ...]:
+    if not status.stdout.strip().startswith("{"):
+        raise _status_failed(command, status)
+    return lsf_steps(outputs, status, None, {})
+
+
+def _slurm_steps(outputs: Mapping[str, Any], status: RemoteResult, command: str) -> tuple[StepRecord, ...]:
+    if status.exit_code != 0 and "Invalid job id" not in status.stderr:
+        raise _status_failed(command, status)
+    return slurm_steps(outputs, status, None, {})
+
+
+def _lsf_nodes(sections: Sections) -> tuple[list[HpcNode], str]:
+    gpu_code, gpu_text = sections.get("lsload-gpu", (-1, ""))
+    load_code, load_text = sections.get("lsload-gpuload", (-1, ""))
+    if gpu_code == 0 and load_code == 0:
+        return parse_lsload_gpu(gpu_text, load_text), ""
+    return [], _no_answer("lsload -gpu", gpu_text)
+
+
+def _slurm_nodes(sections: Sections) -> tuple[list[HpcNode], str]:
+    code, text = sections.get("sinfo", (-1, ""))
+    return (parse_sinfo_nodes(text), "") if code == 0 else ([], _no_answer("sinfo", text))
+
+
+def _lsf_queue(sections: Sections, year: int) -> tuple[list[QueueJob], str]:
+    code, text = sections.get("queue", (-1, ""))
+    # bjobs says "No job found" (exit 0 or 255) on an empty queue: that is an answer.
+    if code == 0 or "No job found" in text or "No unfinished job found" in text:
+        return parse_bjobs_queue(text, year), ""
+    return [], _no_answer("bjobs", text)
+
+
+def _slurm_queue(sections: Sections, year: int) -> tuple[list[QueueJob], str]:
+    code, text = sections.get("queue", (-1, ""))
+    return (parse_squeue_queue(text), "") if code == 0 else ([], _no_answer("squeue", text))
+
+
+# One entry per scheduler class of infra.hpc.registry (a unit test checks none is missing).
+SCHEDULER_READS: dict[type[Scheduler], SchedulerReads] = {
+    LsfScheduler: SchedulerReads(
+        status_command=lambda ids: f"{BJOBS_QUERY} {shlex.join(ids)}",
+        read_steps=_lsf_steps,
+        node_sections=(
+            ("lsload-gpu", "lsload -gpu"),
+            ("lsload-gpuload", "lsload -gpuload"),
+            ("bhosts", "bhosts -w"),
+            ("queue", BJOBS_QUEUE),
+        ),
+        read_nodes=_lsf_nodes,
+        read_queue=_lsf_queue,
+    ),
+    SlurmScheduler: SchedulerReads(
+        status_command=lambda ids: f"{SQUEUE_QUERY} {','.join(ids)}",
+        read_steps=_slurm_steps,
+        node_sections=(("sinfo", f"sinfo -N -h -O {shlex.quote(SINFO_FORMAT)}"), ("queue", SQUEUE_QUEUE)),
+        read_nodes=_slurm_nodes,
+        read_queue=_slurm_queue,
+    ),
+}
+
+
+def reads_for(scheduler: str) -> SchedulerReads:
+    """The monitor's reads of a `scheduler` output value; UnknownSchedulerError for a name
+    infra.hpc.registry does not list."""
+    cls = scheduler_class(scheduler)
+    reads = SCHEDULER_READS.get(cls)
+    if reads is None:
+        raise RuntimeError(f"the monitor has no reads for {cls.label}; add them to SCHEDULER_READS")
+    return reads
+
+
 @dataclass
 class HpcSource:
     """One HPC environment of the stack outputs, polled at most every `interval_s`."""
@@ -309,22 +412,15 @@ class HpcSource:
         self.calls += 1
         return self.runner(command)
 
+    @property
+    def reads(self) -> SchedulerReads:
+        return reads_for(self.scheduler)
+
     def status_command(self) -> str:
-        ids = [str(s["job_id"]) for s in self.outputs.get("steps", [])]
-        if self.scheduler == "lsf":
-            return f"TZ=UTC bjobs -a -hms -o {shlex.quote(LSF_FIELDS)} -json {shlex.join(ids)}"
-        return f"squeue --json -t all -j {','.join(ids)}"
+        return self.reads.status_command([str(s["job_id"]) for s in self.outputs.get("steps", [])])
 
     def node_sections(self, running: Sequence[str]) -> list[tuple[str, str]]:
-        if self.scheduler == "lsf":
-            sections = [
-                ("lsload-gpu", "lsload -gpu"),
-                ("lsload-gpuload", "lsload -gpuload"),
-                ("bhosts", "bhosts -w"),
-                ("queue", BJOBS_QUEUE),
-            ]
-        else:
-            sections = [("sinfo", f"sinfo -N -h -O {shlex.quote(SINFO_FORMAT)}"), ("queue", SQUEUE_QUEUE)]
+        sections = list(self.reads.node_sections)
         telemetry_dir = str((self.outputs.get("telemetry") or {}).get("path", ""))
         for step in running:
             path = posixpath.join(telemetry_dir, f"{step}.jsonl")
@@ -347,23 +443,16 @@ class HpcSource:
             return self._last
 
     def _poll_now(self) -> HpcPoll:
+        reads = self.reads
         commands = []
         steps: tuple[StepRecord, ...] = ()
         if self.outputs.get("steps"):
             command = self.status_command()
             commands.append(command)
-            status = self._run(command)
-            if self.scheduler == "lsf":
-                if not status.stdout.strip().startswith("{"):
-                    raise RuntimeError(f"`{command}` exited {status.exit_code}: {status.stderr.strip()[:500]}")
-                steps = lsf_steps(self.outputs, status, None, {})
-            else:
-                if status.exit_code != 0 and "Invalid job id" not in status.stderr:
-                    raise RuntimeError(f"`{command}` exited {status.exit_code}: {status.stderr.strip()[:500]}")
-                steps = slurm_steps(self.outputs, status, None, {})
+            steps = reads.read_steps(self.outputs, self._run(command), command)
         # LSF prints a running job's expected end as FINISH_TIME (`... E`, from its run limit): a job
         # that has not finished has no finish time here.
-        scheduler = scheduler_for(self.scheduler if self.scheduler in ("lsf", "slurm") else "slurm")
+        scheduler = scheduler_for(self.scheduler)
         steps = tuple(
             s
             if scheduler.phase_of(s.state).finished or s.finished_at is None
@@ -374,21 +463,7 @@ class HpcSource:
         script = sections_script(self.node_sections(running))
         commands.append(script)
         sections = parse_sections(self._run(script).stdout)
-        nodes: list[HpcNode] = []
-        node_error = ""
-        if self.scheduler == "lsf":
-            gpu_code, gpu_text = sections.get("lsload-gpu", (-1, ""))
-            load_code, load_text = sections.get("lsload-gpuload", (-1, ""))
-            if gpu_code == 0 and load_code == 0:
-                nodes = parse_lsload_gpu(gpu_text, load_text)
-            else:
-                node_error = f"lsload -gpu: {gpu_text.strip()[:300] or 'no answer'}"
-        else:
-            code, text = sections.get("sinfo", (-1, ""))
-            if code == 0:
-                nodes = parse_sinfo_nodes(text)
-            else:
-                node_error = f"sinfo: {text.strip()[:300] or 'no answer'}"
+        nodes, node_error = reads.read_nodes(sections)
         telemetry: dict[str, StepTelemetry] = {}
         host = f"{self.outputs.get('user')}@{self.outputs.get('host')}"
         for step in running:
@@ -398,19 +473,7 @@ class HpcSource:
                 if parsed is not None:
                     telemetry[step] = parsed
         rate, stamp = iterations_per_second(sections.get("log", (-1, ""))[1])
-        queue_code, queue_text = sections.get("queue", (-1, ""))
-        queue: list[QueueJob] = []
-        queue_error = ""
-        if self.scheduler == "lsf":
-            # bjobs says "No job found" (exit 0 or 255) on an empty queue: that is an answer.
-            if queue_code == 0 or "No job found" in queue_text or "No unfinished job found" in queue_text:
-                queue = parse_bjobs_queue(queue_text, time.gmtime(self.wall()).tm_year)
-            else:
-                queue_error = f"bjobs: {queue_text.strip()[:300] or 'no answer'}"
-        elif queue_code == 0:
-            queue = parse_squeue_queue(queue_text)
-        else:
-            queue_error = f"squeue: {queue_text.strip()[:300] or 'no answer'}"
+        queue, queue_error = reads.read_queue(sections, time.gmtime(self.wall()).tm_year)
         return HpcPoll(
             at=self.wall(),
             steps=steps,

@@ -1,9 +1,9 @@
 """The Kubernetes side of the monitor: list once, then follow watches; never poll.
 
-`KubeClient` is the shared REST client (infra.kubeapi.KubeApi), counting its requests.
-`KubeCache` keeps nodes, pods and
-the run's Jobs current: one LIST each, then one WATCH each in a thread (resourceVersion
-from the list, bookmarks on, a fresh LIST only after `410 Gone`). A snapshot reads the cache.
+`KubeClient` is the shared REST client (infra.kubeapi.KubeApi), its GETs raising the API's
+message. `KubeCache` keeps nodes, pods and the run's Jobs current: one LIST each, then one
+WATCH each in a thread (resourceVersion from the list, bookmarks on, a fresh LIST only after
+`410 Gone`). A snapshot reads the cache.
 
 Where the user may not list nodes or pods cluster-wide (a project on a shared OpenShift
 cluster), the cache keeps to the run's namespace and says so: per-node numbers then only
@@ -16,41 +16,20 @@ import threading
 import time
 import urllib.error
 import urllib.parse
-import urllib.request
-from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.compare.kube_collector import GPU_RESOURCE, KWOK_NODE_ANNOTATION
-from infra.kubeapi import WATCH_TIMEOUT_S, KubeApi, KubeRequestError
+from infra.compare.kube_records import GPU_RESOURCE, KWOK_NODE_ANNOTATION
+from infra.kubeapi import KubeApi, KubeRequestError
 
 
 class KubeClient(KubeApi):
-    """KubeApi that counts its requests by kind (tests read it)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.calls: Counter[str] = Counter()
+    """KubeApi whose GET, like its writes, raises KubeRequestError with the API's status and
+    message (the cache falls back on a 403); requests are counted by kind in `calls`."""
 
     def get(self, path: str) -> Any:
-        self.calls["GET"] += 1
         return self.request("GET", path)
-
-    def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
-        if method != "GET":
-            self.calls[method] += 1
-        return super().request(method, path, body, content_type)
-
-    def watch(
-        self,
-        path: str,
-        resource_version: str,
-        stop: threading.Event | None = None,
-        timeout_s: int = WATCH_TIMEOUT_S,
-    ) -> Iterator[Mapping[str, Any]]:
-        self.calls["WATCH"] += 1
-        return super().watch(path, resource_version, stop, timeout_s)
 
 
 class GoneError(Exception):

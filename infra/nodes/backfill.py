@@ -35,11 +35,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from infra.hpc.scheduler import JobSpec, render_job_script, scheduler_for
+from infra.hpc.scheduler import JobSpec, render_job_script
+from infra.hpc.slurm import SlurmScheduler
 from infra.hpc.ssh import RemoteResult
 from infra.kubeapi import KubeRequestError
 from infra.monitor.kube import KubeClient
-from infra.workload import Workload, render_step
+from infra.workload.model import Workload
+from infra.workload.render import render_step
 
 PRIORITY_CLASS = "atlas-backfill"
 PRIORITY_VALUE = -10
@@ -246,7 +248,7 @@ def slurm_scripts(
     telemetry: bool = False,
 ) -> list[tuple[str, str]]:
     """(job name, script) per one-GPU backfill job, rendered by the one job-script renderer."""
-    scheduler = scheduler_for("slurm")
+    scheduler = SlurmScheduler()
     scripts = []
     for index in range(slots):
         name = backfill_job_name(environment, work.workload, index, run_dir)
@@ -271,7 +273,7 @@ def slurm_scripts(
 
 def submit_slurm(runner: Runner, run_dir: str, scripts: Sequence[tuple[str, str]]) -> list[str]:
     """Write the scripts and submit them with `sbatch --parsable --requeue`; the job ids."""
-    scheduler = scheduler_for("slurm")
+    scheduler = SlurmScheduler()
     job_dir = f"{run_dir}/{JOBS_DIR}"
     result = runner(f"mkdir -p -- {shlex.quote(job_dir)}/logs")
     if result.exit_code != 0:

@@ -26,7 +26,9 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from infra.compare.cli import load_access
 from infra.hpc import ssh
+from infra.hpc.registry import scheduler_class
 from infra.hpc.scheduler import SchedulerError
 from infra.kubeapi import KubeRequestError
 from infra.monitor.build import Monitor
@@ -35,7 +37,6 @@ from infra.monitor.cli import (
     add_source_arguments,
     build_monitor,
     check_interval,
-    load_access,
     read_outputs,
     workload_shape,
 )
@@ -44,7 +45,8 @@ from infra.monitor.model import REAL, Snapshot, WaitEstimate
 from infra.monitor.render import duration, estimate_text
 from infra.nodes import backfill
 from infra.nodes.idle import IDLE_AFTER_S, IDLE_PERCENT, NodeFinding, find_underused, summarize
-from infra.workload import WorkloadError, load_workload
+from infra.workload.load import load_workload
+from infra.workload.model import WorkloadError
 
 ESTIMATES_DIR = Path(".state") / "estimates"
 
@@ -339,7 +341,7 @@ def _backfill(
                     f"{env.name}: {slots} one-GPU backfill pod(s) at priority {backfill.PRIORITY_VALUE} "
                     f"({', '.join(applied)}); real jobs preempt them"
                 )
-            elif env.kind == "hpc" and raw.get("scheduler") == "slurm":
+            elif env.kind == "hpc" and not scheduler_class(raw.get("scheduler")).backfill_unsupported:
                 source = monitor.hpc.get(env.name)
                 if source is None:
                     raise backfill.BackfillError("no SSH access (key or known_hosts missing)")
@@ -359,11 +361,14 @@ def _backfill(
                     f"{env.name}: {len(ids)} one-GPU backfill job(s) in partition {args.backfill_partition} "
                     f"({', '.join(ids) or 'none: no free GPU'}); real jobs preempt them and Slurm requeues them"
                 )
-            else:
+            elif env.kind == "hpc":
+                scheduler = scheduler_class(raw.get("scheduler"))
                 console.print(
-                    f"{env.name}: no backfill: {raw.get('scheduler', env.kind)} preemption is a queue the site "
-                    "defines (LSF: PREEMPTION=PREEMPTABLE in lsb.queues); the local LSF command set has none"
+                    f"{env.name}: no backfill: {scheduler.label}: {scheduler.backfill_unsupported}; "
+                    "the local LSF command set has none"
                 )
+            else:
+                console.print(f"{env.name}: no backfill for a {env.kind} environment here (only Kubernetes and Slurm)")
         except (backfill.BackfillError, UsageError, KubeRequestError, SchedulerError, OSError, ValueError) as error:
             print(f"nodes: {env.name}: {error}", file=sys.stderr)
             status = 1

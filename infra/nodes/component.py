@@ -21,7 +21,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.config import KubernetesTarget
-from infra.hpc.providers import BatchJob, StagedFiles, ssh_inputs
+from infra.hpc.providers import BatchJob, StagedFiles, target_ssh_inputs
 from infra.hpc.target import HpcTarget, validate_remote_path
 from infra.nodes import backfill
 from infra.nodes.settings import BackfillSettings
@@ -149,14 +149,7 @@ class Backfill(pulumi.ComponentResource):
             settings.partition,
             telemetry=slurm.run_dir is not None,
         )
-        ssh_target = ssh_inputs(
-            target.host,
-            target.port,
-            target.user,
-            target.load_known_hosts(),
-            target.known_hosts_source,
-            str(target.private_key_file) if target.private_key_file else None,
-        )
+        ssh_target = target_ssh_inputs(target)
         ssh_secret = pulumi.Output.secret(
             {"private_key": target.private_key, "passphrase": target.private_key_passphrase}
         )

@@ -45,7 +45,7 @@ def shape_of_workload(workload_file: str) -> JobShape:
     """The GPU step with the most GPUs per node (what waits longest), from a workload definition."""
     from pathlib import Path
 
-    from infra.workload import load_workload
+    from infra.workload.load import load_workload
 
     workload = load_workload(Path(workload_file))
     step = max(workload.steps, key=lambda s: (s.resources.gpus_per_node, s.resources.cpus_per_task))

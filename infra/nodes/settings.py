@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.errors import AtlasConfigError
+from infra.hpc.registry import scheduler_class
 from infra.validation import Fields
 
 KEYS = ("enabled", "workload", "gpus", "namespace", "priority", "partition", "environments")
@@ -85,17 +86,20 @@ def check_backfill_targets(
     hpc_schedulers: dict[str, str],
     key: str = "atlas:backfill",
 ) -> None:
-    """The workload exists and every environment named can take backfill (Kubernetes, Slurm)."""
+    """The workload exists and every environment named can take backfill (Kubernetes; a scheduler
+    whose class says it can, Slurm)."""
     if settings.workload is not None and settings.workload not in workloads:
         raise _fields.fail(f"{key}.workload", f"{settings.workload!r} is not a workload", f"use one of {workloads}")
-    capable = {name for name, scheduler in hpc_schedulers.items() if scheduler == "slurm"}
+    schedulers = {name: scheduler_class(scheduler) for name, scheduler in hpc_schedulers.items()}
+    capable = {name for name, scheduler in schedulers.items() if not scheduler.backfill_unsupported}
     if has_kubernetes:
         capable.add("openshift")
     for name in settings.environments or ():
         if name not in capable:
+            refused = schedulers.get(name)
             why = (
-                "an LSF environment: preemption is a queue the site defines (lsb.queues)"
-                if hpc_schedulers.get(name) == "lsf"
+                f"{refused.label} environment: {refused.backfill_unsupported}"
+                if refused is not None
                 else "not an environment of this stack"
             )
             raise _fields.fail(

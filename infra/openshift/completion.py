@@ -34,7 +34,7 @@ import pulumi
 import pulumi.dynamic
 
 from infra.compare.timeparse import rfc3339
-from infra.hpc.providers import is_unknown
+from infra.dynamic.inputs import is_unknown
 from infra.kubeapi import KubeApi, KubeRequestError, default_kubeconfig
 
 PROVIDER_VERSION = "1+" + hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]

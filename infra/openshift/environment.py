@@ -25,13 +25,29 @@ from infra.openshift.image import WorkloadImage, WorkloadImageArgs
 from infra.openshift.monitor import RunMonitor, RunMonitorArgs
 from infra.openshift.objects import KubernetesObject
 from infra.openshift.pipeline import TrainingPipeline, TrainingPipelineArgs
-from infra.openshift.settings import OpenShiftSettings, RequiredQuota, check_workload_fits
+from infra.openshift.settings import OpenShiftSettings, RequiredQuota
+from infra.openshift.settings_parser import check_workload_fits
 from infra.openshift.staging import DataStaging, DataStagingArgs
-from infra.workload import RenderedStep, Workload, render_steps
+from infra.workload.model import Workload
+from infra.workload.render import RenderedStep, render_steps
 
 MANAGED_BY = manifests.MANAGED_BY
 # The key of this side in a workload definition's `overrides`.
 ENVIRONMENT = "openshift"
+
+
+def cluster_provider(
+    name: str, target: KubernetesTarget, parent: pulumi.Resource, *, server_side_apply: bool = True
+) -> k8s.Provider:
+    """A provider for the target's cluster (its kubeconfig and context, or the ambient ones)."""
+    return k8s.Provider(
+        name,
+        kubeconfig=str(target.kubeconfig_path) if target.kubeconfig_path else None,
+        context=target.context,
+        # Server-side apply refuses unknown fields, as `oc apply` would: a typo is an error.
+        enable_server_side_apply=server_side_apply,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
 
 
 @dataclass
@@ -41,7 +57,7 @@ class OpenShiftEnvironmentArgs:
     workload: str
     labels: dict[str, str] = field(default_factory=dict)
     # The loaded workload definition (infra.workload.load_workload) and the parsed settings
-    # (settings.parse_openshift_settings); both or neither.
+    # (settings_parser.parse_openshift_settings); both or neither.
     definition: Workload | None = None
     settings: OpenShiftSettings | None = None
     # Labels every object `atlas.dev/run`; keep it stable between `up`s (it is part of every
@@ -80,14 +96,7 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
             **({"atlas.dev/run": run_id} if settings is not None else {}),
             **args.labels,
         }
-        self.provider = k8s.Provider(
-            f"{name}-provider",
-            kubeconfig=str(target.kubeconfig_path) if target.kubeconfig_path else None,
-            context=target.context,
-            # Refuse unknown fields server-side, as `oc apply` would: a typo is an error.
-            enable_server_side_apply=True,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        self.provider = cluster_provider(f"{name}-provider", target, self)
         child = pulumi.ResourceOptions(parent=self, provider=self.provider)
         self.namespace_resource: pulumi.CustomResource | None = None
         self.namespace = self._project(name, target, settings, labels)
@@ -108,13 +117,7 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
             # A ProjectRequest is create-only on OpenShift (POST; no GET, PATCH or DELETE), so it
             # cannot go through server-side apply, which PATCHes: a provider with client-side
             # apply sends it as a plain create. See README notes on refresh and destroy.
-            project_provider = k8s.Provider(
-                f"{name}-project-provider",
-                kubeconfig=str(target.kubeconfig_path) if target.kubeconfig_path else None,
-                context=target.context,
-                enable_server_side_apply=False,
-                opts=pulumi.ResourceOptions(parent=self),
-            )
+            project_provider = cluster_provider(f"{name}-project-provider", target, self, server_side_apply=False)
             project = settings.project if settings is not None else None
             request = KubernetesObject(
                 f"{name}-project",

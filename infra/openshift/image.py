@@ -18,7 +18,7 @@ import pulumi
 from infra.openshift import manifests
 from infra.openshift.objects import KubernetesObject
 from infra.openshift.settings import OpenShiftSettings
-from infra.workload import Workload
+from infra.workload.model import Workload
 
 
 @dataclass

@@ -38,7 +38,9 @@ from infra.openshift.settings import (
     VolumeSettings,
     shm_bytes,
 )
-from infra.workload import GitSource, RenderedStep, Workload, kubernetes_args, with_sampler
+from infra.validation import Fields
+from infra.workload.model import GitSource, Workload
+from infra.workload.render import RenderedStep, kubernetes_args, with_sampler
 
 Manifest = dict[str, Any]
 
@@ -85,16 +87,8 @@ class RunIdentity:
         return labels
 
 
-LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-
-
 def check_label_value(value: str, what: str) -> str:
-    if len(value) > 63 or not LABEL_VALUE.match(value):
-        raise OpenShiftSettingsError(
-            f"{what}: {value!r} cannot be a label value; use at most 63 letters, digits, '-', '_', '.', "
-            "starting and ending with a letter or digit"
-        )
-    return value
+    return Fields(OpenShiftSettingsError).label_value(value, what)
 
 
 def _metadata(

@@ -24,7 +24,7 @@ import pulumi_kubernetes as k8s
 from infra.openshift import manifests
 from infra.openshift.objects import KubernetesObject
 from infra.openshift.settings import OpenShiftSettings
-from infra.workload import Workload
+from infra.workload.model import Workload
 
 MONITOR_APP_PATH = Path(__file__).with_name(manifests.MONITOR_APP)
 

@@ -35,7 +35,8 @@ from urllib.parse import parse_qs, urlsplit
 
 DEFAULT_TAIL = 500
 MAX_TAIL = 20000
-# Step names are DNS labels (infra/workload.py); anything else cannot name a file here.
+# Step names are DNS labels (infra/validation.py DNS_LABEL, repeated here: this app imports only the
+# standard library); anything else cannot name a file here.
 STEP_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 LOSS_FILES = ("G_loss", "D_loss_real", "D_loss_fake")
 # BigGAN-PyTorch writes "<itr>: <value>" per iteration ("1234: 1.234e+00").

@@ -20,7 +20,8 @@ from infra.openshift import manifests
 from infra.openshift.completion import ApiAccess, JobCompletion
 from infra.openshift.settings import OpenShiftSettings
 from infra.openshift.staging import AWAIT_MARGIN_S
-from infra.workload import RenderedStep, Workload
+from infra.workload.model import Workload
+from infra.workload.render import RenderedStep
 
 
 @dataclass

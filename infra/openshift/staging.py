@@ -20,7 +20,7 @@ import pulumi_kubernetes as k8s
 from infra.openshift import manifests
 from infra.openshift.completion import ApiAccess, JobCompletion
 from infra.openshift.settings import OpenShiftSettings
-from infra.workload import Workload
+from infra.workload.model import Workload
 
 STAGE_SCRIPT_PATH = Path(__file__).with_name(manifests.STAGE_SCRIPT)
 # Beyond the Job's own deadline, so that Atlas reports the Job's failure rather than its own timeout.

@@ -1,0 +1,9 @@
+"""The toolchain Atlas builds itself (Pulumi, its plugins, the local cluster's binaries) and the
+Pulumi plugin processes it runs from the stack's virtual environment.
+
+- `pins.py`: the pins of toolchain/pins.toml, read into one typed object (standard library only).
+- `bootstrap.py`: builds every tool from Go modules and PyPI into a versioned cache and links its `bin/`.
+- `language_host.py`: Pulumi's Python language runtime, launched from the stack's virtual environment.
+- `program_exec.py`: runs Pulumi's program executor and leaves without the interpreter's teardown.
+- `dynamic_host.py`: Pulumi's dynamic-provider host, with a worker thread for every wait.
+"""

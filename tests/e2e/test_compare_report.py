@@ -24,7 +24,6 @@ import json
 import math
 import re
 import subprocess
-import time
 import tomllib
 import uuid
 from pathlib import Path
@@ -33,16 +32,26 @@ from typing import Any
 import pytest
 
 from infra.compare import cli
+from infra.compare.charts import CHARTS
+from infra.compare.render import report_tables
 from infra.localenv import kube, node, satori
 from infra.localenv.layout import Layout
+from infra.workload.load import load_workload
 from tests import references
 from tests.e2e.pulumi_cli import PulumiProject, local_openshift
+from tests.support import wait_until
 
 pytestmark = pytest.mark.e2e
 STACK = "local"
 HPC = ("satori", "satori-slurm")
 # bhist -l prints whole seconds; the report's LSF times come from other whole seconds (bjobs).
 BHIST_TOLERANCE_S = 1.0
+# The lifecycle times checked for every step of the workload, on every side.
+LIFECYCLE_TIMES = ("requested_at", "started_at", "finished_at")
+# How many independent records each side's times are checked against: LSF's against bhist -l and
+# the jobcomp log, Slurm's against the jobcomp log, Kubernetes' against containerd (the creation
+# against the API server).
+RECORDS_PER_SIDE = {"satori": 2, "satori-slurm": 1, "openshift": 1}
 
 
 def ssh(layout: Layout, command: str) -> str:
@@ -87,11 +96,11 @@ def deployed(tmp_path: Path, kube_env: Layout, satori_env: Layout) -> Any:
 
 def wait_until_finished(outputs: dict[str, Any], kube_env: Layout, satori_env: Layout) -> None:
     """`up` waits for the preparation steps only: let every training step finish first."""
-    deadline = time.monotonic() + 300
     lsf_ids = " ".join(s["job_id"] for s in outputs["environments"]["satori"]["steps"])
     slurm_ids = ",".join(s["job_id"] for s in outputs["environments"]["satori-slurm"]["steps"])
     ns = outputs["environments"]["openshift"]["namespace"]
-    while time.monotonic() < deadline:
+
+    def finished() -> bool:
         lsf = json.loads(ssh(satori_env, f"bjobs -a -o 'jobid stat' -json {lsf_ids}"))["RECORDS"]
         slurm = ssh(satori_env, f"squeue -h -t all -o '%T' -j {slurm_ids}").split()
         jobs = kube.api_get(kube_env, f"/apis/batch/v1/namespaces/{ns}/jobs")["items"]
@@ -101,30 +110,33 @@ def wait_until_finished(outputs: dict[str, Any], kube_env: Layout, satori_env: L
             if (j["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == "step"
             and j["status"].get("completionTime")
         ]
-        if (
+        return (
             all(r["STAT"] in ("DONE", "EXIT") for r in lsf)
             and all(s in ("COMPLETED", "FAILED") for s in slurm)
             and len(done_jobs) == len(outputs["environments"]["openshift"]["steps"])
-        ):
-            return
-        time.sleep(2)
-    pytest.fail("the training steps did not finish in 300 s")
+        )
+
+    wait_until(finished, "every training step to finish", 300, pause=2)
 
 
 def test_report_lifecycle_times_agree_with_the_schedulers_and_the_api(
     deployed: Any, kube_env: Layout, satori_env: Layout, tmp_path: Path
 ) -> None:
-    _project, outputs, info = deployed
+    project, outputs, info = deployed
+    workload = load_workload(project.root / "workloads" / outputs["atlas"]["workload"] / "workload.yaml")
     wait_until_finished(outputs, kube_env, satori_env)
     access = cli.Access(
         kubeconfig=kube_env.kubeconfig,
         ssh_keys={n: Path(info["key_file"]) for n in HPC},
         known_hosts={n: Path(info["known_hosts_file"]) for n in HPC},
     )
-    _report, written = cli.compare(outputs, tmp_path / "report", access)
+    report, written = cli.compare(outputs, tmp_path / "report", access)
     data = json.loads(written.json.read_text())
     envs = {e["name"]: e for e in data["environments"]}
-    assert set(envs) == {"openshift", *HPC}
+    assert set(envs) == {"openshift", *HPC} == set(RECORDS_PER_SIDE)
+    # Every step of the workload is in the report, on every side (the count below relies on it).
+    for name, env in envs.items():
+        assert sorted(s["step"] for s in env["steps"]) == sorted(s.name for s in workload.steps), name
     assert data["comparability"]["comparable"], data["comparability"]
     checked = 0
 
@@ -207,9 +219,12 @@ def test_report_lifecycle_times_agree_with_the_schedulers_and_the_api(
         cut_to_second(step["started_at"], status.started_at, f"kube {step['step']} started (containerd)")
         cut_to_second(step["finished_at"], status.finished_at, f"kube {step['step']} finished (containerd)")
         assert not step["requested_at"]["simulated"], "the steps ran on the real node, not KWOK's"
-    assert checked == 36
+    assert checked == len(workload.steps) * len(LIFECYCLE_TIMES) * sum(RECORDS_PER_SIDE.values())
     page = written.html.read_text()
-    assert page.count("data:image/png;base64,") == 6
+    # Every chart infra.compare.charts draws, embedded once under the section that names it.
+    shown = [name for section in report_tables(report) for name in section.charts]
+    assert len(shown) == len(set(shown)) == len(CHARTS)
+    assert page.count("data:image/png;base64,") == len(shown)
     markdown = written.markdown.read_text()
     # The OpenShift side ran in containers on the local node: measured, and labelled for what it is.
     assert "local node: kubelet, containerd, runc; mock GPUs" in markdown

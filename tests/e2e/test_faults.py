@@ -45,6 +45,7 @@ from infra.hpc.providers import job_name_for
 from infra.localenv import satori
 from infra.localenv.layout import Layout
 from tests.e2e.pulumi_cli import PulumiProject
+from tests.support import wait_until
 
 pytestmark = pytest.mark.e2e
 STACK = "local"
@@ -118,12 +119,10 @@ class FaultStack:
         return sum(len(jobs) for jobs in self.scheduler_jobs().values())
 
     def wait_until_no_live_job(self, timeout: float = 240) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not any(j.state in LIVE for jobs in self.scheduler_jobs().values() for j in jobs):
-                return
-            time.sleep(2)
-        raise AssertionError(f"jobs of this run still live after {timeout:g} s: {self.scheduler_jobs()}")
+        wait_until(
+            lambda: not any(j.state in LIVE for jobs in self.scheduler_jobs().values() for j in jobs),
+            "no job of this run to be live", timeout, pause=2, detail=self.scheduler_jobs,
+        )
 
     def retired(self, env: str) -> set[str]:
         path = f"~/{self.remote}/{STACK}/{env}/probe/.atlas/retired-jobs"
@@ -155,14 +154,12 @@ class FaultStack:
 
     def wait_for_first_job(self, up: BackgroundUp, timeout: float = 120) -> str:
         """Block until a job of this run is in the scheduler; return its name."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+
+        def first_job() -> str | None:
             assert up.proc.poll() is None, f"pulumi up ended before any job was submitted:\n{up.output}"
-            hits = [n for n in local_squeue_names(self.layout) if n in self.names]
-            if hits:
-                return hits[0]
-            time.sleep(0.1)
-        raise AssertionError("no job submitted in time")
+            return next((n for n in local_squeue_names(self.layout) if n in self.names), None)
+
+        return wait_until(first_job, "a job of this run to be submitted", timeout, pause=0.1)
 
     # --- the checks every fault ends with -----------------------------------------------------
 
@@ -396,11 +393,9 @@ def test_job_killed_outside_then_refresh_and_up(stack: FaultStack) -> None:
     ssh(stack.layout, f"bkill {old['satori']}")
     ssh(stack.layout, f"scancel {old['satori-slurm']}")
     jobs_before = stack.job_count()
-    deadline = time.monotonic() + 60
-    while any(j.state in LIVE for env, step in (("satori", "train"), ("satori-slurm", "train"))
-              for j in stack.scheduler_jobs()[stack.job_name(env, step)]):
-        assert time.monotonic() < deadline, "the killed jobs did not end"
-        time.sleep(1)
+    wait_until(lambda: not any(j.state in LIVE for env, step in (("satori", "train"), ("satori-slurm", "train"))
+                               for j in stack.scheduler_jobs()[stack.job_name(env, step)]),
+               "the killed jobs to end", 60, pause=1)
     refresh = stack.proj.run("refresh", "--yes", "-s", STACK).stdout
     seen = {name: out["state"] for name, out in stack.state_jobs().items()}
     for env in HPC_ENVIRONMENTS:

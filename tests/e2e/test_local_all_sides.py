@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import urllib.error
 import uuid
 
@@ -18,6 +17,7 @@ import pytest
 from infra.localenv import kube, satori
 from infra.localenv.layout import Layout
 from tests.e2e.pulumi_cli import PulumiProject, local_openshift
+from tests.support import wait_until
 
 pytestmark = pytest.mark.e2e
 STACK = "local"
@@ -145,10 +145,7 @@ def test_one_up_one_destroy_for_every_side(stack, kube_env, satori_env):
         }, side
 
     proj.run("destroy", "--yes", "-s", STACK)
-    deadline = time.monotonic() + 60
-    while api(kube_env, f"/api/v1/namespaces/{ns}") is not None and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert api(kube_env, f"/api/v1/namespaces/{ns}") is None
+    wait_until(lambda: api(kube_env, f"/api/v1/namespaces/{ns}") is None, f"namespace {ns} to go after destroy", 60)
     # What was staged is gone; no job of this run is still pending or running.
     assert ssh(satori_env, f"ls ~/{remote}/local/satori/probe/.atlas/jobs 2>/dev/null | wc -l").strip() == "0"
     assert ssh(satori_env, "squeue -h -t pending,running -o %i").strip() == ""

@@ -3,7 +3,6 @@ no-change preview, refresh, destroy; checked through the Kubernetes API after ea
 
 from __future__ import annotations
 
-import time
 import urllib.error
 import uuid
 
@@ -12,6 +11,7 @@ import pytest
 from infra.localenv import kube
 from infra.localenv.layout import Layout
 from tests.e2e.pulumi_cli import PulumiProject, local_openshift
+from tests.support import wait_until
 
 pytestmark = pytest.mark.e2e
 STACK = "local"
@@ -27,12 +27,7 @@ def namespace(layout: Layout, name: str) -> dict | None:
 
 
 def wait_gone(layout: Layout, name: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if namespace(layout, name) is None:
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"namespace {name} still exists {timeout}s after destroy")
+    wait_until(lambda: namespace(layout, name) is None, f"namespace {name} to go after destroy", timeout)
 
 
 @pytest.fixture

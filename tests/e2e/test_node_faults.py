@@ -25,7 +25,7 @@ import yaml
 from infra.localenv import images, kube, node
 from infra.localenv.layout import Layout
 from infra.openshift.manifests import step_mounts
-from infra.workload import load_workload
+from infra.workload.load import load_workload
 from tests.e2e.pulumi_cli import PulumiProject, local_openshift
 from tests.e2e.test_faults import BackgroundUp
 from tests.support import wait_until

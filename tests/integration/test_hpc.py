@@ -19,10 +19,12 @@ import pytest
 
 from infra.hpc import polling, providers, ssh
 from infra.hpc.providers import BatchJobProvider, HpcProviderError, JobCompletionProvider, StagedFilesProvider
-from infra.hpc.scheduler import JobSpec, lookup_by_name, render_job_script, scheduler_for
+from infra.hpc.registry import scheduler_for
+from infra.hpc.scheduler import JobSpec, lookup_by_name, render_job_script
 from infra.localenv import satori
 from infra.localenv.layout import Layout, Ports
 from infra.localenv.procs import port_open
+from tests.support import wait_until
 
 pytestmark = [
     pytest.mark.integration,
@@ -116,14 +118,17 @@ def make_job(
 
 
 def read_until(props: dict[str, Any], job_id: str, states: set[str], timeout: float = 40) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    outs: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        outs = BatchJobProvider().read(job_id, props).outs or {}
-        if outs.get("state") in states:
-            return outs
-        time.sleep(POLL_S)
-    raise AssertionError(f"job {job_id} never reached {states}: {outs.get('state')} {outs.get('native_state')}")
+    seen: dict[str, Any] = {}
+
+    def reached() -> dict[str, Any] | None:
+        seen.clear()
+        seen.update(BatchJobProvider().read(job_id, props).outs or {})
+        return dict(seen) if seen.get("state") in states else None
+
+    return wait_until(
+        reached, f"job {job_id} to reach {sorted(states)}", timeout, pause=POLL_S,
+        detail=lambda: f"last read: {seen.get('state')} {seen.get('native_state')}",
+    )
 
 
 @pytest.mark.parametrize("scheduler", SCHEDULERS)

@@ -77,7 +77,7 @@ PROGRAM = textwrap.dedent(
     import pulumi
     from infra.hpc.components import HpcEnvironment, HpcEnvironmentArgs
     from infra.hpc.target import parse_hpc_target
-    from infra.workload import parse_workload
+    from infra.workload.parse import parse_workload
 
     config = pulumi.Config("atlas")
     target = parse_hpc_target(config.require_object("satori"), "atlas:satori", private_key_from_secret=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 import uuid
 from pathlib import Path
 
@@ -126,12 +125,26 @@ def test_failure_is_injected_by_annotation(kube_env, namespace):
     assert wait_until(lambda: _job_condition(kube_env, namespace, "doomed"), "the Job to finish") == "Failed"
 
 
+def _scheduled_condition(layout: Layout, namespace: str, job: str) -> dict | None:
+    """The PodScheduled condition of the Job's pod, once the scheduler has decided on it."""
+    pods = kube.api_get(layout, f"/api/v1/namespaces/{namespace}/pods?labelSelector=job-name={job}")["items"]
+    for pod in pods:
+        for cond in pod["status"].get("conditions", []):
+            if cond["type"] == "PodScheduled":
+                return {**cond, "nodeName": pod["spec"].get("nodeName")}
+    return None
+
+
 def test_too_many_gpus_stay_pending(kube_env, namespace):
     apply(kube_env, _job("greedy", namespace, gpus=5))
-    time.sleep(3)
+    # The scheduler's verdict, not a pause: it writes PodScheduled=False (Unschedulable) once it
+    # has tried every node and none has five GPUs.
+    verdict = wait_until(lambda: _scheduled_condition(kube_env, namespace, "greedy"), "the scheduler's verdict", 60)
+    assert (verdict["status"], verdict.get("reason")) == ("False", "Unschedulable"), verdict
+    assert "Insufficient nvidia.com/gpu" in verdict["message"], verdict
+    assert not verdict["nodeName"]
     pods = kube.api_get(kube_env, f"/api/v1/namespaces/{namespace}/pods?labelSelector=job-name=greedy")["items"]
     assert pods and all(p["status"]["phase"] == "Pending" for p in pods)
-    assert not pods[0]["spec"].get("nodeName")
 
 
 def test_lifecycle_up_twice_down_and_port_taken(tmp_path: Path):

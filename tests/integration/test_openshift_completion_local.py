@@ -16,6 +16,7 @@ from infra.localenv import kube, kwok
 from infra.localenv.layout import Layout
 from infra.openshift import completion
 from infra.openshift.completion import JobCompletionProvider, StepFailed, StepJob, wait_for_step
+from tests.support import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -67,10 +68,8 @@ def test_a_step_is_done_when_its_pod_succeeded(kube_env: Layout, namespace: str)
     pod = api.get(f"/api/v1/namespaces/{namespace}/pods/{progress.pod}")
     assert pod["status"]["phase"] == "Succeeded"
     # The job controller agrees, on its own time.
-    deadline = time.monotonic() + 30
-    while "Complete" not in job_conditions(api, job):
-        assert time.monotonic() < deadline, "the Job never completed"
-        time.sleep(0.2)
+    wait_until(lambda: "Complete" in job_conditions(api, job), "the job controller to mark the Job Complete", 30,
+               pause=0.2)
 
 
 def test_a_failed_step_names_its_exit_code_and_the_controllers_reason(kube_env: Layout, namespace: str):

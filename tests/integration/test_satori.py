@@ -24,6 +24,7 @@ import pytest
 from infra.localenv import satori
 from infra.localenv.layout import Layout, Ports
 from infra.localenv.procs import LocalEnvError, port_open
+from tests.support import wait_until
 
 pytestmark = [
     pytest.mark.integration,
@@ -100,20 +101,20 @@ def submit(client: paramiko.SSHClient, script: str, args: str = "") -> str:
     return m.group(1)
 
 
-def bjobs_records(client: paramiko.SSHClient, ids: str) -> list[dict[str, str]]:
-    res = run(client, f'bjobs -o "jobid jobindex stat queue exit_code job_name finish_time" -json {ids}')
+def bjobs_records(client: paramiko.SSHClient, ids: str, fields: str = "") -> list[dict[str, str]]:
+    res = run(client, f'bjobs -o "jobid jobindex stat queue exit_code job_name finish_time {fields}" -json {ids}')
     assert res.rc == 0, res
     return list(json.loads(res.out)["RECORDS"])
 
 
 def wait_finished(client: paramiko.SSHClient, job_id: str, timeout: float = 40) -> list[dict[str, str]]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def finished() -> list[dict[str, str]] | None:
         records = bjobs_records(client, job_id)
-        if records and all(r["STAT"] in ("DONE", "EXIT") for r in records):
-            return records
-        time.sleep(0.5)
-    raise AssertionError(f"job {job_id} did not finish: {bjobs_records(client, job_id)}")
+        return records if records and all(r["STAT"] in ("DONE", "EXIT") for r in records) else None
+
+    return wait_until(
+        finished, f"job {job_id} to finish", timeout, detail=lambda: bjobs_records(client, job_id)
+    )
 
 
 def satori_script(name: str, gpus: int, body: str, slots: int = 1) -> str:
@@ -283,9 +284,16 @@ def test_dependencies(ssh: paramiko.SSHClient) -> None:
     wait_finished(ssh, first)
     assert wait_finished(ssh, by_id)[0]["STAT"] == "DONE"
     assert wait_finished(ssh, by_name)[0]["STAT"] == "DONE"
-    # exit(first) can never hold now: the job stays pending, as in LSF, until killed.
-    time.sleep(1)
-    assert bjobs_records(ssh, on_exit)[0]["STAT"] == "PEND"
+    # exit(first) can never hold now: the job stays pending, as in LSF, until killed. Awaited as
+    # the scheduler's verdict on the dependency (its pending reason), not as a pause.
+    never = "Dependency condition invalid or never satisfied"
+
+    def verdict() -> dict[str, str] | None:
+        (record,) = bjobs_records(ssh, on_exit, "pend_reason")
+        return record if record["STAT"] != "PEND" or record["PEND_REASON"] == never else None
+
+    record = wait_until(verdict, f"the scheduler to find job {on_exit}'s dependency never satisfied", 40)
+    assert (record["STAT"], record["PEND_REASON"]) == ("PEND", never), record
     killed = run(ssh, f"bkill {on_exit}")
     assert (killed.rc, killed.out.strip()) == (0, f"Job <{on_exit}> is being terminated")
     assert wait_finished(ssh, on_exit)[0]["STAT"] == "EXIT"
@@ -327,9 +335,7 @@ def test_documented_submission_errors(ssh: paramiko.SSHClient, args: str, messag
 
 def test_bkill_running_finished_and_unknown(ssh: paramiko.SSHClient) -> None:
     job = submit(ssh, "sleep 60\n", args="-J killme -o killme.%J")
-    deadline = time.monotonic() + 20
-    while bjobs_records(ssh, job)[0]["STAT"] != "RUN" and time.monotonic() < deadline:
-        time.sleep(0.3)
+    wait_until(lambda: bjobs_records(ssh, job)[0]["STAT"] == "RUN", f"job {job} to run", 20, pause=0.3)
     res = run(ssh, f"bkill {job}")
     assert (res.rc, res.out.strip(), res.err) == (0, f"Job <{job}> is being terminated", "")
     assert wait_finished(ssh, job)[0]["STAT"] == "EXIT"
@@ -368,28 +374,25 @@ def test_queue_host_and_gpu_views(ssh: paramiko.SSHClient) -> None:
 
 def test_several_small_jobs_run_at_once(ssh: paramiko.SSHClient) -> None:
     ids = [submit(ssh, "sleep 4\n", args=f"-J conc{i} -o /dev/null") for i in range(3)]
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        stats = [bjobs_records(ssh, i)[0]["STAT"] for i in ids]
-        if stats == ["RUN"] * 3:
-            break
-        time.sleep(0.3)
-    assert stats == ["RUN"] * 3
+    wait_until(
+        lambda: [bjobs_records(ssh, i)[0]["STAT"] for i in ids] == ["RUN"] * 3, "three jobs running at once", 15,
+        pause=0.3,
+    )
 
 
 # --- the same jobs through sbatch -------------------------------------------------------------------
 
 
 def slurm_state(ssh: paramiko.SSHClient, job_id: str, timeout: float = 40) -> tuple[str, str]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def finished() -> tuple[str, str] | None:
         res = run(ssh, f"scontrol show job {job_id} -o")
         state = re.search(r"JobState=(\S+)", res.out)
         code = re.search(r" ExitCode=(\S+)", res.out)
         if state and code and state.group(1) in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"):
             return state.group(1), code.group(1)
-        time.sleep(0.5)
-    raise AssertionError(f"slurm job {job_id} did not finish")
+        return None
+
+    return wait_until(finished, f"slurm job {job_id} to finish", timeout)
 
 
 def test_the_same_jobs_through_sbatch(ssh: paramiko.SSHClient) -> None:

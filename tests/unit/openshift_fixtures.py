@@ -14,8 +14,10 @@ import yaml
 from pulumi.runtime.mocks import MockMonitor
 
 from infra.config import KubernetesTarget
-from infra.openshift.settings import OpenShiftSettings, parse_openshift_settings
-from infra.workload import Workload, load_workload
+from infra.openshift.settings import OpenShiftSettings
+from infra.openshift.settings_parser import parse_openshift_settings
+from infra.workload.load import load_workload
+from infra.workload.model import Workload
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "stacks" / "Pulumi.openshift-gpu.yaml"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from infra.compare import cli, metrics
-from infra.compare.costs import load_cost_profiles, load_rate_table
+from infra.compare.cost_files import load_cost_profiles, load_rate_table
 from infra.compare.records import EnvironmentRecords, Missing
 from infra.compare.render import render_markdown, summary_table
 

@@ -198,7 +198,7 @@ def _environment(raw: dict[str, Any]) -> Any:
     from infra.aws.settings import parse_aws_settings, resolve_credentials
     from infra.hpc.components import workload_source_files
     from infra.toolchain.pins import REPO_ROOT
-    from infra.workload import load_workload
+    from infra.workload.load import load_workload
 
     workload = load_workload(REPO_ROOT / "workloads" / "probe" / "workload.yaml")
     settings = parse_aws_settings(raw)
@@ -299,3 +299,29 @@ def test_name_prefix_is_a_valid_aws_name_prefix() -> None:
 
     assert name_prefix("atlas", "Local_Hybrid.dev", "aws") == "atlas-local-hybrid-dev-aws"
     assert len(name_prefix("atlas", "x" * 80, "aws")) <= 32
+
+
+def test_run_instances_arguments_from_the_typed_launch_request() -> None:
+    from infra.aws.providers.inputs import LaunchRequest
+    from infra.aws.providers.requests import run_instances_arguments
+
+    on_demand = run_instances_arguments(LaunchRequest.of(INSTANCE), b"data", "/dev/xvda")
+    assert on_demand["BlockDeviceMappings"][0] == {
+        "DeviceName": "/dev/xvda",
+        "Ebs": {"VolumeSize": 200, "VolumeType": "gp3", "DeleteOnTermination": True},
+    }
+    assert "SubnetId" not in on_demand["NetworkInterfaces"][0] and "InstanceMarketOptions" not in on_demand
+    assert on_demand["IamInstanceProfile"] == {"Arn": "arn:aws:iam::1:instance-profile/x"}
+    spot = run_instances_arguments(
+        LaunchRequest.of({**INSTANCE, "market": "spot", "spot_max_price": 3, "subnet_id": "subnet-1"}), b"", "/dev/sda1"
+    )
+    assert spot["InstanceMarketOptions"]["SpotOptions"]["MaxPrice"] == "3.0000"
+    assert spot["NetworkInterfaces"][0]["SubnetId"] == "subnet-1"
+
+
+def test_ready_wait_keeps_the_key_out_of_its_repr() -> None:
+    from infra.aws.providers.inputs import ReadyWait
+
+    ready = ReadyWait.of({**INSTANCE, "ssh_secret": {"private_key": "SECRET-KEY-MATERIAL"}})
+    assert ready.timeout_s == 60 and not ready.wanted and "SECRET-KEY-MATERIAL" not in repr(ready)
+    assert ReadyWait.of({**INSTANCE, "ready_timeout_s": None}).timeout_s == 1800

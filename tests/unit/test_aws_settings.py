@@ -71,7 +71,7 @@ BAD_CASES = [
     ({"ami": "ubuntu"}, "atlas:aws.ami", "is not an AMI id"),
     ({"ami": None}, "atlas:aws.ami", "required"),
     ({"ami": "REPLACE_WITH_DLAMI_ID"}, "atlas:aws.ami", "placeholder"),
-    ({"allowed_ssh_cidrs": ["REPLACE_WITH_YOUR_ADDRESS/32"]}, "atlas:aws.allowed_ssh_cidrs", "placeholder"),
+    ({"allowed_ssh_cidrs": ["REPLACE_WITH_YOUR_ADDRESS/32"]}, "atlas:aws.allowed_ssh_cidrs[0]", "placeholder"),
     ({"instance_count": 0}, "atlas:aws.instance_count", "out of range"),
     ({"instance_count": 9}, "atlas:aws.instance_count", "out of range"),
     ({"endpoint_url": "ftp://x"}, "atlas:aws.endpoint_url", "http(s) URL"),

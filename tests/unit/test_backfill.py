@@ -17,7 +17,8 @@ from infra.hpc.target import HpcTarget
 from infra.nodes import backfill
 from infra.nodes.component import TYPE_TOKEN, Backfill, BackfillArgs, SlurmBackfillTarget
 from infra.nodes.settings import BackfillSettings, parse_backfill_settings
-from infra.workload import load_workload, render_step
+from infra.workload.load import load_workload
+from infra.workload.render import render_step
 from tests.unit.openshift_fixtures import RecordingMonitor, install_mocks
 
 REPO = Path(__file__).resolve().parents[2]

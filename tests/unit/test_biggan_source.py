@@ -15,7 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from infra.workload import RenderedStep, Workload, _is_option, load_workload, render_step
+from infra.workload.load import load_workload
+from infra.workload.model import Workload
+from infra.workload.options import is_option
+from infra.workload.render import RenderedStep, render_step
 
 REPO = Path(__file__).resolve().parents[2]
 WORKLOAD = load_workload(REPO / "workloads" / "biggan" / "workload.yaml")
@@ -28,7 +31,7 @@ def unknown_flags(workload: Workload, rendered: RenderedStep, flags: dict[str, o
     """Options in a rendered step's argv that its script's parser does not define."""
     script = rendered.argv[1]
     known = set(flags["scripts"][script]["flags"])  # type: ignore[index]
-    options = [token.partition("=")[0] for token in rendered.argv[2:] if _is_option(token)]
+    options = [token.partition("=")[0] for token in rendered.argv[2:] if is_option(token)]
     return [option for option in options if option not in known]
 
 

@@ -8,6 +8,7 @@ sampler's JSONL and the training logs of the LSF side.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import shutil
@@ -16,14 +17,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infra.compare import cli, costs, metrics, render, telemetry
+from infra.compare import cli, cost_files, costs, metrics, render, telemetry
 from infra.compare.charts import all_charts
-from infra.compare.hpc_collector import LocalFiles, collect_hpc, lsf_steps, slurm_steps
-from infra.compare.kube_collector import collect_kubernetes, records_from_api
+from infra.compare.hpc_collector import collect_hpc
+from infra.compare.hpc_records import LSF_FIELDS, lsf_steps, slurm_steps
+from infra.compare.kube_collector import collect_kubernetes
+from infra.compare.kube_records import records_from_api
 from infra.compare.records import EnvironmentRecords, Missing, TelemetryColumns
+from infra.compare.remote_files import LocalFiles
 from infra.compare.seed_import import import_seed_logs
 from infra.compare.timeparse import lsf_short, rfc3339
 from infra.compare.training import training_log_from_text
+from infra.hpc.registry import UnknownSchedulerError
 from infra.hpc.ssh import RemoteResult
 
 DATA = Path(__file__).parent / "data"
@@ -163,6 +168,80 @@ def test_lsf_falls_back_to_bhist_for_jobs_bjobs_forgot() -> None:
     assert steps["make-hdf5"].state == "DONE" and steps["make-hdf5"].exit_code == 0
 
 
+def test_lsf_bhist_events_give_each_lifecycle_time_and_the_state_lsf_py_reads() -> None:
+    empty = RemoteResult("bjobs", 255, '{"COMMAND":"bjobs","JOBS":0,"RECORDS":[]}', "")
+    train = {s.step: s for s in lsf_steps(ENVS["satori"], empty, result("bhist.txt"), {})}["train"]
+    year = dt.datetime.now(dt.UTC).year
+    assert (train.job, train.state, train.exit_code) == ("18", "DONE", 0)
+    assert (train.requested_at, train.scheduled_at, train.started_at, train.finished_at) == (
+        utc(f"{year}-12-02T15:56:51Z"),
+        utc(f"{year}-12-02T15:56:52Z"),
+        utc(f"{year}-12-02T15:56:52Z"),
+        utc(f"{year}-12-02T15:57:03Z"),
+    )
+    assert train.source == "LSF: `TZ=UTC bhist -l 18` on 127.0.0.1"
+
+
+def test_lsf_job_neither_bjobs_nor_bhist_knows_is_unknown_with_the_reason() -> None:
+    empty = RemoteResult("bjobs", 255, '{"COMMAND":"bjobs","JOBS":0,"RECORDS":[]}', "")
+    none = RemoteResult("bhist", 255, "", "No matching job found")
+    steps = lsf_steps(ENVS["satori"], empty, none, {})
+    assert {(s.state, s.pending_reason, s.started_at) for s in steps} == {
+        ("UNKNOWN", "neither bjobs nor bhist knows the job", None)
+    }
+
+
+def test_lsf_asks_bhist_for_a_job_bjobs_answers_with_an_error_record(tmp_path: Path) -> None:
+    document = json.loads((REC / "bjobs.json").read_text())
+    document["RECORDS"] = [r for r in document["RECORDS"] if r["JOBID"] != "18"]
+    document["RECORDS"].append({"JOBID": "18", "ERROR": "Job <18> is not found"})
+    commands: list[str] = []
+
+    def runner(command: str) -> RemoteResult:
+        commands.append(command)
+        if "bhist" in command:
+            return result("bhist.txt")
+        return RemoteResult(command, 255, json.dumps(document, separators=(",", ":")), "")  # as LSF prints
+
+    records = collect_hpc("satori", ENVS["satori"], runner, LocalFiles(tmp_path), tmp_path / "raw")
+    assert commands == ["TZ=UTC bjobs -a -hms -o '" + LSF_FIELDS + "' -json 14 16 18", "TZ=UTC bhist -l 14 16 18"]
+    assert not isinstance(records.steps, Missing)
+    sources = {s.step: s.source.split("`")[1].split()[1] for s in records.steps}
+    assert sources == {"make-hdf5": "bjobs", "inception-moments": "bjobs", "train": "bhist"}
+
+
+def test_slurm_asks_sacct_only_for_jobs_squeue_forgot(tmp_path: Path) -> None:
+    commands: list[str] = []
+
+    def runner(command: str) -> RemoteResult:
+        commands.append(command)
+        return result("squeue.json")
+
+    collect_hpc("satori-slurm", ENVS["satori-slurm"], runner, LocalFiles(tmp_path), tmp_path / "raw")
+    assert [c.split()[0] for c in commands] == ["squeue"]  # squeue knows all three
+
+    def forgetful(command: str) -> RemoteResult:
+        commands.append(command)
+        if command.startswith("squeue"):
+            return RemoteResult(command, 1, "", "slurm_load_jobs error: Invalid job id specified")
+        return result("sacct_c.txt", code=0 if " -c " in command else 1)
+
+    commands.clear()
+    records = collect_hpc("satori-slurm", ENVS["satori-slurm"], forgetful, LocalFiles(tmp_path), tmp_path / "raw")
+    assert [c.split()[:3] for c in commands] == [
+        ["squeue", "--json", "-t"],
+        ["TZ=UTC", "sacct", "-n"],
+        ["TZ=UTC", "sacct", "-c"],  # no slurmdbd: the jobcomp file
+    ]
+    assert not isinstance(records.steps, Missing) and all(s.finished_at for s in records.steps)
+
+
+def test_an_hpc_side_with_a_scheduler_atlas_does_not_drive_is_an_error(tmp_path: Path) -> None:
+    outputs = dict(ENVS["satori"], scheduler="pbs")
+    with pytest.raises(UnknownSchedulerError, match="unknown scheduler 'pbs'"):
+        collect_hpc("satori", outputs, lambda _command: result("bjobs.json"), LocalFiles(tmp_path), tmp_path / "raw")
+
+
 def test_slurm_squeue_json_epochs_and_sacct_fallback_agree() -> None:
     from_squeue = {s.step: s for s in slurm_steps(ENVS["satori-slurm"], result("squeue.json"), None, {})}
     train = from_squeue["train"]
@@ -267,7 +346,7 @@ def test_seed_logs_import_as_a_past_run(tmp_path: Path) -> None:
 def report(tmp_path_factory: pytest.TempPathFactory) -> metrics.Report:
     tmp = tmp_path_factory.mktemp("hpc")
     envs = [kube_records(), hpc_records(tmp)]
-    return metrics.build_report(envs, costs.load_cost_profiles(), costs.load_rate_table(), {"stack": "local"})
+    return metrics.build_report(envs, cost_files.load_cost_profiles(), cost_files.load_rate_table(), {"stack": "local"})
 
 
 def env_of(report: metrics.Report, name: str) -> metrics.EnvironmentMetrics:
@@ -318,14 +397,14 @@ def test_run_cost_is_gpu_hours_times_rate(report: metrics.Report) -> None:
 def test_cost_overrides_from_file_and_flags(tmp_path: Path) -> None:
     override = tmp_path / "costs.yaml"
     override.write_text("satori:\n  utilization: 0.5\n  amortization_years: 4\n")
-    profiles = costs.load_cost_profiles([override], ["moc.nodes=30"])
+    profiles = cost_files.load_cost_profiles([override], ["moc.nodes=30"])
     assert profiles["satori"].utilization == 0.5 and profiles["moc"].nodes == 30
     assert "amortization_years" not in dict(profiles["satori"].assumptions)  # the user's number now
     assert profiles["satori"].overridden == ("amortization_years", "utilization")
     with pytest.raises(costs.CostConfigError, match="unknown cost parameter 'utilisation'"):
-        costs.load_cost_profiles(flags=["satori.utilisation=0.5"])
+        cost_files.load_cost_profiles(flags=["satori.utilisation=0.5"])
     with pytest.raises(costs.CostConfigError, match="must be positive"):
-        costs.load_cost_profiles(flags=["satori.nodes=0"])
+        cost_files.load_cost_profiles(flags=["satori.nodes=0"])
 
 
 def test_runs_with_different_arguments_are_flagged_naming_the_arguments(report: metrics.Report) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infra.compare import costs, metrics, render, telemetry
+from infra.compare import cost_files, metrics, render, telemetry
 from infra.compare.records import CGROUP_PEAK
 from infra.telemetry.columns import ColumnWriter, columns_path
 from tests.unit.test_compare import hpc_records, kube_records
@@ -77,7 +77,7 @@ def test_nothing_recorded_is_not_measured_never_zero() -> None:
 
 def test_the_report_shows_the_peak_and_what_it_was_read_from(tmp_path: Path) -> None:
     report = metrics.build_report(
-        [kube_records(), hpc_records(tmp_path)], costs.load_cost_profiles(), costs.load_rate_table(), {}
+        [kube_records(), hpc_records(tmp_path)], cost_files.load_cost_profiles(), cost_files.load_rate_table(), {}
     )
     markdown = render.render_markdown(report, (), {})
     row = next(line for line in markdown.splitlines() if line.startswith("|   read from |"))

@@ -20,8 +20,10 @@ from typing import Any
 
 import pytest
 
-from infra.compare.kube_collector import KWOK_NODE_ANNOTATION, MonitorFiles, collect_kubernetes
+from infra.compare.kube_collector import collect_kubernetes
+from infra.compare.kube_records import KWOK_NODE_ANNOTATION
 from infra.compare.records import Missing, TelemetryColumns, TrainingLog
+from infra.compare.remote_files import MonitorFiles
 from infra.openshift import monitor_app
 from infra.openshift.monitor_app import MonitorConfig
 

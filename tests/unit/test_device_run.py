@@ -16,12 +16,14 @@ from pathlib import Path
 import pytest
 
 from infra.compare.cli import import_folder
-from infra.compare.costs import RATES_FILE, load_cost_profiles, load_rate_table
-from infra.compare.device_run import bench_result, images_per_iteration, import_device_run
+from infra.compare.cost_files import RATES_FILE, load_cost_profiles, load_rate_table
+from infra.compare.device_records import images_per_iteration
+from infra.compare.device_run import bench_result, import_device_run
 from infra.compare.metrics import build_report
 from infra.compare.records import TelemetryColumns, TrainingLog
 from infra.telemetry.parsers import format_cri_line
-from infra.workload import load_workload, render_step
+from infra.workload.load import load_workload
+from infra.workload.render import render_step
 
 REPO = Path(__file__).resolve().parents[2]
 WORKLOAD = load_workload(REPO / "workloads" / "biggan" / "workload.yaml")

@@ -180,6 +180,12 @@ Wed Dec  2 15:05:09: Exited; job has been forced to exit.
 Job <5>, Job Name <ok>, User <atlas>, Command <>
 Wed Dec  2 15:05:05: Submitted from host <vm>, to Queue <debug>, CWD </home/atlas/smoke>;
 Wed Dec  2 15:05:09: Done successfully. The CPU time used is unknown.
+
+Job <6>, Job Name <killed-running>, User <atlas>, Command <>
+Wed Dec  2 15:05:05: Submitted from host <vm>, to Queue <normal>, CWD </home/atlas/smoke>;
+Wed Dec  2 15:05:06: Dispatched 1 Task(s) on Host(s) <vm>;
+Wed Dec  2 15:05:06: Starting (Pid 4242);
+Wed Dec  2 15:05:09: Exited; job has been forced to exit with exit code 130. The CPU time used is unknown.
 """
 
 
@@ -189,6 +195,7 @@ def test_bhist_long_accounting() -> None:
         ("3", Phase.FAILED, 1, "normal"),
         ("4", Phase.CANCELLED, None, "normal"),
         ("5", Phase.SUCCEEDED, 0, "debug"),
+        ("6", Phase.CANCELLED, 130, "normal"),
     ]
 
 

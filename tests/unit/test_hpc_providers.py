@@ -11,7 +11,8 @@ from pulumi.runtime import rpc
 
 from infra.hpc import polling
 from infra.hpc.providers import PROVIDER_VERSION, BatchJobProvider, StagedFilesProvider, job_name_for
-from infra.hpc.scheduler import JobState, Phase, scheduler_for
+from infra.hpc.registry import scheduler_for
+from infra.hpc.scheduler import JobState, Phase
 from infra.hpc.ssh import RemoteResult, sha256_hex
 
 UNKNOWN = rpc.UNKNOWN
@@ -273,7 +274,7 @@ def test_hpc_environment_children_outputs_and_dependencies(mocks: Mocks) -> Any:
     from infra.hpc.components import HpcEnvironment, HpcEnvironmentArgs
     from infra.hpc.target import parse_hpc_target
     from infra.toolchain.pins import REPO_ROOT
-    from infra.workload import load_workload
+    from infra.workload.load import load_workload
 
     workload = load_workload(REPO_ROOT / "workloads" / "biggan" / "workload.yaml")
     known_hosts = "[127.0.0.1]:16022 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGZ0b2tlbnRvYmVyZXBsYWNlZGJ5YXJlYWxrZXk=\n"
@@ -318,7 +319,7 @@ def test_the_whole_pipeline_is_submitted_before_the_preparation_steps_are_awaite
     from infra.hpc.components import HpcEnvironment, HpcEnvironmentArgs
     from infra.hpc.target import parse_hpc_target
     from infra.toolchain.pins import REPO_ROOT
-    from infra.workload import load_workload
+    from infra.workload.load import load_workload
 
     workload = load_workload(REPO_ROOT / "workloads" / "probe" / "workload.yaml")
     target = parse_hpc_target(

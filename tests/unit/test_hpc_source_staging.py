@@ -15,7 +15,8 @@ import pytest
 from infra.config import AtlasConfigError, parse_stack_config
 from infra.hpc.components import workload_source_files
 from infra.hpc.target import HpcConfigError
-from infra.workload import GitSource, load_workload
+from infra.workload.load import load_workload
+from infra.workload.model import GitSource
 from infra.workload_source import MARKER, create_bundle
 
 from .test_workload_source import git, upstream  # noqa: F401 (a fixture)

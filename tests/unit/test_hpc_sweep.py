@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench import hpc_sweep
-from infra.hpc.scheduler import scheduler_for
+from infra.hpc.registry import scheduler_for
 from infra.localenv import satori
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from infra.hpc.scheduler import SiteDirectives
 from infra.hpc.target import HpcConfigError, HpcTarget, parse_hpc_target, validate_remote_path
 
 KNOWN_HOSTS = "[127.0.0.1]:16022 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGZ0b2tlbnRvYmVyZXBsYWNlZGJ5YXJlYWxrZXk=\n"
@@ -120,3 +121,106 @@ def test_not_an_object() -> None:
 @pytest.mark.parametrize("path", ["runs", "/nobackup/users/a/runs", "a/b/c.d", "runs/"])
 def test_good_remote_paths(path: str) -> None:
     assert validate_remote_path(path, "k") == path.rstrip("/")
+
+
+# --- a site's own directives: account, extra_directives, skip_directives -----------------------
+
+
+def test_site_directives_are_read_into_the_target() -> None:
+    lsf = parse_hpc_target(
+        good(account="mit-ml", extra_directives=['-R "select[mem>4000]"', "-x"], skip_directives=["-L", "-g"]), PREFIX
+    )
+    assert lsf.directives == SiteDirectives(account="mit-ml", extra=('-R "select[mem>4000]"', "-x"), skip=("-L", "-g"))
+    slurm = parse_hpc_target(
+        good(scheduler="slurm", account="ml", extra_directives=["--qos=high", "-pdebug"], skip_directives=["--n"]),
+        PREFIX,
+    )
+    assert slurm.directives == SiteDirectives(account="ml", extra=("--qos=high", "-pdebug"), skip=("--n",))
+    assert parse_hpc_target(good(), PREFIX).directives == SiteDirectives()
+
+
+SLURM = {"scheduler": "slurm"}
+
+
+@pytest.mark.parametrize(
+    ("changes", "key", "message"),
+    [
+        # account: one plain name
+        ({"account": ""}, "atlas:satori.account", "non-empty string"),
+        ({"account": 7}, "atlas:satori.account", "non-empty string"),
+        ({"account": "ml\n#BSUB -x"}, "atlas:satori.account", "newline"),
+        ({"account": "ml lab"}, "atlas:satori.account", "not an account or project name"),
+        ({"account": "$(id)"}, "atlas:satori.account", "not an account or project name"),
+        ({"account": "a" * 200}, "atlas:satori.account", "characters long"),
+        ({**SLURM, "account": "ml;id"}, "atlas:satori.account", "it becomes --account"),
+        # extra_directives: a list of one-line options with plain values
+        ({"extra_directives": "--qos=high"}, "atlas:satori.extra_directives", "write a list"),
+        ({"extra_directives": ["-x"] * 40}, "atlas:satori.extra_directives", "at most 32"),
+        ({"extra_directives": [""]}, "atlas:satori.extra_directives[0]", "non-empty string"),
+        ({"extra_directives": [3]}, "atlas:satori.extra_directives[0]", "non-empty string"),
+        ({"extra_directives": ["-x", "-q a\nrm -rf ~"]}, "atlas:satori.extra_directives[1]", "newline"),
+        ({"extra_directives": ["-x\r"]}, "atlas:satori.extra_directives[0]", "control character"),
+        ({"extra_directives": ["-R " + "a" * 300]}, "atlas:satori.extra_directives[0]", "characters long"),
+        ({"extra_directives": ["#BSUB -x"]}, "atlas:satori.extra_directives[0]", "Atlas adds `#BSUB `"),
+        ({**SLURM, "extra_directives": ["#SBATCH --qos=a"]}, "atlas:satori.extra_directives[0]", "`#SBATCH `"),
+        ({"extra_directives": ["qos=high"]}, "atlas:satori.extra_directives[0]", "is not an option"),
+        ({"extra_directives": ["-P $(id)"]}, "atlas:satori.extra_directives[0]", "contains $"),
+        ({"extra_directives": ["-P `id`"]}, "atlas:satori.extra_directives[0]", "contains `"),
+        ({"extra_directives": ["-x; id"]}, "atlas:satori.extra_directives[0]", "contains ;"),
+        ({"extra_directives": ["-P a\\b"]}, "atlas:satori.extra_directives[0]", "contains \\"),
+        ({"extra_directives": ["-x # note"]}, "atlas:satori.extra_directives[0]", "contains #"),
+        ({"extra_directives": ["-R select[mem>4000]"]}, "atlas:satori.extra_directives[0]", "bare '>'"),
+        ({**SLURM, "extra_directives": ["--constraint=a|b"]}, "atlas:satori.extra_directives[0]", "bare '|'"),
+        ({"extra_directives": ["-x && id"]}, "atlas:satori.extra_directives[0]", "bare '&'"),
+        ({"extra_directives": ['-R "span[ptile=1]']}, "atlas:satori.extra_directives[0]", "unclosed"),
+        ({"extra_directives": ["-J other"]}, "atlas:satori.extra_directives[0]", "finds its jobs by this name"),
+        ({"extra_directives": ["-o other.log"]}, "atlas:satori.extra_directives[0]", "reads each step's log"),
+        ({"extra_directives": ["-w done(1)"]}, "atlas:satori.extra_directives[0]", "bare '('"),
+        ({"extra_directives": ['-w "done(1)"']}, "atlas:satori.extra_directives[0]", "dependencies of its own"),
+        ({**SLURM, "extra_directives": ["--job-name=x"]}, "atlas:satori.extra_directives[0]", "by this name"),
+        ({**SLURM, "extra_directives": ["-Jx"]}, "atlas:satori.extra_directives[0]", "-J is Atlas's own"),
+        ({**SLURM, "extra_directives": ["--error=e.log"]}, "atlas:satori.extra_directives[0]", "errors"),
+        ({**SLURM, "extra_directives": ["--array=1-4"]}, "atlas:satori.extra_directives[0]", "one job per step"),
+        # skip_directives: options (or their start) of what Atlas writes, never its own bookkeeping
+        ({"skip_directives": "-R"}, "atlas:satori.skip_directives", "write a list"),
+        ({"skip_directives": ["R"]}, "atlas:satori.skip_directives[0]", "not an option name"),
+        ({"skip_directives": ["-"]}, "atlas:satori.skip_directives[0]", "not an option name"),
+        ({"skip_directives": ["#BSUB -R"]}, "atlas:satori.skip_directives[0]", "not an option name"),
+        ({"skip_directives": ["-R\n"]}, "atlas:satori.skip_directives[0]", "control character"),
+        ({"skip_directives": ["--mem"]}, "atlas:satori.skip_directives[0]", "names no directive Atlas writes for LSF"),
+        ({**SLURM, "skip_directives": ["-R"]}, "atlas:satori.skip_directives[0]", "for Slurm"),
+        ({"skip_directives": ["-J"]}, "atlas:satori.skip_directives[0]", "leave out -J"),
+        ({"skip_directives": ["-o"]}, "atlas:satori.skip_directives[0]", "leave out -o"),
+        ({**SLURM, "skip_directives": ["--job"]}, "atlas:satori.skip_directives[0]", "leave out --job-name"),
+        ({**SLURM, "skip_directives": ["--o"]}, "atlas:satori.skip_directives[0]", "leave out --output"),
+        ({**SLURM, "lsf_memory_unit": "MB"}, "atlas:satori.lsf_memory_unit", "remove it for a Slurm target"),
+    ],
+)
+def test_bad_site_directives_are_refused_naming_the_key_and_the_fix(
+    changes: dict[str, Any], key: str, message: str
+) -> None:
+    with pytest.raises(HpcConfigError) as caught:
+        parse_hpc_target(good(**changes), PREFIX)
+    text = str(caught.value)
+    assert text.startswith(f"{key}:") and message in text and "; " in text, text
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "extra"),
+    [
+        ("lsf", '-R "select[ngpus>0] rusage[ngpus_excl_p=1]"'),
+        ("lsf", "-app gpu_app"),
+        ("lsf", "-G ml_group"),
+        ("lsf", "-x"),
+        ("lsf", "-outdir /scratch/u/%J"),  # not -o: its own option
+        ("slurm", "--qos=high"),
+        ("slurm", "--constraint='v100&ib'"),
+        ("slurm", "--mail-type=END,FAIL"),
+        ("slurm", "--exclusive"),
+        ("slurm", "-C v100"),
+        ("slurm", "--gpus-per-task=1"),
+    ],
+)
+def test_extra_directives_sites_write(scheduler: str, extra: str) -> None:
+    target = parse_hpc_target(good(scheduler=scheduler, extra_directives=[extra]), PREFIX)
+    assert target.directives.extra == (extra,)

@@ -337,6 +337,18 @@ def test_an_environment_that_cannot_be_read_says_why_and_the_others_still_show()
     assert "cannot read" in html_page(monitor.snapshot())
 
 
+def test_an_unknown_scheduler_is_an_error_not_slurm() -> None:
+    commands: list[str] = []
+    outputs = {**slurm_outputs(2), "scheduler": "pbs"}
+    now = utc("2026-12-02T16:00:00Z")
+    monitor, _cache, _api = kube_monitor(now)
+    monitor.outputs = {**monitor.outputs, "environments": {**monitor.outputs["environments"], "site": outputs}}
+    monitor.hpc["site"] = HpcSource("site", outputs, fake_slurm_runner(commands), 30.0)
+    views = {e.name: e for e in monitor.snapshot().environments}
+    assert "unknown scheduler 'pbs'; use lsf or slurm" in views["site"].error
+    assert commands == [] and not views["openshift"].error
+
+
 def test_queue_wait_of_a_pending_step_grows_until_it_starts() -> None:
     from infra.compare.records import StepRecord
     from infra.hpc.scheduler import Phase

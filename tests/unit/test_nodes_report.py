@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.compare import costs, metrics
+from infra.compare import cost_files, metrics
 from infra.compare.estimates import load_estimates, with_estimates
 from infra.compare.render import render_markdown
 from tests.unit.test_compare import hpc_records, kube_records
@@ -19,7 +19,7 @@ from tests.unit.test_compare import hpc_records, kube_records
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> metrics.Report:
     envs = [kube_records(), hpc_records(tmp_path_factory.mktemp("hpc"))]
-    return metrics.build_report(envs, costs.load_cost_profiles(), costs.load_rate_table(), {"stack": "local"})
+    return metrics.build_report(envs, cost_files.load_cost_profiles(), cost_files.load_rate_table(), {"stack": "local"})
 
 
 def record(taken_at: float, seconds: dict[str, float | None]) -> dict[str, object]:

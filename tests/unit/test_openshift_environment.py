@@ -12,8 +12,9 @@ import pytest
 
 from infra.config import KubernetesTarget
 from infra.openshift.environment import OpenShiftEnvironment, OpenShiftEnvironmentArgs
-from infra.openshift.settings import OpenShiftSettings, OpenShiftSettingsError, parse_openshift_settings
-from infra.workload import Workload
+from infra.openshift.settings import OpenShiftSettings, OpenShiftSettingsError
+from infra.openshift.settings_parser import parse_openshift_settings
+from infra.workload.model import Workload
 from tests.unit.openshift_fixtures import (
     KEY,
     RecordingMonitor,

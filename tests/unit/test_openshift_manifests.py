@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from infra.openshift import manifests
-from infra.openshift.settings import parse_openshift_settings
-from infra.workload import Workload, hpc_command_line, render_step, render_steps
+from infra.openshift.settings_parser import parse_openshift_settings
+from infra.workload.model import Workload
+from infra.workload.render import hpc_command_line, render_step, render_steps
 from tests.unit.openshift_fixtures import KEY, biggan, example_raw, example_settings, local_raw, modified
 
 IDENTITY = manifests.RunIdentity(stack="openshift-gpu", run_id="run-7", workload="biggan")

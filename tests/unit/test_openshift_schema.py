@@ -24,7 +24,7 @@ import pytest
 from infra import schemas
 from infra.localenv import crds
 from infra.openshift.environment import OpenShiftEnvironment, OpenShiftEnvironmentArgs
-from infra.openshift.settings import parse_openshift_settings
+from infra.openshift.settings_parser import parse_openshift_settings
 from tests.unit.openshift_fixtures import (
     KEY,
     RecordingMonitor,

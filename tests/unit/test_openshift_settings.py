@@ -1,4 +1,4 @@
-"""infra/openshift/settings.py: parsing, defaults, and errors that name the key and the fix."""
+"""infra/openshift/settings_parser.py: parsing, defaults, and errors that name the key and the fix."""
 
 from __future__ import annotations
 
@@ -7,13 +7,9 @@ from typing import Any
 import pytest
 
 from infra.config import AtlasConfigError
-from infra.openshift.settings import (
-    OpenShiftSettingsError,
-    check_workload_fits,
-    parse_openshift_settings,
-    required_quota,
-)
-from infra.workload import render_steps
+from infra.openshift.settings import OpenShiftSettingsError, required_quota
+from infra.openshift.settings_parser import check_workload_fits, parse_openshift_settings
+from infra.workload.render import render_steps
 from tests.unit.openshift_fixtures import KEY, biggan, example_raw, example_settings, local_raw, modified
 
 

@@ -9,13 +9,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from infra.telemetry.gpu import open_gpu_reader
 from infra.telemetry.parsers import parse_sampler_jsonl
+from tests.support import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLER = [sys.executable, "-m", "infra.telemetry.sampler"]
@@ -38,15 +38,6 @@ def start_sampler(out: Path, command: list[str], interval: float = 0.2, *extra: 
         cwd=REPO,
         env=env,
     )
-
-
-def wait_for(predicate, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not reached")
 
 
 def records(path: Path) -> list[dict]:  # type: ignore[type-arg]
@@ -73,7 +64,8 @@ def test_tree_cpu_and_rss_are_seen_and_the_exit_code_propagates(tmp_path: Path) 
 
 
 def _fresh_v1_memory_cgroup(name: str) -> Path:
-    """A new memory cgroup (v1) beside this test's own, or a skip saying why none can be made."""
+    """A new memory cgroup (v1) beside this test's own, or a skip saying why none can be made here.
+    Not being root is no such reason: the test asks for the `root` fixture, which fails (CI runs as root)."""
     from infra.telemetry.procfs import MemoryCgroup, find_memory_cgroup
 
     own = find_memory_cgroup()
@@ -83,10 +75,11 @@ def _fresh_v1_memory_cgroup(name: str) -> Path:
     try:
         folder.mkdir()
     except OSError as error:
-        pytest.skip(f"cannot create a memory cgroup here ({error}): needs root or a delegated hierarchy")
+        pytest.skip(f"cannot create a memory cgroup here, even as root ({error}): a read-only or foreign hierarchy")
     return folder
 
 
+@pytest.mark.usefixtures("root")
 def test_the_cgroup_peak_is_recorded_beside_the_rss_sum(tmp_path: Path) -> None:
     """The sampler in a cgroup of its own (as in a pod's container): the peak is that cgroup's,
     it covers the grandchild's 150 MiB, and it started below it (the kernel's mark since creation)."""
@@ -125,7 +118,7 @@ def test_sigterm_is_forwarded_and_the_childs_exit_code_returned(tmp_path: Path) 
         "time.sleep(30)\n"
     )
     sampler = start_sampler(out, [sys.executable, "-c", child])
-    wait_for(marker.exists)
+    wait_until(marker.exists, "the child to install its SIGTERM handler", 10, pause=0.05)
     sampler.send_signal(signal.SIGTERM)
     assert sampler.wait(timeout=10) == 7
     kinds = [r["type"] for r in records(out)]
@@ -147,7 +140,8 @@ def test_a_child_killed_by_a_signal_exits_128_plus_n(tmp_path: Path) -> None:
 def test_records_survive_a_kill_9_of_the_sampler_and_the_job_is_not_killed(tmp_path: Path) -> None:
     out = tmp_path / "t.jsonl"
     sampler = start_sampler(out, ["sleep", "30"], 0.1)
-    wait_for(lambda: out.exists() and out.read_text().count('"type":"sample"') >= 3)
+    wait_until(lambda: out.exists() and out.read_text().count('"type":"sample"') >= 3, "three samples written", 10,
+               pause=0.05)
     child_pid = records(out)[0]["pid"]
     sampler.kill()
     sampler.wait(timeout=5)

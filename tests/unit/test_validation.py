@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from infra.validation import Fields
+from infra.validation import Fields, config_path, find_placeholder, is_dns_label
 
 
 class DemoError(ValueError):
@@ -80,3 +81,86 @@ def test_number_and_text() -> None:
         FIELDS.optional_text({"name": "a\nb"}, "name", "atlas:demo")
     with pytest.raises(DemoError, match="is 6 characters long; use at most 5"):
         FIELDS.optional_text({"name": "abcdef"}, "name", "atlas:demo", max_len=5)
+
+
+def test_an_optional_section_is_none_when_absent_or_disabled() -> None:
+    assert FIELDS.enabled_section(None, "atlas:demo", ("enabled",)) is None
+    assert FIELDS.enabled_section({"enabled": "false"}, "atlas:demo", ("enabled",)) is None
+    assert FIELDS.enabled_section({"port": 1}, "atlas:demo", ("enabled", "port")) == {"port": 1}
+    with pytest.raises(DemoError, match=r"^atlas:demo: unknown key\(s\) prot"):
+        FIELDS.enabled_section({"prot": 1, "enabled": False}, "atlas:demo", ("enabled", "port"))
+
+
+@pytest.mark.parametrize(
+    ("value", "found"),
+    [
+        ({"host": "REPLACE_WITH_HOST"}, ("atlas:demo.host", "REPLACE_WITH_HOST")),
+        ({"cidrs": ["10.0.0.1/32", "REPLACE_WITH_ADDRESS/32"]}, ("atlas:demo.cidrs[1]", "REPLACE_WITH_ADDRESS/32")),
+        ({"image": {"ref": "q.io/REPLACE_WITH_ORG/x"}}, ("atlas:demo.image.ref", "q.io/REPLACE_WITH_ORG/x")),
+        ({"host": "login.example.org", "port": 22}, None),
+    ],
+)
+def test_placeholders_are_found_where_they_stand(value: Any, found: tuple[str, str] | None) -> None:
+    assert find_placeholder(value, "atlas:demo") == found
+
+
+def test_a_placeholder_names_its_key_and_the_config_line() -> None:
+    with pytest.raises(DemoError) as caught:
+        FIELDS.reject_placeholders({"user": "REPLACE_WITH_USER"}, "atlas:demo")
+    assert str(caught.value) == (
+        "atlas:demo.user: still the example's placeholder REPLACE_WITH_USER; "
+        "pulumi config set --path atlas:demo.user <value>"
+    )
+    with pytest.raises(DemoError, match=r"REPLACE_WITH_USER; ask the admins$"):
+        FIELDS.reject_placeholders({"user": "REPLACE_WITH_USER"}, "atlas:demo", "ask the admins")
+
+
+@pytest.mark.parametrize(
+    ("value", "subdomain", "ok"),
+    [
+        ("atlas-biggan", False, True),
+        ("a" * 63, False, True),
+        ("a" * 64, False, False),
+        ("Atlas", False, False),
+        ("-atlas", False, False),
+        ("data.example.org", False, False),
+        ("data.example.org", True, True),
+        ("a" * 254, True, False),
+        (7, False, False),
+    ],
+)
+def test_kubernetes_names(value: Any, subdomain: bool, ok: bool) -> None:
+    if ok:
+        assert FIELDS.kubernetes_name(value, "atlas:demo.name", subdomain=subdomain) == value
+        assert is_dns_label(value) is ("." not in value)
+    else:
+        with pytest.raises(DemoError, match=r"^atlas:demo\.name: .* is not a valid Kubernetes name; use at most"):
+            FIELDS.kubernetes_name(value, "atlas:demo.name", subdomain=subdomain)
+
+
+@pytest.mark.parametrize(("value", "ok"), [("", True), ("run-2026_12.02", True), ("run 1", False), ("x" * 64, False)])
+def test_label_values(value: str, ok: bool) -> None:
+    if ok:
+        assert FIELDS.label_value(value, "run_id") == value
+    else:
+        with pytest.raises(DemoError, match=r"^run_id: .* cannot be a label value; use at most 63"):
+            FIELDS.label_value(value, "run_id")
+
+
+def test_step_names_and_choices() -> None:
+    assert FIELDS.step_names({}, "wait_for", "atlas:demo") is None
+    assert FIELDS.step_names({"wait_for": ["make-hdf5"]}, "wait_for", "atlas:demo") == ("make-hdf5",)
+    with pytest.raises(DemoError, match=r"^atlas:demo\.wait_for: expected a list of step names, found \['Make'\]"):
+        FIELDS.step_names({"wait_for": ["Make"]}, "wait_for", "atlas:demo")
+    assert FIELDS.choice({}, "market", "atlas:demo", ("spot", "on-demand"), "spot", "spot or on-demand") == "spot"
+    with pytest.raises(DemoError, match=r"^atlas:demo\.market: 'cheap' is not known; use one of: on-demand, spot$"):
+        FIELDS.choice({"market": "cheap"}, "market", "atlas:demo", ("spot", "on-demand"), None, "spot or on-demand")
+    with pytest.raises(DemoError, match=r"^atlas:demo\.region: required but missing; set it$"):
+        FIELDS.choice({}, "region", "atlas:demo", ("us-east-1",), None, "set it")
+
+
+def test_config_paths_are_relative_to_the_project(tmp_path: Path) -> None:
+    assert config_path("keys/id", tmp_path) == tmp_path / "keys" / "id"
+    assert config_path("/etc/atlas/id", tmp_path) == Path("/etc/atlas/id")
+    assert config_path("~/id", tmp_path) == Path.home() / "id"
+    assert config_path("keys/id", None) == Path("keys/id")

@@ -10,17 +10,11 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.workload import (
-    WorkloadError,
-    hpc_command_line,
-    kubernetes_args,
-    load_workload,
-    parse_workload,
-    render_step,
-    render_steps,
-    step_differences,
-    with_sampler,
-)
+from infra.workload.differences import step_differences
+from infra.workload.load import load_workload
+from infra.workload.model import WorkloadError
+from infra.workload.parse import parse_workload, parse_workload_text
+from infra.workload.render import hpc_command_line, kubernetes_args, render_step, render_steps, with_sampler
 
 REPO = Path(__file__).resolve().parents[2]
 BIGGAN = REPO / "workloads" / "biggan" / "workload.yaml"
@@ -216,6 +210,30 @@ def test_overrides_apply_to_one_environment_and_are_listed_as_differences() -> N
     assert all("one GPU per pod" in d.reason for d in step_differences(workload, "openshift", "satori"))
     # The other step is untouched.
     assert render_step(workload, "pack", "openshift").argv == render_step(workload, "pack", "satori").argv
+
+
+def test_overrides_read_options_written_with_an_equals_sign() -> None:
+    # The step writes `--x=y`, the override names `--x`: one option either way (infra/workload/options.py).
+    raw = with_change("steps.1.args", ["--batch_size=64", "--lr=1e-4", "--batch_size=32", "--seed", "-1"])
+    raw["overrides"] = {
+        "openshift": {"train": {"reason": "smaller", "args": {"set": {"--batch_size": 8}, "remove": ["--lr"]}}}
+    }
+    workload = parse_workload(raw)
+    # A set option takes the place of its first occurrence (in the override's spelling); repeats go.
+    rendered = render_step(workload, "train", "openshift")
+    assert rendered.argv == ("python", "train.py", "--batch_size", "8", "--seed", "-1")
+    differences = {(d.key, d.value_a, d.value_b) for d in step_differences(workload, "openshift", "satori")}
+    assert differences == {("--batch_size", "8", "64 32"), ("--lr", None, "1e-4")}
+
+
+def test_yaml_text_errors_name_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "workload.yaml"
+    path.write_text("version: [1\n")
+    with pytest.raises(WorkloadError, match=rf"^{tmp_path}/workload.yaml: not valid YAML: "):
+        load_workload(path)
+    with pytest.raises(WorkloadError, match=r"^not valid YAML: "):
+        parse_workload_text("version: [1\n")
+    assert parse_workload_text(BIGGAN.read_text()) == load_workload(BIGGAN)
 
 
 def test_with_sampler_wraps_the_argv() -> None:

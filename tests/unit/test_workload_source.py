@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from infra.workload.argparse_flags import UnknownParserError, parser_flags
 from infra.workload_source import (
     MARKER,
     SourceError,
@@ -21,7 +22,6 @@ from infra.workload_source import (
     create_bundle,
     materialize,
     materialize_cached,
-    parser_flags,
     staged_paths,
 )
 
@@ -178,7 +178,7 @@ def test_parser_flags_reads_the_parser_a_script_builds(
 
 
 def test_parser_flags_refuses_a_script_without_a_known_parser() -> None:
-    with pytest.raises(SourceError, match="no prepare_parser"):
+    with pytest.raises(UnknownParserError, match="no prepare_parser"):
         parser_flags({"x.py": "import argparse\np = argparse.ArgumentParser()\n"}, "x.py")
 
 

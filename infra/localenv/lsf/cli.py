@@ -117,6 +117,15 @@ def _select(jobs: list[tuple[LsfJob, dict[str, Any]]], wanted: str) -> list[LsfJ
     ]
 
 
+
+def _listed_by_default(jobs: list[tuple[LsfJob, dict[str, Any]]], flags: set[str]) -> list[LsfJob]:
+    """What bjobs and bhist show when no job is named: unfinished jobs, finished ones with -d, all with -a."""
+    if "-d" in flags:
+        return [j for j, _ in jobs if j.finished]
+    if "-a" in flags:
+        return [j for j, _ in jobs]
+    return [j for j, _ in jobs if not j.finished]
+
 # --- bsub -----------------------------------------------------------------------------------------
 
 
@@ -249,41 +258,6 @@ def build_sbatch_argv(
     return argv
 
 
-UNSUPPORTED = (
-    "-I",
-    "-Is",
-    "-Ip",
-    "-IS",
-    "-ISs",
-    "-ISp",
-    "-IX",
-    "-K",
-    "-Zs",
-    "-b",
-    "-t",
-    "-E",
-    "-Ep",
-    "-We",
-    "-m",
-    "-i",
-    "-outdir",
-    "-a",
-    "-C",
-    "-c",
-    "-D",
-    "-F",
-    "-S",
-    "-T",
-    "-v",
-    "-p",
-    "-k",
-    "-f",
-    "-X",
-    "-s",
-    "-sla",
-)
-
-
 def bsub(argv: list[str]) -> int:
     if argv in (["-V"], ["-h"]):
         print("IBM Spectrum LSF 10.1 (local stand-in: Atlas infra/localenv/lsf)", file=sys.stderr)
@@ -302,7 +276,7 @@ def bsub(argv: list[str]) -> int:
                 if not sys.stdin.isatty()
                 else f"No command is specified. {core.NOT_SUBMITTED}"
             )
-    for name in UNSUPPORTED:
+    for name in core.UNSUPPORTED_OPTIONS:
         if name in opts:
             raise LsfError(
                 f"bsub: option {name} is not supported by the local LSF stand-in "
@@ -413,11 +387,7 @@ def bjobs(argv: list[str]) -> int:
             else:
                 errors.append(f"Job <{wanted}> is not found")
     else:
-        selected = [j for j, _ in jobs]
-        if "-d" in flags:
-            selected = [j for j in selected if j.finished]
-        elif "-a" not in flags:
-            selected = [j for j in selected if not j.finished]
+        selected = _listed_by_default(jobs, flags)
         if "-p" in flags:
             selected = [j for j in selected if j.stat in ("PEND", "PSUSP")]
         if "-r" in flags:
@@ -517,11 +487,7 @@ def bhist(argv: list[str]) -> int:
                 print(f"{wanted}: No matching job found", file=sys.stderr)
             selected.extend(found)
     else:
-        selected = [j for j, _ in jobs]
-        if "-d" in flags:
-            selected = [j for j in selected if j.finished]
-        elif "-a" not in flags:
-            selected = [j for j in selected if not j.finished]
+        selected = _listed_by_default(jobs, flags)
         if "-J" in values:
             selected = [j for j in selected if re.sub(r"\[\d+\]$", "", j.name) == values["-J"]]
     if not selected:

@@ -32,76 +32,20 @@ def not_submitted(reason: str) -> LsfError:
 
 # --- bsub options ---------------------------------------------------------------------------------
 
+# Options bsub 10.1 knows but the stand-in refuses, naming the first one given in this order
+# (interactive and remote execution, checkpoints, file transfer, other schedulers' features).
+UNSUPPORTED_FLAGS = ("-I", "-Is", "-Ip", "-IS", "-ISs", "-ISp", "-IX", "-K", "-Zs")
+UNSUPPORTED_VALUE_OPTIONS = (
+    "-b", "-t", "-E", "-Ep", "-We", "-m", "-i", "-outdir", "-a", "-C", "-c", "-D", "-F", "-S", "-T", "-v", "-p",
+    "-k", "-f", "-X", "-s", "-sla",
+)
+UNSUPPORTED_OPTIONS = UNSUPPORTED_FLAGS + UNSUPPORTED_VALUE_OPTIONS
 # Options that take a value, and flags, as bsub 10.1 knows them (a subset; see README.md).
-VALUE_OPTIONS = frozenset(
-    {
-        "-J",
-        "-o",
-        "-oo",
-        "-e",
-        "-eo",
-        "-n",
-        "-R",
-        "-gpu",
-        "-q",
-        "-W",
-        "-w",
-        "-L",
-        "-P",
-        "-G",
-        "-M",
-        "-cwd",
-        "-u",
-        "-Jd",
-        "-sp",
-        "-app",
-        "-sla",
-        "-b",
-        "-t",
-        "-i",
-        "-E",
-        "-Ep",
-        "-We",
-        "-m",
-        "-g",
-        "-outdir",
-        "-a",
-        "-C",
-        "-c",
-        "-D",
-        "-F",
-        "-S",
-        "-T",
-        "-v",
-        "-p",
-        "-Lp",
-        "-k",
-        "-f",
-        "-X",
-        "-s",
-    }
-)
-FLAG_OPTIONS = frozenset(
-    {
-        "-x",
-        "-H",
-        "-B",
-        "-N",
-        "-r",
-        "-rn",
-        "-K",
-        "-I",
-        "-Is",
-        "-Ip",
-        "-IS",
-        "-ISs",
-        "-ISp",
-        "-IX",
-        "-Zs",
-        "-h",
-        "-V",
-    }
-)
+VALUE_OPTIONS = frozenset({
+    "-J", "-o", "-oo", "-e", "-eo", "-n", "-R", "-gpu", "-q", "-W", "-w", "-L", "-P", "-G", "-M", "-cwd", "-u",
+    "-Jd", "-sp", "-app", "-g", "-Lp", *UNSUPPORTED_VALUE_OPTIONS,
+})
+FLAG_OPTIONS = frozenset({"-x", "-H", "-B", "-N", "-r", "-rn", "-h", "-V", *UNSUPPORTED_FLAGS})
 # Accepted and recorded but without effect here; everything else not handled is refused.
 IGNORED_OPTIONS = frozenset({"-P", "-G", "-u", "-Jd", "-sp", "-B", "-N", "-r", "-rn", "-g", "-Lp", "-app"})
 REPEATABLE_OPTIONS = frozenset({"-R", "-f"})

@@ -1,35 +1,39 @@
-"""A workload definition (`workloads/<name>/workload.yaml`), validated once into frozen dataclasses.
+"""Validation of a loaded workload definition (`workloads/<name>/workload.yaml`) into `model.Workload`.
 
-One definition serves every environment: the Kubernetes side renders each step into a Job
-container's `args` (list form, so the image's entrypoint still runs first), the HPC side
-into one line of a job script (`shlex`-quoted). Both call `render_step`, so both run the
-same arguments unless the definition's `overrides` say otherwise, and every override shows
-up in `step_differences`, which the comparison report prints.
-
-Everything here is pure (no I/O except `load_workload`), so it is tested without any
-environment. Every error names the key path (`steps[2].resources.memory`) and the fix.
+Pure: it takes the YAML text or the loaded document, never a file (`load.py` reads it). Every
+error names the key path (`steps[2].resources.memory`) and the fix.
 """
 
 from __future__ import annotations
 
 import re
-import shlex
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from pathlib import Path, PurePosixPath
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import PurePosixPath
 from typing import Any
 
 import yaml
 
-from infra.validation import Fields
+from infra.validation import GIT_COMMIT, GIT_REF, GIT_URL, Fields, is_dns_label
+from infra.workload.model import (
+    Build,
+    DataPath,
+    GitSource,
+    InputOverride,
+    InTreeSource,
+    Logs,
+    Resources,
+    Source,
+    Step,
+    StepOverride,
+    Telemetry,
+    Workload,
+    WorkloadError,
+)
+from infra.workload.options import is_option, option_values
 
 SCHEMA_VERSION = 1
-# RFC 1123 label: a step name becomes part of a Kubernetes Job name and a scheduler job name.
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-GIT_COMMIT = re.compile(r"^[0-9a-f]{40}$")
-GIT_BRANCH = re.compile(r"^[A-Za-z0-9._/-]+$")
-REPOSITORY_URL = re.compile(r"^(https://|ssh://|git@)[A-Za-z0-9._:/@~-]+$")
 # Binary suffixes only: Slurm reads "64G" as 64 GiB while Kubernetes reads it as 64e9 bytes,
 # so a decimal suffix would ask the two sides for different amounts.
 MEMORY = re.compile(r"^(?P<number>[0-9]+)(?P<unit>Ki|Mi|Gi|Ti)?$")
@@ -40,188 +44,10 @@ WALLTIME = re.compile(
 MAX_GPUS_PER_NODE = 16
 
 
-class WorkloadError(ValueError):
-    """A workload definition that cannot be used; the message names the key path and the fix."""
-
-
 _fields = Fields(WorkloadError)
 _fail = _fields.fail
 _mapping = _fields.mapping
 _reject_unknown = _fields.reject_unknown
-
-
-# ---------------------------------------------------------------------------------------------
-# The typed definition
-
-
-@dataclass(frozen=True)
-class GitSource:
-    """The workload's code lives in another repository, pinned to one commit.
-
-    `patch` (relative to this repository's root) is applied to that commit wherever the code is
-    materialised (infra/workload_source.py): the container build, the HPC staging and the device
-    run, so every environment runs the same tree."""
-
-    repository: str
-    branch: str
-    commit: str
-    patch: str | None = None
-
-
-@dataclass(frozen=True)
-class InTreeSource:
-    """The workload's code ships inside this repository (the probe)."""
-
-    path: str
-
-
-Source = GitSource | InTreeSource
-
-
-@dataclass(frozen=True)
-class Build:
-    """The container build context; paths are relative to this repository's root."""
-
-    context: str
-    containerfile: str
-    entrypoint: str
-
-
-@dataclass(frozen=True)
-class Resources:
-    nodes: int
-    gpus_per_node: int
-    cpus_per_task: int
-    memory: str  # as written (binary units), e.g. "64Gi": Kubernetes takes it unchanged
-    memory_bytes: int
-    walltime_seconds: int
-
-    @property
-    def memory_mib(self) -> int:
-        """Whole MiB, rounded up: what `sbatch --mem=<n>M` and LSF's `rusage[mem=<n>]` take."""
-        return -(-self.memory_bytes // (1 << 20))
-
-    @property
-    def walltime(self) -> str:
-        """`[D-]HH:MM:SS`, Slurm's `--time` format; LSF's `-W` takes `HH:MM` (see `walltime_lsf`)."""
-        days, rest = divmod(self.walltime_seconds, 86400)
-        hours, rest = divmod(rest, 3600)
-        minutes, seconds = divmod(rest, 60)
-        clock = f"{hours:02d}:{minutes:02d}:{seconds:02d}"
-        return f"{days}-{clock}" if days else clock
-
-    @property
-    def walltime_lsf(self) -> str:
-        """`HH:MM`, rounded up to the minute, for `bsub -W`."""
-        minutes = -(-self.walltime_seconds // 60)
-        return f"{minutes // 60}:{minutes % 60:02d}"
-
-    @property
-    def total_gpus(self) -> int:
-        return self.nodes * self.gpus_per_node
-
-
-@dataclass(frozen=True)
-class DataPath:
-    name: str
-    path: str  # relative to the step's working directory
-    description: str
-
-
-@dataclass(frozen=True)
-class Step:
-    name: str
-    command: tuple[str, ...]
-    args: tuple[str, ...]
-    resources: Resources
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-    env: tuple[tuple[str, str], ...]  # sorted by name
-    description: str
-    # What backfill (infra/nodes/backfill.py) appends so a preempted, restarted copy continues from
-    # its own checkpoint. Only for a program whose resume starts afresh where there is no checkpoint
-    # yet (the probe's `--resume`); BigGAN-PyTorch's `--resume` fails without weights, so none there.
-    # The pipeline's own runs never get these.
-    resume_args: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class InputOverride:
-    """An environment that reads other data for one of a step's inputs: how it is made, how much."""
-
-    made_by: str  # a script of this repository that writes the input where data.inputs says
-    images: int
-
-
-@dataclass(frozen=True)
-class StepOverride:
-    """What one environment changes in one step, and why; always reported as a difference."""
-
-    reason: str
-    set_args: tuple[tuple[str, tuple[str, ...]], ...]  # option -> values (() for a bare flag)
-    remove_args: tuple[str, ...]
-    resources: tuple[tuple[str, str | int], ...]  # field -> value as written
-    env: tuple[tuple[str, str], ...]
-    data: tuple[tuple[str, InputOverride], ...] = ()  # input name -> what this environment reads instead
-
-
-@dataclass(frozen=True)
-class Logs:
-    root: str
-    experiment: str
-
-    @property
-    def jsonl(self) -> str:
-        """BigGAN-PyTorch's evaluation log, one JSON object per `--test_every`."""
-        return f"{self.root}/{self.experiment}_log.jsonl"
-
-    @property
-    def loss_dir(self) -> str:
-        """Where the per-iteration `G_loss.log`, `D_loss_real.log`, `D_loss_fake.log` are."""
-        return f"{self.root}/{self.experiment}"
-
-
-@dataclass(frozen=True)
-class Telemetry:
-    root: str
-    interval_seconds: float
-
-
-@dataclass(frozen=True)
-class Workload:
-    name: str
-    description: str
-    source: Source
-    build: Build
-    data: tuple[DataPath, ...]
-    steps: tuple[Step, ...]
-    logs: Logs
-    telemetry: Telemetry
-    overrides: tuple[tuple[str, tuple[tuple[str, StepOverride], ...]], ...]  # env -> step -> override
-
-    def step(self, name: str) -> Step:
-        for step in self.steps:
-            if step.name == name:
-                return step
-        names = ", ".join(s.name for s in self.steps)
-        raise WorkloadError(f"step {name!r}: not in workload {self.name!r}; use one of {names}")
-
-    def override(self, environment: str, step: str) -> StepOverride | None:
-        for env_name, per_step in self.overrides:
-            if env_name == environment:
-                for step_name, override in per_step:
-                    if step_name == step:
-                        return override
-        return None
-
-    @property
-    def environments_with_overrides(self) -> tuple[str, ...]:
-        return tuple(name for name, _ in self.overrides)
-
-    def depends_on(self, step: str) -> tuple[str, ...]:
-        """The earlier steps whose outputs this step reads: the scheduler dependencies."""
-        needed = set(self.step(step).inputs)
-        return tuple(s.name for s in self.steps if s.name != step and needed & set(s.outputs))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,8 +69,9 @@ def _text(value: Any, key: str, what: str = "a non-empty string") -> str:
 
 
 def _dns_label(value: Any, key: str) -> str:
+    # A step name becomes part of a Kubernetes Job name and a scheduler job name.
     text = _text(value, key)
-    if len(text) > 63 or not DNS_LABEL.match(text):
+    if not is_dns_label(text):
         raise _fail(
             key,
             f"{text!r} is not a DNS label",
@@ -434,10 +261,10 @@ def _source(value: Any, key: str) -> Source:
         return InTreeSource(path=_relative_path(section["path"], f"{key}.path"))
     _reject_unknown(section, ("repository", "branch", "commit", "patch"), key)
     repository = _text(_required(section, "repository", key), f"{key}.repository")
-    if not REPOSITORY_URL.match(repository):
+    if not GIT_URL.match(repository):
         raise _fail(f"{key}.repository", f"{repository!r} is not a git URL", "write https://host/owner/name")
     branch = _text(_required(section, "branch", key), f"{key}.branch")
-    if not GIT_BRANCH.match(branch) or ".." in branch:
+    if not GIT_REF.match(branch) or ".." in branch:
         raise _fail(
             f"{key}.branch", f"{branch!r} is not a branch name", "use letters, digits, '.', '_', '-', '/'"
         )
@@ -500,7 +327,7 @@ def _override(value: Any, key: str, step: Step) -> StepOverride:
         _reject_unknown(args, ("set", "remove"), args_key)
         for option, raw in _mapping(args.get("set", {}), f"{args_key}.set").items():
             option_key = f"{args_key}.set.{option}"
-            if not isinstance(option, str) or not _is_option(option):
+            if not isinstance(option, str) or not is_option(option):
                 raise _fail(
                     option_key,
                     f"{option!r} is not an option",
@@ -515,7 +342,7 @@ def _override(value: Any, key: str, step: Step) -> StepOverride:
             set_args.append((option, values))
         raw_remove = args.get("remove", [])
         remove_args = _arguments(raw_remove, f"{args_key}.remove", allow_empty=True)
-        present = set(_parse_options(step.args))
+        present = set(option_values(step.args))
         for i, option in enumerate(remove_args):
             if option not in present:
                 raise _fail(
@@ -523,16 +350,14 @@ def _override(value: Any, key: str, step: Step) -> StepOverride:
                     f"{option!r} is not among step {step.name!r}'s args",
                     "remove only options the step has",
                 )
-    resources: list[tuple[str, str | int]] = []
+    resources = None
     if "resources" in section:
-        res_key = f"{key}.resources"
-        parse_resources(section["resources"], res_key, base=step.resources)  # validates
-        resources = [(k, v) for k, v in _mapping(section["resources"], res_key).items()]
+        resources = parse_resources(section["resources"], f"{key}.resources", base=step.resources)
     return StepOverride(
         reason=reason,
         set_args=tuple(set_args),
         remove_args=remove_args,
-        resources=tuple(resources),
+        resources=resources,
         env=_env(section.get("env"), f"{key}.env"),
         data=_input_overrides(section.get("data"), f"{key}.data", step),
     )
@@ -690,228 +515,10 @@ def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
 
 
-def load_workload(path: Path) -> Workload:
-    """Read and validate `path`; errors are prefixed with the file name."""
+def parse_workload_text(text: str) -> Workload:
+    """Parse and validate the text of a workload.yaml; raises `WorkloadError`."""
     try:
-        raw = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
-        return parse_workload(raw)
-    except WorkloadError as error:
-        raise WorkloadError(f"{path}: {error}") from None
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as error:
-        raise WorkloadError(f"{path}: not valid YAML: {error}") from None
-
-
-# ---------------------------------------------------------------------------------------------
-# Rendering (pure): the same arguments for every environment unless an override says otherwise
-
-
-def _is_option(word: str) -> bool:
-    # "-1" and "-0.5" are values (negative numbers), not options.
-    return word.startswith("-") and word != "-" and not re.match(r"^-[0-9.]", word)
-
-
-def _parse_options(args: Sequence[str]) -> dict[str, tuple[str, ...]]:
-    """Options in order, each with the values that follow it; positionals under ""."""
-    options: dict[str, tuple[str, ...]] = {}
-    current = ""
-    for token in args:
-        if _is_option(token):
-            option, equals, value = token.partition("=")
-            current = option
-            options[current] = options.get(current, ()) + ((value,) if equals else ())
-        else:
-            options[current] = (*options.get(current, ()), token)
-    return options
-
-
-def _segments(args: Sequence[str]) -> list[tuple[str, list[str]]]:
-    """Tokens grouped as (option, its tokens): the leading positionals under ""."""
-    segments: list[tuple[str, list[str]]] = [("", [])]
-    for token in args:
-        if _is_option(token):
-            segments.append((token.partition("=")[0], [token]))
-        else:
-            segments[-1][1].append(token)
-    return segments
-
-
-def _apply_args(args: tuple[str, ...], override: StepOverride) -> tuple[str, ...]:
-    removed = set(override.remove_args)
-    pending = dict(override.set_args)
-    result: list[str] = []
-    for option, tokens in _segments(args):
-        if option in removed:
-            continue
-        if option and option in dict(override.set_args):
-            # A set option takes the place of its first occurrence; later repeats go.
-            if option in pending:
-                result.extend((option, *pending.pop(option)))
-            continue
-        result.extend(tokens)
-    for option, values in pending.items():
-        result.extend((option, *values))
-    return tuple(result)
-
-
-@dataclass(frozen=True)
-class RenderedStep:
-    """One step as one environment runs it."""
-
-    environment: str
-    name: str
-    argv: tuple[str, ...]
-    resources: Resources
-    env: tuple[tuple[str, str], ...]
-    override_reason: str | None  # None: exactly as defined
-
-
-def render_step(workload: Workload, step_name: str, environment: str) -> RenderedStep:
-    step = workload.step(step_name)
-    override = workload.override(environment, step_name)
-    if override is None:
-        return RenderedStep(environment, step.name, step.command + step.args, step.resources, step.env, None)
-    resources = step.resources
-    if override.resources:
-        resources = parse_resources(
-            dict(override.resources), f"overrides.{environment}.{step_name}.resources", resources
-        )
-    env = tuple(sorted({**dict(step.env), **dict(override.env)}.items()))
-    return RenderedStep(
-        environment,
-        step.name,
-        step.command + _apply_args(step.args, override),
-        resources,
-        env,
-        override.reason,
-    )
-
-
-def render_steps(workload: Workload, environment: str) -> tuple[RenderedStep, ...]:
-    return tuple(render_step(workload, step.name, environment) for step in workload.steps)
-
-
-def kubernetes_args(rendered: RenderedStep) -> list[str]:
-    """The Job container's `args` (not `command`, which would replace the image's entrypoint)."""
-    return list(rendered.argv)
-
-
-def hpc_command_line(rendered: RenderedStep) -> str:
-    """One line of a job script: every token quoted, so the shell expands nothing in it."""
-    return shlex.join(rendered.argv)
-
-
-def hpc_env_lines(rendered: RenderedStep) -> list[str]:
-    return [f"export {name}={shlex.quote(value)}" for name, value in rendered.env]
-
-
-def with_sampler(
-    argv: Sequence[str], out: str, interval_seconds: float, python: str = "python3"
-) -> tuple[str, ...]:
-    """Wrap a step's argv in the telemetry sampler, which runs it as its child."""
-    return (
-        python,
-        "-m",
-        "infra.telemetry.sampler",
-        "--out",
-        out,
-        "--interval",
-        f"{interval_seconds:g}",
-        "--",
-        *argv,
-    )
-
-
-@dataclass(frozen=True)
-class StepDifference:
-    """One way two environments run a step differently; `None` means absent on that side."""
-
-    step: str
-    kind: str  # "arg", "resources", "env" or "data"
-    key: str
-    value_a: str | None
-    value_b: str | None
-    reason: str  # the overrides' reasons, joined
-
-
-def _show_option(values: tuple[str, ...] | None) -> str | None:
-    if values is None:
-        return None
-    return " ".join(values) if values else "(flag)"
-
-
-def step_differences(
-    workload: Workload, environment_a: str, environment_b: str
-) -> tuple[StepDifference, ...]:
-    """Every difference between two environments' rendered steps, in step order, for the report."""
-    differences: list[StepDifference] = []
-    for step in workload.steps:
-        a = render_step(workload, step.name, environment_a)
-        b = render_step(workload, step.name, environment_b)
-        reason = "; ".join(
-            f"{r.environment}: {r.override_reason}" for r in (a, b) if r.override_reason is not None
-        )
-        if a.argv[: len(step.command)] != b.argv[: len(step.command)]:
-            differences.append(
-                StepDifference(step.name, "arg", "(command)", shlex.join(a.argv), shlex.join(b.argv), reason)
-            )
-        options_a = _parse_options(a.argv[len(step.command) :])
-        options_b = _parse_options(b.argv[len(step.command) :])
-        for option in list(options_a) + [o for o in options_b if o not in options_a]:
-            value_a, value_b = options_a.get(option), options_b.get(option)
-            if value_a != value_b:
-                differences.append(
-                    StepDifference(
-                        step.name,
-                        "arg",
-                        option or "(positional)",
-                        _show_option(value_a),
-                        _show_option(value_b),
-                        reason,
-                    )
-                )
-        for field in ("nodes", "gpus_per_node", "cpus_per_task", "memory_bytes", "walltime_seconds"):
-            value_a, value_b = getattr(a.resources, field), getattr(b.resources, field)
-            if value_a != value_b:
-                differences.append(
-                    StepDifference(step.name, "resources", field, str(value_a), str(value_b), reason)
-                )
-        env_a, env_b = dict(a.env), dict(b.env)
-        for name in sorted(set(env_a) | set(env_b)):
-            if env_a.get(name) != env_b.get(name):
-                differences.append(
-                    StepDifference(step.name, "env", name, env_a.get(name), env_b.get(name), reason)
-                )
-        data_a, data_b = _data_of(workload, environment_a, step), _data_of(workload, environment_b, step)
-        for name in step.inputs:
-            if data_a.get(name) != data_b.get(name):
-                shown_a, shown_b = _show_data(workload, name, data_a), _show_data(workload, name, data_b)
-                differences.append(StepDifference(step.name, "data", name, shown_a, shown_b, reason))
-    return tuple(differences)
-
-
-def _data_of(workload: Workload, environment: str, step: Step) -> dict[str, InputOverride]:
-    override = workload.override(environment, step.name)
-    return dict(override.data) if override is not None else {}
-
-
-def _show_data(workload: Workload, name: str, data: dict[str, InputOverride]) -> str:
-    if name in data:
-        return f"{data[name].images} images made by {data[name].made_by}"
-    path = next((d for d in workload.data if d.name == name), None)
-    return f"{path.path} as defined ({path.description})" if path is not None else "as defined"
-
-
-def input_override(workload: Workload, environment: str, step: str, name: str) -> InputOverride | None:
-    """What `environment` reads instead of input `name` of `step`, if its overrides say so."""
-    override = workload.override(environment, step)
-    return dict(override.data).get(name) if override is not None else None
-
-
-def sampled_argv(workload: Workload, rendered: RenderedStep, interval_seconds: float | None = None) -> tuple[str, ...]:
-    """A step's argv wrapped by the sampler as a Job's container runs it (infra/openshift/manifests.py):
-    `python3 -m infra.telemetry.sampler --out <telemetry>/<step>.jsonl --interval N --step <step> -- argv`."""
-    interval = workload.telemetry.interval_seconds if interval_seconds is None else interval_seconds
-    argv = list(with_sampler(rendered.argv, f"{workload.telemetry.root}/{rendered.name}.jsonl", interval))
-    separator = argv.index("--")
-    argv[separator:separator] = ["--step", rendered.name]
-    return tuple(argv)
+        raise WorkloadError(f"not valid YAML: {error}") from None
+    return parse_workload(raw)

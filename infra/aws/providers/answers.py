@@ -1,0 +1,46 @@
+"""Reading what AWS answers: the tags Atlas manages, a security group's SSH rules, an instance's
+outputs. Pure functions of boto3's response dicts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+def _tag_dict(tags: Sequence[Mapping[str, str]] | None) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in tags or ()}
+
+
+def our_tags(tags: Sequence[Mapping[str, str]] | None, props: Mapping[str, Any]) -> dict[str, str]:
+    """The tags Atlas manages, as read back: a tag someone else added is theirs, not drift
+    (create_tags would never remove it, so counting it would make every later diff an update)."""
+    wanted = props.get("tags") or {}
+    return {k: v for k, v in _tag_dict(tags).items() if k in wanted}
+
+
+def ssh_cidrs_of(group: Mapping[str, Any]) -> list[str]:
+    """The CIDRs a described security group lets reach port 22 (any rule that covers it)."""
+    found: list[str] = []
+    for rule in group.get("IpPermissions", []):
+        covers = rule.get("IpProtocol") == "-1" or (
+            rule.get("IpProtocol") == "tcp" and rule.get("FromPort", 0) <= 22 <= rule.get("ToPort", 65535)
+        )
+        if covers:
+            found += [r["CidrIp"] for r in rule.get("IpRanges", [])]
+            found += [r["CidrIpv6"] for r in rule.get("Ipv6Ranges", [])]
+    return sorted(set(found))
+
+
+def instance_outputs(props: Mapping[str, Any], instance: Mapping[str, Any]) -> dict[str, Any]:
+    """An Instance's outputs from `describe_instances`' answer for it."""
+    return {
+        **props,
+        "instance_id": instance["InstanceId"],
+        "state": instance["State"]["Name"],
+        "public_ip": instance.get("PublicIpAddress") or "",
+        "private_ip": instance.get("PrivateIpAddress") or "",
+        "availability_zone": (instance.get("Placement") or {}).get("AvailabilityZone", ""),
+        "lifecycle": "spot" if instance.get("InstanceLifecycle") == "spot" else "on-demand",
+        "launched_at": str(instance.get("LaunchTime") or ""),
+        "tags": our_tags(instance.get("Tags"), props),
+    }

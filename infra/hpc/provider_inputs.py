@@ -1,0 +1,116 @@
+"""The HPC dynamic resources' inputs, read from the props the engine passes (providers.py):
+the SSH endpoint, the checks of paths and of the `ssh` input, and a BatchJob's typed inputs, each
+default in one place. Pure: nothing here opens a connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi.dynamic
+
+from infra.dynamic.inputs import is_unknown, number
+from infra.hpc import ssh
+from infra.hpc.target import HpcConfigError, validate_remote_path
+
+DEFAULT_WAIT_TIMEOUT_S = 3600.0
+DEFAULT_POLL_INTERVAL_S = 60.0
+DEFAULT_LSF_MEMORY_UNIT = "MB"
+
+
+def endpoint_from(props: Mapping[str, Any]) -> ssh.SshEndpoint:
+    """The SSH endpoint from a resource's `ssh` (plain) and `ssh_secret` (secret) inputs."""
+    target = props["ssh"]
+    secret = props.get("ssh_secret") or {}
+    return ssh.SshEndpoint(
+        host=str(target["host"]),
+        port=int(target["port"]),
+        user=str(target["user"]),
+        known_hosts=str(target["known_hosts"]),
+        known_hosts_source=str(target.get("known_hosts_source") or "known_hosts"),
+        private_key_file=target.get("private_key_file") or None,
+        private_key=secret.get("private_key") or None,
+        passphrase=secret.get("passphrase") or None,
+    )
+
+
+def check_ssh(props: Mapping[str, Any], failures: list[pulumi.dynamic.CheckFailure]) -> None:
+    target = props.get("ssh")
+    if is_unknown(target):
+        return
+    if not isinstance(target, Mapping):
+        failures.append(pulumi.dynamic.CheckFailure("ssh", "expected an object with host, port, user, known_hosts"))
+        return
+    for key in ("host", "port", "user", "known_hosts"):
+        if not target.get(key):
+            failures.append(pulumi.dynamic.CheckFailure(f"ssh.{key}", "required"))
+    secret = props.get("ssh_secret") or {}
+    if not is_unknown(secret) and not target.get("private_key_file") and not secret.get("private_key"):
+        failures.append(
+            pulumi.dynamic.CheckFailure(
+                "ssh_secret.private_key", "no key: give private_key (secret) or ssh.private_key_file"
+            )
+        )
+
+
+def check_relative_path(value: Any, prop: str, failures: list[pulumi.dynamic.CheckFailure]) -> None:
+    if is_unknown(value):
+        return
+    if not isinstance(value, str) or value.startswith("/"):
+        failures.append(pulumi.dynamic.CheckFailure(prop, f"expected a relative path, found {value!r}"))
+        return
+    try:
+        validate_remote_path(value, prop)
+    except HpcConfigError as error:
+        failures.append(pulumi.dynamic.CheckFailure(prop, str(error)))
+
+
+def check_remote_dir(value: Any, prop: str, failures: list[pulumi.dynamic.CheckFailure]) -> None:
+    if is_unknown(value):
+        return
+    try:
+        validate_remote_path(str(value), prop)
+    except HpcConfigError as error:
+        failures.append(pulumi.dynamic.CheckFailure(prop, str(error)))
+
+
+def ssh_identity(props: Mapping[str, Any]) -> tuple[Any, ...]:
+    target = props.get("ssh") or {}
+    return (target.get("host"), target.get("port"), target.get("user"))
+
+
+@dataclass(frozen=True)
+class JobInputs:
+    """A BatchJob's inputs (a JobCompletion has the same, less the script), parsed once per call."""
+
+    scheduler: str
+    lsf_memory_unit: str
+    step: str
+    job_name: str
+    run_dir: str
+    script_path: str
+    log_pattern: str
+    requested_queue: str | None
+    wait: bool
+    wait_timeout_s: float
+    poll_interval_s: float
+    job_urn: str | None
+
+    @classmethod
+    def of(cls, props: Mapping[str, Any]) -> JobInputs:
+        return cls(
+            scheduler=str(props["scheduler"]),
+            lsf_memory_unit=str(props.get("lsf_memory_unit") or DEFAULT_LSF_MEMORY_UNIT),
+            step=str(props.get("step")),
+            job_name=str(props["job_name"]),
+            run_dir=str(props["run_dir"]),
+            script_path=str(props.get("script_path") or ""),
+            log_pattern=str(props.get("log_pattern")),
+            requested_queue=props.get("requested_queue"),
+            wait=bool(props.get("wait")),
+            wait_timeout_s=number(props, "wait_timeout_s", DEFAULT_WAIT_TIMEOUT_S),
+            poll_interval_s=number(props, "poll_interval_s", DEFAULT_POLL_INTERVAL_S),
+            job_urn=props.get("job_urn") or None,
+        )

@@ -1,0 +1,189 @@
+"""A workload definition as typed, frozen dataclasses: what `parse.py` builds and everything reads.
+
+No parsing, no I/O: the YAML is read by `load.py`, validated by `parse.py`, rendered per
+environment by `render.py` and compared between environments by `differences.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class WorkloadError(ValueError):
+    """A workload definition that cannot be used; the message names the key path and the fix."""
+
+
+@dataclass(frozen=True)
+class GitSource:
+    """The workload's code lives in another repository, pinned to one commit.
+
+    `patch` (relative to this repository's root) is applied to that commit wherever the code is
+    materialised (infra/workload_source.py): the container build, the HPC staging and the device
+    run, so every environment runs the same tree."""
+
+    repository: str
+    branch: str
+    commit: str
+    patch: str | None = None
+
+
+@dataclass(frozen=True)
+class InTreeSource:
+    """The workload's code ships inside this repository (the probe)."""
+
+    path: str
+
+
+Source = GitSource | InTreeSource
+
+
+@dataclass(frozen=True)
+class Build:
+    """The container build context; paths are relative to this repository's root."""
+
+    context: str
+    containerfile: str
+    entrypoint: str
+
+
+@dataclass(frozen=True)
+class Resources:
+    nodes: int
+    gpus_per_node: int
+    cpus_per_task: int
+    memory: str  # as written (binary units), e.g. "64Gi": Kubernetes takes it unchanged
+    memory_bytes: int
+    walltime_seconds: int
+
+    @property
+    def memory_mib(self) -> int:
+        """Whole MiB, rounded up: what `sbatch --mem=<n>M` and LSF's `rusage[mem=<n>]` take."""
+        return -(-self.memory_bytes // (1 << 20))
+
+    @property
+    def walltime(self) -> str:
+        """`[D-]HH:MM:SS`, Slurm's `--time` format; LSF's `-W` takes `HH:MM` (see `walltime_lsf`)."""
+        days, rest = divmod(self.walltime_seconds, 86400)
+        hours, rest = divmod(rest, 3600)
+        minutes, seconds = divmod(rest, 60)
+        clock = f"{hours:02d}:{minutes:02d}:{seconds:02d}"
+        return f"{days}-{clock}" if days else clock
+
+    @property
+    def walltime_lsf(self) -> str:
+        """`HH:MM`, rounded up to the minute, for `bsub -W`."""
+        minutes = -(-self.walltime_seconds // 60)
+        return f"{minutes // 60}:{minutes % 60:02d}"
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
+@dataclass(frozen=True)
+class DataPath:
+    name: str
+    path: str  # relative to the step's working directory
+    description: str
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    command: tuple[str, ...]
+    args: tuple[str, ...]
+    resources: Resources
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]  # sorted by name
+    description: str
+    # What backfill (infra/nodes/backfill.py) appends so a preempted, restarted copy continues from
+    # its own checkpoint. Only for a program whose resume starts afresh where there is no checkpoint
+    # yet (the probe's `--resume`); BigGAN-PyTorch's `--resume` fails without weights, so none there.
+    # The pipeline's own runs never get these.
+    resume_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class InputOverride:
+    """An environment that reads other data for one of a step's inputs: how it is made, how much."""
+
+    made_by: str  # a script of this repository that writes the input where data.inputs says
+    images: int
+
+
+@dataclass(frozen=True)
+class StepOverride:
+    """What one environment changes in one step, and why; always reported as a difference."""
+
+    reason: str
+    set_args: tuple[tuple[str, tuple[str, ...]], ...]  # option -> values (() for a bare flag)
+    remove_args: tuple[str, ...]
+    resources: Resources | None  # the step's resources with this environment's changes laid over; None: unchanged
+    env: tuple[tuple[str, str], ...]
+    data: tuple[tuple[str, InputOverride], ...] = ()  # input name -> what this environment reads instead
+
+
+@dataclass(frozen=True)
+class Logs:
+    root: str
+    experiment: str
+
+    @property
+    def jsonl(self) -> str:
+        """BigGAN-PyTorch's evaluation log, one JSON object per `--test_every`."""
+        return f"{self.root}/{self.experiment}_log.jsonl"
+
+    @property
+    def loss_dir(self) -> str:
+        """Where the per-iteration `G_loss.log`, `D_loss_real.log`, `D_loss_fake.log` are."""
+        return f"{self.root}/{self.experiment}"
+
+
+@dataclass(frozen=True)
+class Telemetry:
+    root: str
+    interval_seconds: float
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    description: str
+    source: Source
+    build: Build
+    data: tuple[DataPath, ...]
+    steps: tuple[Step, ...]
+    logs: Logs
+    telemetry: Telemetry
+    overrides: tuple[tuple[str, tuple[tuple[str, StepOverride], ...]], ...]  # env -> step -> override
+
+    def step(self, name: str) -> Step:
+        for step in self.steps:
+            if step.name == name:
+                return step
+        names = ", ".join(s.name for s in self.steps)
+        raise WorkloadError(f"step {name!r}: not in workload {self.name!r}; use one of {names}")
+
+    def override(self, environment: str, step: str) -> StepOverride | None:
+        for env_name, per_step in self.overrides:
+            if env_name == environment:
+                for step_name, override in per_step:
+                    if step_name == step:
+                        return override
+        return None
+
+    @property
+    def environments_with_overrides(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.overrides)
+
+    def depends_on(self, step: str) -> tuple[str, ...]:
+        """The earlier steps whose outputs this step reads: the scheduler dependencies."""
+        needed = set(self.step(step).inputs)
+        return tuple(s.name for s in self.steps if s.name != step and needed & set(s.outputs))
+
+
+def input_override(workload: Workload, environment: str, step: str, name: str) -> InputOverride | None:
+    """What `environment` reads instead of input `name` of `step`, if its overrides say so."""
+    override = workload.override(environment, step)
+    return dict(override.data).get(name) if override is not None else None

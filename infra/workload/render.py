@@ -1,0 +1,108 @@
+"""A workload's steps as one environment runs them (pure).
+
+One definition serves every environment: the Kubernetes side renders each step into a Job
+container's `args` (list form, so the image's entrypoint still runs first), the HPC side
+into one line of a job script (`shlex`-quoted). Both call `render_step`, so both run the
+same arguments unless the definition's `overrides` say otherwise, and every override shows
+up in `differences.step_differences`, which the comparison report prints.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from infra.workload.model import Resources, StepOverride, Workload
+from infra.workload.options import split_options
+
+
+def _apply_args(args: tuple[str, ...], override: StepOverride) -> tuple[str, ...]:
+    removed = set(override.remove_args)
+    pending = dict(override.set_args)
+    result: list[str] = []
+    for use in split_options(args):
+        if use.option in removed:
+            continue
+        if use.option and use.option in dict(override.set_args):
+            # A set option takes the place of its first occurrence; later repeats go.
+            if use.option in pending:
+                result.extend((use.option, *pending.pop(use.option)))
+            continue
+        result.extend(use.tokens)
+    for option, values in pending.items():
+        result.extend((option, *values))
+    return tuple(result)
+
+
+@dataclass(frozen=True)
+class RenderedStep:
+    """One step as one environment runs it."""
+
+    environment: str
+    name: str
+    argv: tuple[str, ...]
+    resources: Resources
+    env: tuple[tuple[str, str], ...]
+    override_reason: str | None  # None: exactly as defined
+
+
+def render_step(workload: Workload, step_name: str, environment: str) -> RenderedStep:
+    step = workload.step(step_name)
+    override = workload.override(environment, step_name)
+    if override is None:
+        return RenderedStep(environment, step.name, step.command + step.args, step.resources, step.env, None)
+    env = tuple(sorted({**dict(step.env), **dict(override.env)}.items()))
+    return RenderedStep(
+        environment,
+        step.name,
+        step.command + _apply_args(step.args, override),
+        override.resources or step.resources,
+        env,
+        override.reason,
+    )
+
+
+def render_steps(workload: Workload, environment: str) -> tuple[RenderedStep, ...]:
+    return tuple(render_step(workload, step.name, environment) for step in workload.steps)
+
+
+def kubernetes_args(rendered: RenderedStep) -> list[str]:
+    """The Job container's `args` (not `command`, which would replace the image's entrypoint)."""
+    return list(rendered.argv)
+
+
+def hpc_command_line(rendered: RenderedStep) -> str:
+    """One line of a job script: every token quoted, so the shell expands nothing in it."""
+    return shlex.join(rendered.argv)
+
+
+def hpc_env_lines(rendered: RenderedStep) -> list[str]:
+    return [f"export {name}={shlex.quote(value)}" for name, value in rendered.env]
+
+
+def with_sampler(
+    argv: Sequence[str], out: str, interval_seconds: float, python: str = "python3"
+) -> tuple[str, ...]:
+    """Wrap a step's argv in the telemetry sampler, which runs it as its child."""
+    return (
+        python,
+        "-m",
+        "infra.telemetry.sampler",
+        "--out",
+        out,
+        "--interval",
+        f"{interval_seconds:g}",
+        "--",
+        *argv,
+    )
+
+
+def sampled_argv(workload: Workload, rendered: RenderedStep, interval_seconds: float | None = None) -> tuple[str, ...]:
+    """A step's argv wrapped by the sampler as a Job's container runs it (infra/openshift/manifests.py):
+    `python3 -m infra.telemetry.sampler --out <telemetry>/<step>.jsonl --interval N --step <step> -- argv`."""
+    interval = workload.telemetry.interval_seconds if interval_seconds is None else interval_seconds
+    argv = list(with_sampler(rendered.argv, f"{workload.telemetry.root}/{rendered.name}.jsonl", interval))
+    separator = argv.index("--")
+    argv[separator:separator] = ["--step", rendered.name]
+    return tuple(argv)
