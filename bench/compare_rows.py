@@ -88,7 +88,7 @@ def child(home: Path, out: Path, workers: int | None) -> dict[str, float]:
     """One run, in this (fresh) process: collect, compute, write; phase times and peak memory."""
     began = time.perf_counter()
     from infra.compare import cost_files, hpc_collector, metrics, remote_files, report, telemetry
-    from infra.hpc.ssh import RemoteResult
+    from infra.hpc.remote import RemoteResult
 
     if workers:
         original = telemetry.load_sampler_jsonl

@@ -56,8 +56,9 @@ from typing import Any
 
 from bench.stats import RESULTS, abba_order, machine, now_utc, paired_ratio, write_result
 from infra.hpc import polling, ssh
+from infra.hpc.job_script import render_job_script
 from infra.hpc.registry import scheduler_for
-from infra.hpc.scheduler import JobSpec, Scheduler, render_job_script
+from infra.hpc.scheduler import JobSpec, Scheduler
 from infra.localenv import satori
 from infra.localenv.layout import Layout, Ports, default_layout
 from infra.toolchain.pins import REPO_ROOT

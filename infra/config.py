@@ -1,4 +1,4 @@
-"""A stack's configuration, read and validated once into frozen dataclasses.
+"""A stack's configuration, read through Pulumi and validated once into infra/stack_config.py's dataclasses.
 
 Components never read `pulumi.Config` themselves: `stacks/__main__.py` calls
 `load_stack_config()` before it registers any resource, so a bad value stops
@@ -13,16 +13,17 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infra.aws.settings import AwsSettings, parse_aws_settings, resolve_credentials
+from infra.aws.settings_parser import parse_aws_settings, resolve_credentials
 from infra.errors import AtlasConfigError
-from infra.hpc.target import PROVENANCE_NOT_STATED, HpcTarget, parse_hpc_target
-from infra.nodes.settings import BackfillSettings, check_backfill_targets, parse_backfill_settings
+from infra.hpc.target import PROVENANCE_NOT_STATED
+from infra.hpc.target_parser import load_known_hosts, parse_hpc_target
+from infra.nodes.settings import check_backfill_targets, parse_backfill_settings
 from infra.openshift.settings import OpenShiftSettings
 from infra.openshift.settings_parser import SETTINGS_KEYS, TARGET_KEYS, parse_openshift_settings
+from infra.stack_config import HpcEnvironmentConfig, KubernetesTarget, StackConfig
 from infra.validation import Fields, config_path
 
 __all__ = ["AtlasConfigError", "KubernetesTarget", "StackConfig", "load_stack_config", "parse_stack_config"]
@@ -54,53 +55,6 @@ def _string(section: Mapping[str, Any], field: str, key: str, default: str | Non
     if not isinstance(value, str) or not value:
         raise AtlasConfigError(f"{key}.{field}: expected a non-empty string, found {value!r}")
     return value
-
-
-@dataclass(frozen=True)
-class KubernetesTarget:
-    """The OpenShift (or plain Kubernetes) side of a stack."""
-
-    flavour: str
-    namespace: str
-    # A kubeconfig file, or None for the provider's ambient one (KUBECONFIG, ~/.kube/config).
-    kubeconfig_path: Path | None
-    context: str | None
-
-    @property
-    def is_openshift(self) -> bool:
-        return self.flavour == "openshift"
-
-
-@dataclass(frozen=True)
-class HpcEnvironmentConfig:
-    """One batch-scheduler environment (`atlas:hpc.<name>`), e.g. Satori under LSF."""
-
-    name: str
-    target: HpcTarget
-    # Steps whose jobs `pulumi up` waits for, so their failure fails the update; None:
-    # every step but the last (the preparation steps), as on the OpenShift side.
-    wait_for: tuple[str, ...] | None
-    # What the environment is, shown beside its name wherever its figures appear: "real" for a
-    # real cluster, or what stands in ("local stand-in: LSF's command set over Slurm, mock GPUs").
-    provenance: str = PROVENANCE_NOT_STATED
-
-
-@dataclass(frozen=True)
-class StackConfig:
-    stack: str
-    workload: str
-    openshift: KubernetesTarget | None
-    openshift_settings: OpenShiftSettings | None = None
-    hpc: tuple[HpcEnvironmentConfig, ...] = ()
-    # Every job name and label derives from it: bump it to run the workload afresh.
-    run_id: str = "1"
-    # AWS GPU instances (`atlas:aws`), the third environment; None when not configured.
-    aws: AwsSettings | None = None
-    # Backfill that yields (`atlas:backfill`, infra/nodes); None when not configured.
-    backfill: BackfillSettings | None = None
-    # A local clone or git bundle of the workload's repository (`atlas:workloadSource`), for
-    # machines without network; infra/workload_source.py checks it holds the pinned commit.
-    workload_source: Path | None = None
 
 
 def parse_openshift(raw: Any, project_dir: Path) -> tuple[KubernetesTarget, OpenShiftSettings] | None:
@@ -145,7 +99,7 @@ def parse_hpc(raw: Any, project_dir: Path) -> tuple[HpcEnvironmentConfig, ...]:
             )
         target = parse_hpc_target({k: v for k, v in env.items() if k not in HPC_OWN_KEYS}, env_key, project_dir)
         # Read the host keys now: a missing known_hosts file must stop preview before any resource.
-        target.load_known_hosts()
+        load_known_hosts(target)
         environments.append(HpcEnvironmentConfig(str(name), target, wait_for, provenance.strip()))
     return tuple(environments)
 

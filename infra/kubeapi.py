@@ -32,11 +32,9 @@ from typing import Any
 
 import yaml
 
+from infra.kubeconfig import KubeConfigError, context_entries
+
 WATCH_TIMEOUT_S = 240  # server-side timeoutSeconds of one watch request, unless the caller asks for less
-
-
-class KubeConfigError(Exception):
-    """The kubeconfig is missing, unreadable or lacks the context asked for."""
 
 
 class KubeRequestError(Exception):
@@ -45,12 +43,6 @@ class KubeRequestError(Exception):
     def __init__(self, method: str, path: str, status: int, message: str) -> None:
         self.status = status
         super().__init__(f"{method} {path}: HTTP {status}: {message}")
-
-
-def default_kubeconfig() -> Path:
-    """Where kubectl looks when no file is named: the first file of $KUBECONFIG, or ~/.kube/config."""
-    listed = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
-    return Path(listed[0]) if listed else Path.home() / ".kube" / "config"
 
 
 class KubeApi:
@@ -68,16 +60,7 @@ class KubeApi:
             except (OSError, yaml.YAMLError) as error:
                 raise KubeConfigError(f"cannot read the kubeconfig {kubeconfig}: {error}") from None
             base, where = kubeconfig.parent, str(kubeconfig)
-        context_name = context or config.get("current-context")
-        try:
-            ctx = next(c["context"] for c in config.get("contexts") or () if c["name"] == context_name)
-            cluster = next(c["cluster"] for c in config.get("clusters") or () if c["name"] == ctx["cluster"])
-            users = config.get("users") or ()
-            user: Mapping[str, Any] = next((u["user"] for u in users if u["name"] == ctx.get("user")), {})
-        except (StopIteration, KeyError, TypeError):
-            raise KubeConfigError(
-                f"the kubeconfig {where} has no usable context {context_name!r} (with its cluster)"
-            ) from None
+        cluster, user = context_entries(config, context, where)
         self.server = str(cluster["server"]).rstrip("/")
         self.timeout_s = timeout_s
         self.token = user.get("token")

@@ -27,15 +27,9 @@ import pulumi
 from infra.aws.launch import LaunchSpec, render_launch_script
 from infra.aws.providers import DataBucket, Instance, InstanceRole, KeyPair, SecurityGroup, StagedObjects, common_inputs
 from infra.aws.settings import AwsConfigError, AwsSettings
-from infra.hpc.pipeline import (
-    RunIdentity,
-    StagedFile,
-    run_directories,
-    staged_file_entries,
-    step_scripts,
-    submit_pipeline,
-)
-from infra.hpc.providers import BatchJob, StagedFiles, ssh_inputs
+from infra.hpc.job_script import RunIdentity, step_scripts
+from infra.hpc.pipeline import StagedFile, run_directories, staged_file_entries, submit_pipeline
+from infra.hpc.providers import BatchJob, ssh_inputs
 from infra.hpc.registry import scheduler_for
 from infra.workload.model import Workload
 from infra.workload.render import render_step
@@ -190,21 +184,13 @@ class AwsEnvironment(pulumi.ComponentResource):
                 )
             )
             # The launch script copied the bucket's files; this keeps them in step with later changes.
-            staged_files = StagedFiles(
-                f"{name}-staged-files",
-                ssh_target=ssh_target,
-                ssh_secret=ssh_secret,
-                run_dir=run_dir,
-                files=files,
-                directories=run_directories(workload),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[head]),
-            )
             pipeline = submit_pipeline(
                 name,
                 self,
                 workload=workload,
                 scheduler=scheduler,
                 scripts=scripts,
+                files=files,
                 run_dir=run_dir,
                 ssh_target=ssh_target,
                 ssh_secret=ssh_secret,
@@ -212,7 +198,7 @@ class AwsEnvironment(pulumi.ComponentResource):
                 poll_interval_s=settings.poll_interval_s,
                 wait_for_steps=args.wait_for_steps,
                 wait_timeout_s=args.wait_timeout_s,
-                depends_on=[staged_files],
+                depends_on=[head],
             )
             self.jobs = pipeline.jobs
 

@@ -11,10 +11,13 @@ compute metrics into dataclasses, then render (Markdown, HTML, PNG, JSON, termin
     hpc_collector.py, kube_collector.py, aws_collector.py
                                         collect one environment: run its queries, fetch its files
     seed_import.py, device_run.py       read a past run from a folder instead
-    costs.py, cost_files.py             the cost model and its defaults; override files, rate table
-    metrics.py, estimates.py            records -> Report dataclass (every number a `Value`)
+    collect.py                          every environment of a stack's outputs (and imports) -> records
+    access.py, stack_files.py           how each environment is reached; reading outputs and stack file
+    costs.py, cost_files.py             the cost model and its defaults; override, rate and estimate files
+    report_model.py                     the Report dataclasses (every number a `Value`)
+    metrics.py, estimates.py            records -> Report
     charts.py, render.py, report.py     Report -> files; nothing is computed there
-    cli.py                              scripts/compare: which environments, how to reach them
+    cli.py                              scripts/compare: flags -> collect, compute, write, print
 
 Entry points: `infra.compare.cli.main` (scripts/compare) and `infra.compare.report.write_report`.
 """

@@ -22,7 +22,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
 
-from infra.compare.metrics import EnvironmentMetrics, Report, Value
+from infra.compare.report_model import EnvironmentMetrics, Report, Value
 
 DPI = 110
 # Provenance ("local stand-in: LSF commands on Slurm, mock GPUs, CPU run") goes under the name in

@@ -15,171 +15,24 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
-import functools
-import json
-import subprocess
 import sys
-import time
-import urllib.error
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
+from rich.console import Console
 
-from infra.compare import aws_collector
-from infra.compare.cost_files import RATES_FILE, load_cost_profiles, load_rate_table
+from infra.compare.access import Access
+from infra.compare.collect import collect_environments, import_folder, wait_until_finished
+from infra.compare.cost_files import RATES_FILE, load_cost_profiles, load_estimates, load_rate_table
 from infra.compare.costs import CostConfigError
-from infra.compare.device_run import import_device_run, is_device_run
-from infra.compare.estimates import load_estimates, with_estimates
-from infra.compare.hpc_collector import collect_hpc
-from infra.compare.kube_collector import collect_kubernetes
-from infra.compare.metrics import Report, build_report
-from infra.compare.records import EnvironmentRecords, Missing, without_records
-from infra.compare.remote_files import MonitorFiles, SftpFiles
-from infra.compare.render import print_summary
+from infra.compare.estimates import with_estimates
+from infra.compare.metrics import build_report
+from infra.compare.render import summary_renderables
 from infra.compare.report import WrittenReport, write_report
-from infra.compare.seed_import import import_seed_logs
+from infra.compare.report_model import Report
+from infra.compare.stack_files import load_access, read_stack_outputs
 from infra.hpc import ssh
-from infra.kubeapi import KubeApi
-
-
-@dataclass
-class Access:
-    """How to reach each environment: paths to keys and kubeconfigs, never their contents."""
-
-    project_dir: Path = field(default_factory=Path.cwd)
-    kubeconfig: Path | None = None
-    ssh_keys: dict[str, Path] = field(default_factory=dict)
-    known_hosts: dict[str, Path] = field(default_factory=dict)
-
-
-def access_from_stack_file(path: Path, project_dir: Path) -> Access:
-    config = (yaml.safe_load(path.read_text()) or {}).get("config", {})
-    access = Access(project_dir=project_dir)
-
-    def local(value: Any) -> Path | None:
-        if not isinstance(value, str) or not value:
-            return None
-        candidate = Path(value).expanduser()
-        return candidate if candidate.is_absolute() else project_dir / candidate
-
-    access.kubeconfig = local((config.get("atlas:openshift") or {}).get("kubeconfig"))
-    aws = config.get("atlas:aws")
-    if isinstance(aws, dict) and (key := local(aws.get("ssh_private_key_file"))) is not None:
-        access.ssh_keys["aws"] = key
-    for name, section in (config.get("atlas:hpc") or {}).items():
-        if isinstance(section, dict):
-            if (key := local(section.get("private_key_file"))) is not None:
-                access.ssh_keys[name] = key
-            if (hosts := local(section.get("known_hosts_file"))) is not None:
-                access.known_hosts[name] = hosts
-    return access
-
-
-def _hpc(name: str, outputs: Mapping[str, Any], access: Access, raw_dir: Path) -> EnvironmentRecords:
-    key, hosts = access.ssh_keys.get(name), access.known_hosts.get(name)
-    # An AWS instance's host key is public and in the outputs (Atlas generated it at launch).
-    inline_hosts = str(outputs["known_hosts"]) + "\n" if outputs.get("known_hosts") and hosts is None else None
-    if key is None or (hosts is None and inline_hosts is None):
-        raise LookupError(
-            f"no SSH key or known_hosts for {name!r}: pass --ssh-key {name}=PATH "
-            f"--known-hosts {name}=PATH, or a stack file that names them"
-        )
-    endpoint = ssh.SshEndpoint(
-        host=str(outputs["host"]),
-        port=int(outputs["port"]),
-        user=str(outputs["user"]),
-        known_hosts=inline_hosts if inline_hosts is not None else hosts.read_text(),  # type: ignore[union-attr]
-        known_hosts_source="the stack outputs' known_hosts" if inline_hosts is not None else f"file {hosts}",
-        private_key_file=str(key),
-    )
-    connection = ssh.connection(endpoint)
-
-    def runner(command: str) -> ssh.RemoteResult:
-        return ssh.run_remote(connection, command, check=False, safe_to_retry=True, timeout=60)
-
-    return collect_hpc(name, outputs, runner, SftpFiles(connection.sftp()), raw_dir)
-
-
-def _unreachable(name: str, outputs: Mapping[str, Any], error: Exception) -> EnvironmentRecords:
-    reason = f"not collected: {type(error).__name__}: {error}"
-    return without_records(
-        name,
-        str(outputs.get("kind", "")),
-        str(outputs.get("scheduler") or outputs.get("flavour")),
-        reason,
-        outputs,
-        notes=(reason,),
-        cost_profile={"hpc": "satori", "aws": ""}.get(str(outputs.get("kind")), "moc"),
-        cloud_rate=aws_collector.cloud_rate_name(outputs) if outputs.get("kind") == "aws" else "",
-    )
-
-
-def collect_environments(
-    outputs: Mapping[str, Any],
-    access: Access,
-    raw_dir: Path,
-    kube_get: Callable[[str], Any] | None = None,
-) -> list[EnvironmentRecords]:
-    """Each environment of the stack outputs, from its own records; one that cannot be reached says why."""
-    result = []
-    for name, env in sorted((outputs.get("environments") or {}).items()):
-        try:
-            if env.get("kind") == "kubernetes":
-                if kube_get is not None:
-                    result.append(collect_kubernetes(name, env, kube_get))
-                    continue
-                if access.kubeconfig is None:
-                    raise LookupError("no kubeconfig: pass --kubeconfig or a stack file naming one")
-                api = KubeApi(access.kubeconfig, timeout_s=60.0)
-                result.append(
-                    collect_kubernetes(
-                        name,
-                        env,
-                        api.get,
-                        functools.partial(MonitorFiles, api.get, api.download),
-                        raw_dir / name,
-                    )
-                )
-            elif env.get("kind") == "hpc":
-                result.append(_hpc(name, env, access, raw_dir / name))
-            elif env.get("kind") == "aws" and not env.get("executed"):
-                result.append(aws_collector.not_executed(name, env))
-            elif env.get("kind") == "aws":
-                result.append(aws_collector.as_aws(_hpc(name, env, access, raw_dir / name), env))
-            else:
-                result.append(_unreachable(name, env, ValueError(f"unknown kind {env.get('kind')!r}")))
-        except (OSError, LookupError, ValueError, urllib.error.URLError, ssh.SshError) as error:
-            result.append(_unreachable(name, env, error))
-    return result
-
-
-def unfinished_steps(environments: Sequence[EnvironmentRecords]) -> list[str]:
-    """`env/step (state)` for every step whose record has no finish time yet."""
-    waiting = []
-    for env in environments:
-        if isinstance(env.steps, Missing):
-            continue
-        waiting += [f"{env.name}/{s.step} ({s.state})" for s in env.steps if s.finished_at is None]
-    return waiting
-
-
-def wait_until_finished(
-    outputs: Mapping[str, Any], access: Access, raw_dir: Path, timeout_s: float, interval_s: float = 5.0
-) -> list[str]:
-    """`pulumi up` waits for the preparation steps only: poll every environment's own records
-    (batched, at most every `interval_s`) until every step has finished or `timeout_s` passed.
-    Returns the steps still unfinished (empty when all finished)."""
-    start = time.monotonic()
-    while True:
-        waiting = unfinished_steps(collect_environments(outputs, access, raw_dir))
-        elapsed = time.monotonic() - start
-        if not waiting or elapsed >= timeout_s:
-            return waiting
-        print(f"compare {elapsed:5.0f}s waiting for {len(waiting)} step(s): {', '.join(waiting)}", flush=True)
-        time.sleep(interval_s)
 
 
 def compare(
@@ -209,58 +62,12 @@ def compare(
     return report, write_report(report, out)
 
 
-def import_folder(folder: Path, name: str, gpus: int | None = None) -> EnvironmentRecords:
-    """A past run from a folder: a device run (bench/biggan_h200.py, found by its atlas-run.json),
-    else the seed's sar and nvidia-smi logs."""
-    if is_device_run(folder):
-        from infra.workload.load import load_workload
-
-        # The differences from the full run are the workload's own overrides (workloads/<name>/).
-        manifest = json.loads((folder / "atlas-run.json").read_text())
-        definition = Path(__file__).resolve().parents[2] / "workloads" / str(manifest.get("workload")) / "workload.yaml"
-        return import_device_run(folder, name, load_workload(definition) if definition.is_file() else None)
-    return import_seed_logs(folder, name, gpus=gpus)
-
-
-def _read_outputs(args: argparse.Namespace) -> dict[str, Any] | None:
-    if args.outputs == "-":
-        return dict(json.load(sys.stdin))
-    if args.outputs:
-        return dict(json.loads(Path(args.outputs).read_text()))
-    if args.stack:
-        proc = subprocess.run(
-            ["pulumi", "stack", "output", "--json", "-s", args.stack],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=300,
-        )
-        if proc.returncode != 0:
-            raise SystemExit(f"compare: `pulumi stack output --json -s {args.stack}` failed: {proc.stderr.strip()}")
-        return dict(json.loads(proc.stdout or "{}"))
-    return None
-
-
-def _pairs(values: Sequence[str], flag: str) -> dict[str, Path]:
-    result = {}
-    for value in values:
-        name, sep, path = value.partition("=")
-        if not sep:
-            raise SystemExit(f"compare: {flag} {value!r}: expected ENVIRONMENT=PATH")
-        result[name] = Path(path).expanduser()
-    return result
-
-
-def load_access(args: argparse.Namespace, project: Path) -> Access:
-    """How to reach each environment: the stack's file (--stack-file, else stacks/Pulumi.<stack>.yaml),
-    then --kubeconfig, --ssh-key and --known-hosts over it (scripts/compare, monitor and nodes alike)."""
-    stack_file = args.stack_file or (project / "stacks" / f"Pulumi.{args.stack}.yaml" if args.stack else None)
-    access = access_from_stack_file(stack_file, project) if stack_file and stack_file.is_file() else Access(project)
-    if args.kubeconfig:
-        access.kubeconfig = args.kubeconfig
-    access.ssh_keys.update(_pairs(args.ssh_key, "--ssh-key"))
-    access.known_hosts.update(_pairs(args.known_hosts, "--known-hosts"))
-    return access
+def print_summary(report: Report, where: str, console: Console | None = None) -> None:
+    # A log or a pipe gets a wide table; a terminal gets its own width.
+    console = console or Console(width=None if sys.stdout.isatty() else 140)
+    for renderable in summary_renderables(report):
+        console.print(renderable)
+    console.print(f"Report: {where}")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -317,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if not (args.stack or args.outputs or args.imports):
         parser().error("give -s STACK, --outputs FILE|-, or --import DIR")
-    outputs = _read_outputs(args)
+    outputs = read_stack_outputs(args)
     if outputs is not None and not outputs.get("environments") and not args.imports:
         print(
             "compare: the stack outputs name no environment (is the stack deployed? `pulumi up` first)", file=sys.stderr

@@ -1,11 +1,15 @@
-"""Where the cost model's numbers come from: override files and `--cost` flags over the
-defaults (`infra.compare.costs`), and the dated rate table (rates.yaml)."""
+"""Reads scripts/compare's input files: cost-model overrides, the dated rate table, queue-wait estimates.
+
+Where the cost model's numbers come from: override files and `--cost` flags over the
+defaults (`infra.compare.costs`), and the dated rate table (rates.yaml); and the estimate file
+`scripts/nodes --estimate` wrote (`infra.compare.estimates` sets it beside the measured wait)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -50,3 +54,13 @@ def load_rate_table(path: Path = RATES_FILE) -> RateTable:
             for r in document["rates"]
         ),
     )
+
+
+def load_estimates(path: Path) -> dict[str, Any]:
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise ValueError(f"--estimates {path}: cannot be read as an estimate file ({error})") from None
+    if not isinstance(record, dict) or not isinstance(record.get("environments"), dict):
+        raise ValueError(f"--estimates {path}: not an estimate file (no `environments`); write one with scripts/nodes")
+    return record

@@ -12,23 +12,12 @@ and says so.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from infra.compare.metrics import EnvironmentMetrics, Value, _gpu_step, missing
+from infra.compare.metrics import _gpu_step
+from infra.compare.report_model import EnvironmentMetrics, Value, missing
 from infra.compare.timeparse import iso_text
-
-
-def load_estimates(path: Path) -> dict[str, Any]:
-    try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError) as error:
-        raise ValueError(f"--estimates {path}: cannot be read as an estimate file ({error})") from None
-    if not isinstance(record, dict) or not isinstance(record.get("environments"), dict):
-        raise ValueError(f"--estimates {path}: not an estimate file (no `environments`); write one with scripts/nodes")
-    return record
 
 
 def with_estimates(

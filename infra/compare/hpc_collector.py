@@ -30,9 +30,9 @@ from infra.compare.remote_files import RemoteFiles
 from infra.compare.run_files import collect_telemetry, load_training_log, staged_files
 from infra.hpc.lsf import LsfScheduler
 from infra.hpc.registry import scheduler_class
+from infra.hpc.remote import RemoteResult
 from infra.hpc.scheduler import Scheduler
 from infra.hpc.slurm import SlurmScheduler
-from infra.hpc.ssh import RemoteResult
 from infra.hpc.target import PROVENANCE_NOT_STATED
 
 Runner = Callable[[str], RemoteResult]

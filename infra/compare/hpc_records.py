@@ -19,9 +19,9 @@ from typing import Any
 from infra.compare.records import StepRecord, step_record
 from infra.compare.timeparse import iso_utc, lsf_short
 from infra.hpc.lsf import LsfScheduler, parse_bhist_event_times
+from infra.hpc.remote import RemoteResult
 from infra.hpc.scheduler import JobState, UnsupportedOutput
 from infra.hpc.slurm import SlurmScheduler
-from infra.hpc.ssh import RemoteResult
 
 LSF_FIELDS = "jobid stat queue exit_code job_name submit_time start_time finish_time exit_reason pend_reason exec_host"
 SACCT_FIELDS = "JobID,JobName,Partition,State,ExitCode,Submit,Start,End"

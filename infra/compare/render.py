@@ -1,4 +1,4 @@
-"""Render a computed Report: Markdown, a self-contained HTML page, JSON, and the terminal summary.
+"""Render a computed Report: Markdown, a self-contained HTML page, JSON, and the terminal summary's table and lines.
 
 Nothing is computed here: `report_tables` only chooses which `Value`s each table shows, and the
 formatters turn a Value into text (unit, a numbered source, simulated / assumption /
@@ -12,17 +12,15 @@ import dataclasses
 import datetime as dt
 import html
 import json
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from infra.compare.charts import Chart
-from infra.compare.metrics import EnvironmentMetrics, Report, Value
+from infra.compare.report_model import EnvironmentMetrics, Report, Value
 
 Cell = Value | str
 
@@ -380,12 +378,9 @@ def summary_table(report: Report) -> Table:
     return table
 
 
-def print_summary(report: Report, where: str, console: Console | None = None) -> None:
-    # A log or a pipe gets a wide table; a terminal gets its own width.
-    console = console or Console(width=None if sys.stdout.isatty() else 140)
-    console.print(summary_table(report))
-    for note in report.notes:
-        console.print(note)
-    for line in _comparability_lines(report):
-        console.print(line.replace("**", ""))
-    console.print(f"Report: {where}")
+def summary_renderables(report: Report) -> list[Table | str]:
+    """What the terminal shows after a report is written, in order: the table, the notes and the
+    comparability lines (without Markdown's bold); scripts/compare prints them."""
+    lines: list[Table | str] = [summary_table(report), *report.notes]
+    lines += [line.replace("**", "") for line in _comparability_lines(report)]
+    return lines

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infra.compare.charts import all_charts
-from infra.compare.metrics import Report
 from infra.compare.render import render_html, render_json, render_markdown
+from infra.compare.report_model import Report
 
 
 @dataclass(frozen=True)

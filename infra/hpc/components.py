@@ -23,18 +23,12 @@ from typing import Any
 
 import pulumi
 
-from infra.hpc.pipeline import (
-    PYTHON_DIR,
-    RunIdentity,
-    StagedFile,
-    run_directories,
-    staged_file_entries,
-    step_scripts,
-    submit_pipeline,
-)
-from infra.hpc.providers import StagedFiles, target_ssh_inputs
+from infra.hpc.job_script import PYTHON_DIR, RunIdentity, step_scripts
+from infra.hpc.pipeline import StagedFile, staged_file_entries, submit_pipeline
+from infra.hpc.providers import target_ssh_inputs
 from infra.hpc.registry import scheduler_for
-from infra.hpc.target import PROVENANCE_NOT_STATED, HpcConfigError, HpcTarget, validate_remote_path
+from infra.hpc.target import PROVENANCE_NOT_STATED, HpcConfigError, HpcTarget
+from infra.hpc.target_parser import validate_remote_path
 from infra.workload.model import GitSource, InTreeSource, Workload
 from infra.workload.render import render_step
 from infra.workload_source import SourceError, materialize_cached, staged_paths
@@ -133,21 +127,13 @@ class HpcEnvironment(pulumi.ComponentResource):
 
         run = RunIdentity(args.project, args.stack, args.environment, args.run_id, run_dir)
         scripts = step_scripts(workload, scheduler, run, target.queue, args.telemetry, target.directives)
-        staged = StagedFiles(
-            f"{name}-staged-files",
-            ssh_target=ssh_target,
-            ssh_secret=ssh_secret,
-            run_dir=run_dir,
-            files=staged_file_entries(scripts, args.extra_files, args.telemetry, HpcConfigError),
-            directories=run_directories(workload),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
         pipeline = submit_pipeline(
             name,
             self,
             workload=workload,
             scheduler=scheduler,
             scripts=scripts,
+            files=staged_file_entries(scripts, args.extra_files, args.telemetry, HpcConfigError),
             run_dir=run_dir,
             ssh_target=ssh_target,
             ssh_secret=ssh_secret,
@@ -155,7 +141,6 @@ class HpcEnvironment(pulumi.ComponentResource):
             poll_interval_s=target.poll_interval_s,
             wait_for_steps=args.wait_for_steps,
             wait_timeout_s=args.wait_timeout_s,
-            depends_on=[staged],
             lsf_memory_unit=target.lsf_memory_unit,
         )
         self.jobs, self.completions = pipeline.jobs, pipeline.completions

@@ -13,6 +13,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
+from infra.hpc.remote import RemoteResult
 from infra.hpc.scheduler import (
     CancelOutcome,
     Directive,
@@ -25,7 +26,6 @@ from infra.hpc.scheduler import (
     UnsupportedOutput,
     validate_job_ids,
 )
-from infra.hpc.ssh import RemoteResult
 
 # LSF prints other lines before the answer ("LSF is processing your request. Please wait ..."):
 # search, never take the first line.

@@ -1,10 +1,10 @@
-"""A workload as batch jobs on one login node: job scripts, the files staged beside them, and the
+"""A workload as batch jobs on one login node: the files staged into the run directory, and the
 jobs themselves, chained by the scheduler. Shared by every environment that runs the workload
 through a batch scheduler over SSH: Satori (`HpcEnvironment`) and rented instances
-(`AwsEnvironment`, a one-node Slurm on each).
+(`AwsEnvironment`, a one-node Slurm on each); the job scripts come from job_script.py.
 
-Everything here is rendered from the workload before any resource is registered, so
-`pulumi preview` shows the exact scripts.
+Everything is rendered from the workload before any resource is registered, so `pulumi preview`
+shows the exact scripts; the only files read here are the local ones staged (for their digests).
 """
 
 from __future__ import annotations
@@ -17,13 +17,11 @@ from typing import Any
 
 import pulumi
 
-from infra.hpc.providers import BatchJob, JobCompletion, job_name_for
-from infra.hpc.scheduler import NO_SITE_DIRECTIVES, JobSpec, Scheduler, SiteDirectives, render_job_script
+from infra.hpc.job_script import JOBS_DIR, PYTHON_DIR, StepScript
+from infra.hpc.providers import BatchJob, JobCompletion, StagedFiles
+from infra.hpc.scheduler import Scheduler
 from infra.workload.model import Workload
-from infra.workload.render import render_step
 
-JOBS_DIR = ".atlas/jobs"
-PYTHON_DIR = ".atlas/python"
 _INFRA_DIR = Path(__file__).resolve().parents[1]
 # The sampler and what it imports: stdlib only, so any python3 on the cluster runs it.
 TELEMETRY_FILES = (
@@ -42,66 +40,6 @@ class StagedFile:
 
     source: Path
     path: str
-
-
-@dataclass(frozen=True)
-class StepScript:
-    job_name: str
-    path: str  # relative to the run directory
-    script: str
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.script.encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class RunIdentity:
-    """What names a run's jobs: the key of idempotent submission (see `job_name_for`)."""
-
-    project: str
-    stack: str
-    environment: str
-    run_id: str
-    run_dir: str
-
-
-def step_scripts(
-    workload: Workload,
-    scheduler: Scheduler,
-    run: RunIdentity,
-    queue: str | None,
-    telemetry: bool = True,
-    site: SiteDirectives = NO_SITE_DIRECTIVES,
-) -> dict[str, StepScript]:
-    """One job script per step, in the workload's order, as a site would write it by hand
-    (with the site's own account and directives, from the target's config)."""
-    scripts: dict[str, StepScript] = {}
-    for step in workload.steps:
-        rendered = render_step(workload, step.name, run.environment)
-        job_name = job_name_for(run.project, run.stack, run.environment, step.name, run.run_id, run.run_dir)
-        spec = JobSpec(
-            job_name=job_name,
-            step=rendered.name,
-            workdir=run.run_dir,
-            log_dir=workload.logs.root,
-            command=rendered.argv,
-            env=rendered.env,
-            nodes=rendered.resources.nodes,
-            gpus_per_node=rendered.resources.gpus_per_node,
-            cpus_per_task=rendered.resources.cpus_per_task,
-            memory_mib=rendered.resources.memory_mib,
-            walltime_seconds=rendered.resources.walltime_seconds,
-            queue=queue,
-            telemetry_out=f"{workload.telemetry.root}/{rendered.name}.jsonl" if telemetry else None,
-            telemetry_interval_s=workload.telemetry.interval_seconds,
-            python_path=PYTHON_DIR if telemetry else None,
-            description=step.description,
-            site=site,
-        )
-        path = f"{JOBS_DIR}/{step.name}{scheduler.script_suffix}"
-        scripts[step.name] = StepScript(job_name, path, render_job_script(scheduler, spec))
-    return scripts
 
 
 def staged_file_entries(
@@ -141,6 +79,7 @@ def submit_pipeline(
     workload: Workload,
     scheduler: Scheduler,
     scripts: Mapping[str, StepScript],
+    files: Sequence[Mapping[str, Any]],
     run_dir: str,
     ssh_target: pulumi.Input[dict[str, Any]],
     ssh_secret: pulumi.Input[dict[str, Any]],
@@ -148,12 +87,23 @@ def submit_pipeline(
     poll_interval_s: float,
     wait_for_steps: Sequence[str],
     wait_timeout_s: float,
-    depends_on: Sequence[pulumi.Resource],
+    depends_on: Sequence[pulumi.Resource] = (),
     lsf_memory_unit: str = "MB",
 ) -> SubmittedPipeline:
-    """`{name}-<step>`: one BatchJob per step, each chained to the steps whose outputs it reads by
-    the scheduler's own dependency; then `{name}-<step>-done`: a JobCompletion for each step in
-    `wait_for_steps`, so the whole pipeline is in the queue before any step is awaited."""
+    """`{name}-staged-files`: `files` and the folders the jobs write into, in the run directory
+    (after `depends_on`). Then `{name}-<step>`: one BatchJob per step, once the files are in place,
+    each chained to the steps whose outputs it reads by the scheduler's own dependency; then
+    `{name}-<step>-done`: a JobCompletion for each step in `wait_for_steps`, so the whole pipeline
+    is in the queue before any step is awaited."""
+    staged = StagedFiles(
+        f"{name}-staged-files",
+        ssh_target=ssh_target,
+        ssh_secret=ssh_secret,
+        run_dir=run_dir,
+        files=files,
+        directories=run_directories(workload),
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
+    )
     jobs: dict[str, BatchJob] = {}
     for step in workload.steps:
         script = scripts[step.name]
@@ -172,7 +122,7 @@ def submit_pipeline(
             after_job_ids=[jobs[d].job_id for d in workload.depends_on(step.name)],
             poll_interval_s=poll_interval_s,
             lsf_memory_unit=lsf_memory_unit,
-            opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
+            opts=pulumi.ResourceOptions(parent=parent, depends_on=[staged]),
         )
     completions = {
         step: JobCompletion(f"{name}-{step}-done", jobs[step], wait_timeout_s, pulumi.ResourceOptions(parent=parent))

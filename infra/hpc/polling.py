@@ -8,6 +8,10 @@ status read in a provider process goes through the board of its host:
   that interval is served from the board;
 - `fresh_after` lets a waiter insist on an answer newer than a given time (it then waits for
   the next allowed query instead of re-reading the same old answer).
+
+`query_states` asks a scheduler for many jobs' states in as few commands as it can (the live
+query, then accounting); `lookup_by_name` finds a job by its name. Both take a `runner`, so
+tests feed recorded output.
 """
 
 from __future__ import annotations
@@ -17,10 +21,59 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from infra.hpc.scheduler import JobState, Scheduler, query_states
-from infra.hpc.ssh import RemoteResult
+from infra.hpc.remote import RemoteResult
+from infra.hpc.scheduler import JobState, Scheduler, SchedulerError, UnsupportedOutput
+
+# Runs one shell command on the login node: `ssh.run_remote` in a provider, recorded output in tests.
+Runner = Callable[[str], RemoteResult]
 
 GATHER_S = 0.2  # how long a first request waits for others to join its query
+
+
+@dataclass
+class QueryOutcome:
+    states: dict[str, JobState] = field(default_factory=dict)
+    commands: list[str] = field(default_factory=list)
+
+
+def query_states(scheduler: Scheduler, runner: Runner, job_ids: Sequence[str]) -> QueryOutcome:
+    """States of many jobs in as few commands as possible: the live query, then accounting.
+
+    Jobs absent from every answer are absent from the result: the scheduler no longer
+    knows them (or never did).
+    """
+    outcome = QueryOutcome()
+    wanted = sorted(set(job_ids), key=int)
+    if not wanted:
+        return outcome
+    for live, queries in ((True, scheduler.status_queries), (False, scheduler.accounting_queries)):
+        missing = [j for j in wanted if j not in outcome.states]
+        if not missing:
+            break
+        failures: list[str] = []
+        for query in queries(missing):
+            outcome.commands.append(query.command)
+            try:
+                found = query.parse(runner(query.command))
+            except UnsupportedOutput as error:
+                failures.append(f"`{query.command}`: {error}")
+                continue
+            outcome.states.update({k: v for k, v in found.items() if k in missing})
+            break
+        else:
+            if live:
+                # No live query answered: the scheduler is down or unreachable, which is not the
+                # same as "it does not know these jobs" (that would read as jobs that vanished).
+                raise SchedulerError(
+                    f"{scheduler.name} did not answer a status query (is its controller up?): " + "; ".join(failures)
+                )
+    return outcome
+
+
+def lookup_by_name(scheduler: Scheduler, runner: Runner, job_name: str) -> list[JobState]:
+    query = scheduler.lookup_by_name_query(job_name)
+    states = query.parse(runner(query.command))
+    return sorted((s for s in states.values() if s.name == job_name), key=lambda s: int(s.job_id))
 
 
 @dataclass

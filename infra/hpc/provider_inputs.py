@@ -12,19 +12,20 @@ from typing import Any
 import pulumi.dynamic
 
 from infra.dynamic.inputs import is_unknown, number
-from infra.hpc import ssh
-from infra.hpc.target import HpcConfigError, validate_remote_path
+from infra.hpc.remote import SshEndpoint
+from infra.hpc.target import HpcConfigError
+from infra.hpc.target_parser import validate_remote_path
 
 DEFAULT_WAIT_TIMEOUT_S = 3600.0
 DEFAULT_POLL_INTERVAL_S = 60.0
 DEFAULT_LSF_MEMORY_UNIT = "MB"
 
 
-def endpoint_from(props: Mapping[str, Any]) -> ssh.SshEndpoint:
+def endpoint_from(props: Mapping[str, Any]) -> SshEndpoint:
     """The SSH endpoint from a resource's `ssh` (plain) and `ssh_secret` (secret) inputs."""
     target = props["ssh"]
     secret = props.get("ssh_secret") or {}
-    return ssh.SshEndpoint(
+    return SshEndpoint(
         host=str(target["host"]),
         port=int(target["port"]),
         user=str(target["user"]),

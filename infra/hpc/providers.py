@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import base64
 import datetime
-import hashlib
 import re
 import shlex
 import time
@@ -38,7 +37,7 @@ from infra.dynamic.inputs import changed, is_unknown
 from infra.dynamic.registration import DynamicResource
 from infra.dynamic.version import provider_version
 from infra.hpc import ssh
-from infra.hpc.polling import StatusBoard, board_for
+from infra.hpc.polling import StatusBoard, board_for, lookup_by_name, query_states
 from infra.hpc.provider_inputs import (
     DEFAULT_LSF_MEMORY_UNIT,
     DEFAULT_POLL_INTERVAL_S,
@@ -52,6 +51,7 @@ from infra.hpc.provider_inputs import (
 )
 from infra.hpc.registry import SCHEDULER_NAMES as SCHEDULERS
 from infra.hpc.registry import scheduler_for
+from infra.hpc.remote import RemoteResult
 from infra.hpc.scheduler import (
     JOB_ID,
     JOB_NAME,
@@ -60,16 +60,25 @@ from infra.hpc.scheduler import (
     Phase,
     Scheduler,
     SchedulerError,
-    lookup_by_name,
-    query_states,
 )
-from infra.hpc.target import QUEUE_NAME, HpcTarget
+from infra.hpc.target import HpcTarget
+from infra.hpc.target_parser import QUEUE_NAME, load_known_hosts
 
 _HPC_DIR = Path(__file__).resolve().parent
 # Code changes show up in `pulumi preview` as an update of every HPC resource (and nothing else).
 PROVIDER_VERSION = provider_version(
     _HPC_DIR / name
-    for name in ("providers.py", "provider_inputs.py", "scheduler.py", "registry.py", "lsf.py", "slurm.py", "ssh.py")
+    for name in (
+        "providers.py",
+        "provider_inputs.py",
+        "scheduler.py",
+        "registry.py",
+        "lsf.py",
+        "slurm.py",
+        "ssh.py",
+        "remote.py",
+        "polling.py",
+    )
 )
 RETIRED_JOBS_FILE = ".atlas/retired-jobs"
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -242,7 +251,7 @@ class _Job:
     def name(self) -> str:
         return self.inputs.job_name
 
-    def run(self, command: str) -> ssh.RemoteResult:
+    def run(self, command: str) -> RemoteResult:
         """Reads and lookups: repeating them is harmless, so a dropped connection is retried."""
         return ssh.run_remote(self.conn, command, check=False, safe_to_retry=True)
 
@@ -561,7 +570,7 @@ def target_ssh_inputs(target: HpcTarget) -> dict[str, Any]:
         target.host,
         target.port,
         target.user,
-        target.load_known_hosts(),
+        load_known_hosts(target),
         target.known_hosts_source,
         str(target.private_key_file) if target.private_key_file else None,
     )
@@ -689,14 +698,3 @@ class JobCompletion(_SshResource, module="hpc", name="JobCompletion"):
             "wait_timeout_s": wait_timeout_s,
         }
         super().__init__(JobCompletionProvider(), name, inputs, COMPLETION_OUTPUTS, opts)
-
-
-def job_name_for(project: str, stack: str, environment: str, step: str, run_id: str, run_dir: str) -> str:
-    """A scheduler job name unique to one resource of one stack: the key of idempotent submission.
-
-    The run folder is part of it: two deployments that stage into different folders (two
-    checkouts, or a test beside a user's stack) never adopt each other's jobs.
-    """
-    parts = (project, stack, environment, step, run_id, run_dir)
-    digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:10]
-    return f"atlas-{step[:40].rstrip('-')}-{digest}"

@@ -1,6 +1,6 @@
 """Every batch scheduler Atlas drives, by the name a target's `scheduler` key gives it.
 
-The one list of them: config validation (target.py), the providers, the monitor and
+The one list of them: config validation (target_parser.py), the providers, the monitor and
 `atlas-nodes` ask here, and a name not listed is an error everywhere (never quietly taken
 for Slurm). What differs between schedulers is data and methods on their classes (lsf.py,
 slurm.py); this module only names them, so scheduler.py imports neither.

@@ -1,12 +1,11 @@
-"""What LSF and Slurm have in common: job specs, job states, the job script's shape, queries.
+"""What LSF and Slurm have in common: job specs, job states, site directives, and the `Scheduler` interface.
 
 The differences between the two live as data and small methods on `LsfScheduler`
 (lsf.py) and `SlurmScheduler` (slurm.py), the way dask-jobqueue splits them; registry.py
-names them, and everything else asks it. The whole script is rendered by one pure function
-here (`render_job_script`), the way submitit does, so a golden file pins it; a site's own
-directives (`SiteDirectives`: account, extra lines, directives to leave out) go through it
-too. Nothing in this module does I/O: queries take a `runner` (a function that runs a shell
-command on the login node), so tests feed recorded output.
+names them, and everything else asks it. The whole job script is rendered from a `JobSpec`
+by one pure function in job_script.py (`render_job_script`); a site's own directives
+(`SiteDirectives`: account, extra lines, directives to leave out) go through it too. Running
+a scheduler's queries is polling.py's (`query_states`); nothing in this module does I/O.
 """
 
 from __future__ import annotations
@@ -15,11 +14,11 @@ import re
 import shlex
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import ClassVar
 
-from infra.hpc.ssh import RemoteResult
+from infra.hpc.remote import RemoteResult
 
 JOB_ID = re.compile(r"^[0-9]{1,12}$")
 # Job names Atlas gives its jobs: scheduler-safe everywhere (LSF, Slurm, file names).
@@ -77,7 +76,7 @@ class CancelOutcome(StrEnum):
 class SiteDirectives:
     """What a site asks of every job script, beyond what Atlas renders from the workload.
 
-    Validated once from the target's config (target.py); dask-jobqueue's `account`,
+    Validated once from the target's config (target_parser.py); dask-jobqueue's `account`,
     `job_extra_directives` and `job_directives_skip`, and submitit's `additional_parameters`.
     """
 
@@ -116,9 +115,6 @@ class JobSpec:
 
     def log_file(self, placeholder: str) -> str:
         return f"{self.log_dir}/{self.step}.{placeholder}"
-
-
-Runner = Callable[[str], RemoteResult]
 
 
 @dataclass(frozen=True)
@@ -202,7 +198,7 @@ class Scheduler(ABC):
         if spec.site.account:
             own.append(Directive(self.account_option, spec.site.account))
         lines = sorted(self.format_directive(d) for d in own if not spec.site.skips(d.option))
-        # Config validation (target.py) is the first wall; a line break here would end the
+        # Config validation (target_parser.py) is the first wall; a line break here would end the
         # directive and put the rest into the script as a command, so this is the second.
         unprintable = [extra for extra in spec.site.extra if not extra.isprintable()]
         if unprintable:
@@ -241,103 +237,8 @@ class Scheduler(ABC):
     def parse_cancel(self, job_id: str, result: RemoteResult) -> CancelOutcome: ...
 
 
-def render_job_script(scheduler: Scheduler, spec: JobSpec) -> str:
-    """The whole job script: shebang, directives (the site's last), environment, the (sampled) command."""
-    lines = ["#!/bin/bash"]
-    lines += scheduler.directive_lines(spec)
-    lines += [
-        f"# Atlas job for step {spec.step!r}; written by `pulumi up` (infra/hpc). Edit the workload, not this file.",
-    ]
-    if spec.description:
-        lines.append(f"# {' '.join(spec.description.split())}")
-    lines.append(f"cd -- {_remote_dir_expression(spec.workdir)} || exit 1")
-    lines += [f"export {name}={shlex.quote(value)}" for name, value in sorted(spec.env)]
-    argv: tuple[str, ...] = spec.command
-    if spec.telemetry_out is not None:
-        if spec.python_path is not None:
-            # The sampler is staged beside the run (stdlib only); nothing else of Atlas is needed there.
-            lines.append(f'export PYTHONPATH="$PWD"/{shlex.quote(spec.python_path)}"${{PYTHONPATH:+:$PYTHONPATH}}"')
-        lines.append(f"mkdir -p -- {shlex.quote(_parent(spec.telemetry_out))}")
-        # The sampler appends: a rerun in the same run folder starts a fresh file, the old one kept aside.
-        out = shlex.quote(spec.telemetry_out)
-        lines.append(f'if [ -e {out} ]; then mv -f -- {out} {out}."$(date +%s)"; fi')
-        argv = (
-            "python3",
-            "-m",
-            "infra.telemetry.sampler",
-            "--out",
-            spec.telemetry_out,
-            "--interval",
-            f"{spec.telemetry_interval_s:g}",
-            "--step",
-            spec.step,
-            "--",
-            *argv,
-        )
-    lines.append(shlex.join(argv))
-    return "\n".join(lines) + "\n"
-
-
-def _remote_dir_expression(path: str) -> str:
-    """A run directory as shell text: relative paths are relative to the login user's home,
-    as for SFTP, while a job starts wherever the scheduler puts it."""
-    return shlex.quote(path) if path.startswith("/") else f'"$HOME"/{shlex.quote(path)}'
-
-
-def _parent(path: str) -> str:
-    head, _, _ = path.rpartition("/")
-    return head or "."
-
-
-@dataclass
-class QueryOutcome:
-    states: dict[str, JobState] = field(default_factory=dict)
-    commands: list[str] = field(default_factory=list)
-
-
-def query_states(scheduler: Scheduler, runner: Runner, job_ids: Sequence[str]) -> QueryOutcome:
-    """States of many jobs in as few commands as possible: the live query, then accounting.
-
-    Jobs absent from every answer are absent from the result: the scheduler no longer
-    knows them (or never did).
-    """
-    outcome = QueryOutcome()
-    wanted = sorted(set(job_ids), key=int)
-    if not wanted:
-        return outcome
-    for live, queries in ((True, scheduler.status_queries), (False, scheduler.accounting_queries)):
-        missing = [j for j in wanted if j not in outcome.states]
-        if not missing:
-            break
-        failures: list[str] = []
-        for query in queries(missing):
-            outcome.commands.append(query.command)
-            try:
-                found = query.parse(runner(query.command))
-            except UnsupportedOutput as error:
-                failures.append(f"`{query.command}`: {error}")
-                continue
-            outcome.states.update({k: v for k, v in found.items() if k in missing})
-            break
-        else:
-            if live:
-                # No live query answered: the scheduler is down or unreachable, which is not the
-                # same as "it does not know these jobs" (that would read as jobs that vanished).
-                raise SchedulerError(
-                    f"{scheduler.name} did not answer a status query (is its controller up?): " + "; ".join(failures)
-                )
-    return outcome
-
-
-def lookup_by_name(scheduler: Scheduler, runner: Runner, job_name: str) -> list[JobState]:
-    query = scheduler.lookup_by_name_query(job_name)
-    states = query.parse(runner(query.command))
-    return sorted((s for s in states.values() if s.name == job_name), key=lambda s: int(s.job_id))
-
-
 def validate_job_ids(job_ids: Sequence[str]) -> list[str]:
     bad = [j for j in job_ids if not isinstance(j, str) or not JOB_ID.match(j)]
     if bad:
         raise SchedulerError(f"job ids must be numbers, found {bad!r}")
     return list(job_ids)
-

@@ -14,6 +14,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from infra.hpc.remote import RemoteResult
 from infra.hpc.scheduler import (
     CancelOutcome,
     Directive,
@@ -26,7 +27,6 @@ from infra.hpc.scheduler import (
     UnsupportedOutput,
     validate_job_ids,
 )
-from infra.hpc.ssh import RemoteResult
 
 PARSABLE = re.compile(r"^(\d+)(?:;\S+)?$")
 SUBMITTED = re.compile(r"Submitted batch job (\d+)")

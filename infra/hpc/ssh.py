@@ -27,10 +27,13 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, NoReturn
+
+# The model lives in remote.py (no paramiko there); callers reach it as `ssh.SshEndpoint` too.
+from infra.hpc.remote import RemoteResult as RemoteResult
+from infra.hpc.remote import SshEndpoint as SshEndpoint
 
 if TYPE_CHECKING:
     import paramiko
@@ -52,8 +55,6 @@ else:
 log = logging.getLogger(__name__)
 
 DEFAULT_COMMAND_TIMEOUT_S = 120.0
-CONNECT_TIMEOUT_S = 15.0
-KEEPALIVE_S = 30
 SAFE_RETRIES = 2  # extra attempts for commands that are safe to repeat
 EXIT_EOF_GRACE_S = 5.0  # how long output may trail the exit status (see _read_all)
 
@@ -100,45 +101,6 @@ class RemoteCommandError(SshError):
         where = f" on {host}" if host else ""
         detail = (stderr.strip() or stdout.strip() or "(no output)")[-2000:]
         super().__init__(f"`{command}`{where} exited with {exit_code}: {detail}")
-
-
-@dataclass(frozen=True)
-class SshEndpoint:
-    """Everything needed to log in; the secret fields never appear in repr or logs."""
-
-    host: str
-    port: int
-    user: str
-    known_hosts: str  # OpenSSH known_hosts text
-    known_hosts_source: str  # how errors name it: "file /path" or "config atlas:satori.known_hosts"
-    private_key_file: str | None = None
-    private_key: str | None = field(default=None, repr=False)
-    passphrase: str | None = field(default=None, repr=False)
-    connect_timeout_s: float = CONNECT_TIMEOUT_S
-    keepalive_s: int = KEEPALIVE_S
-
-    @property
-    def pool_key(self) -> tuple[str, int, str]:
-        return (self.host, self.port, self.user)
-
-    @property
-    def address(self) -> str:
-        return f"{self.user}@{self.host}:{self.port}"
-
-    def identity(self) -> str:
-        """A digest of what the connection was made with; a change means reconnect."""
-        material = "\0".join(
-            [self.known_hosts, self.private_key_file or "", self.private_key or "", self.passphrase or ""]
-        )
-        return hashlib.sha256(material.encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class RemoteResult:
-    command: str
-    exit_code: int
-    stdout: str
-    stderr: str
 
 
 # Connections opened per (host, port, user) in this process: the bench and tests read it.

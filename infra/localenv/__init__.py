@@ -7,7 +7,8 @@ Modules, from the bottom up:
     layout.py    the state folder and the loopback ports, one object everything agrees on
     procs.py     background processes with pid files; LocalEnvError, port and readiness waits
     system.py    the Debian packages the parts run on, installed when missing
-    pki.py       the CA, certificates and kubeconfigs; `admin_api`, the admin's API client
+    pki_files.py  where the certificates live, the client identities, the kubeconfigs (pure)
+    pki.py       the CA and certificates; `admin_api`, the admin's API client
                  (infra/kubeapi.py, the project's one Kubernetes HTTPS client)
     crds.py      OpenShift's kinds as CRDs for a plain API server (pure)
     kwok.py      KWOK's Stages, simulated GPU and CPU nodes, the hostPath volume pool (pure)
@@ -15,8 +16,11 @@ Modules, from the bottom up:
     kube.py      etcd, kube-apiserver, controller manager, scheduler and KWOK; `api_get`
     images.py    the loopback image registry and the images built here
     mockgpu.py   a kubelet device plugin advertising mock `nvidia.com/gpu`
+    node_config.py  the node's containerd, CNI, kubelet and kube-proxy configs (pure)
     node.py      the one real node: kubelet over containerd, CNI, kube-proxy, mock GPUs
+    build_objects.py  the Build, its output and ImageStream tag events it writes (pure)
     builds.py    the BuildConfig runner standing in for OpenShift's build controller
+    satori_config.py  the login node's sshd_config, slurm.conf and gres.conf (pure)
     satori.py    the HPC login node: OpenSSH, Slurm with GPUs, and the LSF commands of lsf/
     moto.py      the AWS API stand-in (moto server)
     cli.py       scripts/localenv

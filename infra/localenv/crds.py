@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -306,10 +305,9 @@ def openshift_crds(
     return crds
 
 
-def write_crds_yaml(crds: Iterable[Mapping[str, Any]], path: Path) -> None:
-    """Write the CRDs as one multi-document YAML file (for `kubectl apply --server-side -f`)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump_all([dict(c) for c in crds], sort_keys=False))
+def crds_yaml(crds: Iterable[Mapping[str, Any]]) -> str:
+    """The CRDs as one multi-document YAML text (for `kubectl apply --server-side -f`)."""
+    return yaml.safe_dump_all([dict(c) for c in crds], sort_keys=False)
 
 
 # --- What the API server checks when a CRD is created (apiextensions-apiserver

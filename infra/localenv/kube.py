@@ -24,7 +24,8 @@ import yaml
 
 from infra.localenv import crds, kwok, recycler
 from infra.localenv.layout import LOOPBACK, Layout
-from infra.localenv.pki import Pki, admin_api, ensure_pki, kubeconfig_yaml
+from infra.localenv.pki import admin_api, ensure_pki
+from infra.localenv.pki_files import Pki, kubeconfig_yaml
 from infra.localenv.procs import Daemon, LocalEnvError, port_open, require_free_ports, wait_for
 from infra.toolchain.pins import REPO_ROOT, load_pins, toolchain_dir
 
@@ -39,6 +40,17 @@ class KubeSettings:
     pod_run_seconds: float = 5.0
     gpu_nodes: int = 4
     cpu_nodes: int = 2
+
+
+def kwok_stage_crd(kwok_module_dir: Path) -> kwok.Manifest:
+    """KWOK's Stage CRD, only needed to run kwok with `--enable-crds=Stage` (Stages read from the
+    API server) instead of `--config`. `kwok_module_dir` is `go list -m -f '{{.Dir}}'
+    sigs.k8s.io/kwok`, e.g. ~/go/pkg/mod/sigs.k8s.io/kwok@v0.8.0."""
+    path = kwok_module_dir / "kustomize" / "crd" / "bases" / "kwok.x-k8s.io_stages.yaml"
+    crd = next(d for d in yaml.safe_load_all(path.read_text()) if d)
+    if not isinstance(crd, dict) or crd.get("kind") != "CustomResourceDefinition":
+        raise ValueError(f"{path} does not hold a CustomResourceDefinition")
+    return crd
 
 
 def bin_dir() -> Path:

@@ -27,8 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml
-
 Manifest = dict[str, Any]
 
 STAGE_API_VERSION = "kwok.x-k8s.io/v1alpha1"
@@ -377,17 +375,6 @@ def kwok_stages(pod_run_seconds: float = 5.0, *, pod_start_seconds: float = 0.0,
     """All Stage objects for `kwok --config`: node initialise and heartbeat, pod lifecycle."""
     pods = pod_stages(pod_run_seconds, pod_start_seconds=pod_start_seconds)
     return [*node_stages(node_lease=node_lease), *pods]
-
-
-def kwok_stage_crd(kwok_module_dir: Path) -> Manifest:
-    """KWOK's Stage CRD, only needed to run kwok with `--enable-crds=Stage` (Stages read from the
-    API server) instead of `--config`. `kwok_module_dir` is `go list -m -f '{{.Dir}}'
-    sigs.k8s.io/kwok`, e.g. ~/go/pkg/mod/sigs.k8s.io/kwok@v0.8.0."""
-    path = kwok_module_dir / "kustomize" / "crd" / "bases" / "kwok.x-k8s.io_stages.yaml"
-    crd = next(d for d in yaml.safe_load_all(path.read_text()) if d)
-    if not isinstance(crd, dict) or crd.get("kind") != "CustomResourceDefinition":
-        raise ValueError(f"{path} does not hold a CustomResourceDefinition")
-    return crd
 
 
 # --- Nodes

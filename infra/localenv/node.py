@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import hashlib
-import ipaddress
 import json
 import os
 import shutil
@@ -33,7 +31,6 @@ import sys
 import time
 import urllib.error
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +38,16 @@ import yaml
 
 from infra.localenv import images, kube, mockgpu
 from infra.localenv.layout import LOOPBACK, Layout
-from infra.localenv.pki import NODE_NAME, Pki, kubeconfig_yaml
+from infra.localenv.node_config import (
+    Network,
+    NodePaths,
+    cni_conflist,
+    containerd_config,
+    kube_proxy_config,
+    kubelet_config,
+    registry_hosts_toml,
+)
+from infra.localenv.pki_files import NODE_NAME, Pki, kubeconfig_yaml
 from infra.localenv.procs import Daemon, LocalEnvError, port_open, require_free_ports, wait_for
 from infra.localenv.system import ensure_packages
 from infra.toolchain.pins import REPO_ROOT
@@ -66,7 +72,6 @@ COMPONENTS = ("containerd", "kubelet", "mock-gpu", "kube-proxy", "git-daemon", "
 # The repository as a Git server on loopback, for the BuildConfigs' Git source (what OpenShift
 # builds is what is committed, as from any Git server): git://127.0.0.1:<base+418>/atlas.
 GIT_REPOSITORY = "atlas"
-RUNC = "/usr/sbin/runc"
 UNIX_PATH_MAX = 107
 KUBE_PROXY_OWNER = Path("/run/atlas/kube-proxy.owner")
 # The kubelet's device-plugin folder is a constant of the API (v1beta1.DevicePluginPath), not
@@ -74,74 +79,6 @@ KUBE_PROXY_OWNER = Path("/run/atlas/kube-proxy.owner")
 # which this folder is the environment's, so two nodes on one machine never meet there. Their
 # mounts (volumes, container root filesystems) live and die in that namespace too.
 DEVICE_PLUGIN_PATH = Path("/var/lib/kubelet/device-plugins")
-
-
-@dataclass(frozen=True)
-class NodePaths:
-    """Where one environment's node keeps its state. Sockets live under /run/atlas/<id> (a
-    unix socket path is limited to 107 bytes); data under the environment's state folder."""
-
-    layout: Layout
-
-    @property
-    def id(self) -> str:
-        return hashlib.sha256(str(self.layout.state_dir).encode()).hexdigest()[:8]
-
-    @property
-    def root(self) -> Path:
-        return self.layout.state_dir / "node"
-
-    @property
-    def run(self) -> Path:
-        return Path("/run/atlas") / self.id
-
-    @property
-    def containerd_socket(self) -> Path:
-        return self.run / "containerd.sock"
-
-    @property
-    def containerd_config(self) -> Path:
-        return self.root / "containerd.toml"
-
-    @property
-    def kubelet_root(self) -> Path:
-        return self.root / "kubelet"
-
-    @property
-    def plugin_dir(self) -> Path:
-        return self.kubelet_root / "device-plugins"
-
-    @property
-    def cni_conf_dir(self) -> Path:
-        return self.root / "cni" / "net.d"
-
-    @property
-    def cni_bin_dir(self) -> Path:
-        return kube.bin_dir()
-
-    @property
-    def bridge(self) -> str:
-        return f"atl{self.id[:8]}"  # interface names: 15 bytes at most
-
-    @property
-    def cgroup_root(self) -> str:
-        return f"/atlas-{self.id}"
-
-
-@dataclass(frozen=True)
-class Network:
-    """The node's pod subnet, from the port base so that two environments never share one."""
-
-    pod_cidr: ipaddress.IPv4Network
-
-    @classmethod
-    def of(cls, layout: Layout) -> Network:
-        block = (layout.ports.base // 100) % 256
-        return cls(ipaddress.IPv4Network(f"10.201.{block}.0/24"))
-
-    @property
-    def gateway(self) -> str:
-        return str(self.pod_cidr.network_address + 1)
 
 
 def node_ip() -> str:
@@ -161,144 +98,10 @@ def daemons(layout: Layout) -> dict[str, Daemon]:
     return {name: Daemon(name, layout.pids_dir, layout.logs_dir) for name in COMPONENTS}
 
 
-def containerd_config(layout: Layout) -> str:
-    """containerd 2.x (config version 4): the CRI plugin for the kubelet, runc via the v2 shim
-    with cgroupfs, the CNI folders, the registry on loopback, and Atlas's pause image."""
-    paths = NodePaths(layout)
-    restrict_oom = "false" if _can_lower_oom_score() else "true"
-    return f"""version = 4
-root = "{paths.root / 'containerd'}"
-state = "{paths.run / 'state'}"
-# Nothing from the machine's own /etc/containerd: this node is configured here alone.
-imports = []
-
-[plugins]
-  [plugins.'io.containerd.server.v1.grpc']
-    address = "{paths.containerd_socket}"
-  [plugins.'io.containerd.server.v1.ttrpc']
-    address = "{paths.run / 'containerd.sock.ttrpc'}"
-
-  [plugins.'io.containerd.cri.v1.images']
-    snapshotter = "overlayfs"
-    [plugins.'io.containerd.cri.v1.images'.pinned_images]
-      sandbox = "{images.pause_image(layout)}"
-    [plugins.'io.containerd.cri.v1.images'.registry]
-      config_path = "{paths.root / 'certs.d'}"
-
-  [plugins.'io.containerd.cri.v1.runtime']
-    # Pod network namespaces under this environment's own state, so `down` finds and removes them.
-    netns_mounts_under_state_dir = true
-    # The kubelet asks for negative OOM scores (pause -998, guaranteed pods -997), which need
-    # CAP_SYS_RESOURCE; machines without it (this one) refuse them and every sandbox fails
-    # ("can't get final child's PID"). Capped at containerd's own score instead, as rootless runs do.
-    restrict_oom_score_adj = {restrict_oom}
-    [plugins.'io.containerd.cri.v1.runtime'.containerd]
-      default_runtime_name = "runc"
-      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
-        runtime_type = "io.containerd.runc.v2"
-        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
-          BinaryName = "{RUNC}"
-          # runc's state of this node's containers, apart from any other containerd's.
-          Root = "{paths.run / 'runc'}"
-          SystemdCgroup = false
-    [plugins.'io.containerd.cri.v1.runtime'.cni]
-      bin_dirs = ["{paths.cni_bin_dir}"]
-      conf_dir = "{paths.cni_conf_dir}"
-      max_conf_num = 1
-
-  [plugins.'io.containerd.grpc.v1.cri']
-    stream_server_address = "{LOOPBACK}"
-    stream_server_port = "0"
-
-  [plugins.'io.containerd.transfer.v1.local']
-    config_path = "{paths.root / 'certs.d'}"
-
-  # NRI's socket is one per machine: two environments' containerds would fight over it.
-  [plugins.'io.containerd.nri.v1.nri']
-    disable = true
-"""
-
-
 def _can_lower_oom_score() -> bool:
     """Whether this machine lets root set a negative oom_score_adj (CAP_SYS_RESOURCE)."""
     probe = subprocess.run(["sh", "-c", "echo -1 > /proc/self/oom_score_adj"], capture_output=True, check=False)
     return probe.returncode == 0
-
-
-def registry_hosts_toml(layout: Layout) -> str:
-    """containerd's hosts.toml for the loopback registry: plain HTTP, as distribution serves it here."""
-    host = images.registry_host(layout)
-    return f'server = "http://{host}"\n\n[host."http://{host}"]\n  capabilities = ["pull", "resolve", "push"]\n'
-
-
-def cni_conflist(layout: Layout) -> dict[str, Any]:
-    paths, network = NodePaths(layout), Network.of(layout)
-    return {
-        "cniVersion": "1.0.0",
-        "name": f"atlas-{paths.id}",
-        "plugins": [
-            {
-                "type": "bridge", "bridge": paths.bridge, "isGateway": True, "ipMasq": False, "hairpinMode": True,
-                "ipam": {"type": "host-local", "ranges": [[{"subnet": str(network.pod_cidr)}]],
-                         "routes": [{"dst": "0.0.0.0/0"}], "dataDir": str(paths.root / "cni" / "ipam")},
-            },
-            {"type": "portmap", "capabilities": {"portMappings": True}},
-        ],
-    }
-
-
-def kubelet_config(layout: Layout, pki: Pki, address: str) -> dict[str, Any]:
-    paths = NodePaths(layout)
-    return {
-        "apiVersion": "kubelet.config.k8s.io/v1beta1",
-        "kind": "KubeletConfiguration",
-        # cgroup v1 here: kubelet >= 1.35 refuses it unless told otherwise.
-        "failCgroupV1": False,
-        "cgroupDriver": "cgroupfs",
-        "cgroupRoot": paths.cgroup_root,
-        "failSwapOn": False,
-        "containerRuntimeEndpoint": f"unix://{paths.containerd_socket}",
-        "address": address,
-        "port": layout.ports.kubelet,
-        "readOnlyPort": 0,
-        "healthzBindAddress": LOOPBACK,
-        "healthzPort": layout.ports.kubelet_healthz,
-        # Only clients with a certificate of the cluster's CA (the API server's) reach its API.
-        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False},
-                           "x509": {"clientCAFile": str(pki.ca_cert)}},
-        "authorization": {"mode": "AlwaysAllow"},
-        "podLogsDir": str(paths.root / "pod-logs"),
-        "registerWithTaints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
-        "maxPods": 40,
-        "serializeImagePulls": False,
-        "resolvConf": "/etc/resolv.conf",
-        # A developer's disk is often fuller than a node's: evict only when it is truly full.
-        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
-        "imageGCHighThresholdPercent": 100,
-        "imageGCLowThresholdPercent": 99,
-        "enforceNodeAllocatable": [],
-        "nodeStatusUpdateFrequency": "10s",
-        "protectKernelDefaults": False,
-        "makeIPTablesUtilChains": False,
-        "cgroupsPerQOS": True,
-        # Its own score: -999 needs CAP_SYS_RESOURCE, which some machines (this one) do not grant.
-        "oomScoreAdj": -999 if _can_lower_oom_score() else 0,
-    }
-
-
-def kube_proxy_config(layout: Layout) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
-        "kind": "KubeProxyConfiguration",
-        "clientConnection": {"kubeconfig": str(layout.kube_dir / "kube-proxy.kubeconfig")},
-        "mode": "iptables",
-        "clusterCIDR": str(Network.of(layout).pod_cidr),
-        "hostnameOverride": NODE_NAME,
-        "healthzBindAddress": f"{LOOPBACK}:{layout.ports.kube_proxy_healthz}",
-        "metricsBindAddress": f"{LOOPBACK}:{layout.ports.kube_proxy_metrics}",
-        # Leave the machine's conntrack table size alone.
-        "conntrack": {"maxPerCore": 0, "min": 0},
-    }
 
 
 def _write(path: Path, text: str) -> None:
@@ -371,11 +174,15 @@ def up(layout: Layout, say: Callable[[str], None]) -> None:
     pki = Pki(layout.kube_dir / "pki")
     _write(layout.kube_dir / "node.kubeconfig", kubeconfig_yaml(layout.api_url, pki, "node"))
     _write(layout.kube_dir / "kube-proxy.kubeconfig", kubeconfig_yaml(layout.api_url, pki, "kube-proxy"))
-    _write(paths.containerd_config, containerd_config(layout))
-    _write(paths.root / "certs.d" / images.registry_host(layout) / "hosts.toml", registry_hosts_toml(layout))
+    lower_oom_score = _can_lower_oom_score()
+    _write(paths.containerd_config, containerd_config(layout, pause_image=images.pause_image(layout), cni_bin_dir=bins,
+                                                      lower_oom_score=lower_oom_score))
+    registry_host = images.registry_host(layout)
+    _write(paths.root / "certs.d" / registry_host / "hosts.toml", registry_hosts_toml(registry_host))
     _write(paths.cni_conf_dir / "10-atlas.conflist", json.dumps(cni_conflist(layout), indent=2))
     address = node_ip()
-    _write(paths.root / "kubelet.yaml", yaml.safe_dump(kubelet_config(layout, pki, address), sort_keys=False))
+    _write(paths.root / "kubelet.yaml", yaml.safe_dump(
+        kubelet_config(layout, pki, address, lower_oom_score=lower_oom_score), sort_keys=False))
     _write(paths.root / "kube-proxy.yaml", yaml.safe_dump(kube_proxy_config(layout), sort_keys=False))
     paths.run.mkdir(parents=True, exist_ok=True)
     paths.plugin_dir.mkdir(parents=True, exist_ok=True)

@@ -14,16 +14,33 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.compare.kube_records import GPU_MOCK_LABEL, GPU_RESOURCE, LOCAL_NODE, NOT_EXECUTED, records_from_api
-from infra.compare.metrics import MOCK_GPU
+from infra.compare.kube_records import (
+    GPU_MOCK_LABEL,
+    GPU_RESOURCE,
+    KWOK_NODE_ANNOTATION,
+    LOCAL_NODE,
+    NOT_EXECUTED,
+    records_from_api,
+)
 from infra.compare.records import StepRecord
+from infra.compare.report_model import MOCK_GPU
 from infra.compare.timeparse import rfc3339
 from infra.hpc.registry import scheduler_for
 from infra.hpc.scheduler import Phase
 from infra.hpc.target import PROVENANCE_NOT_STATED
-from infra.monitor.hpc import HpcNode, HpcPoll, HpcSource, StepTelemetry
-from infra.monitor.kube import KubeCache, is_simulated, pod_active, pod_gpus
-from infra.monitor.model import REAL, SIMULATED_NODE, EnvironmentView, NodeView, Snapshot, StepView
+from infra.monitor.hpc import HpcSource
+from infra.monitor.kube import KubeCache
+from infra.monitor.model import (
+    REAL,
+    SIMULATED_NODE,
+    EnvironmentView,
+    HpcNode,
+    HpcPoll,
+    NodeView,
+    Snapshot,
+    StepTelemetry,
+    StepView,
+)
 from infra.nodes.estimate import JobShape, RunningJob, estimate_wait
 from infra.nodes.idle import IDLE_PERCENT
 
@@ -379,3 +396,27 @@ def _error_view(name: str, env: Mapping[str, Any], error: str) -> EnvironmentVie
 def poll_site(outputs: Mapping[str, Any], env: str) -> str:
     raw = (outputs.get("environments") or {}).get(env) or {}
     return f"{raw.get('host', '')}:{raw.get('port', '')}"
+
+
+def pod_gpus(pod: Mapping[str, Any]) -> int:
+    """GPUs a pod holds: its containers' nvidia.com/gpu (limits, else requests)."""
+    total = 0
+    for container in (pod.get("spec") or {}).get("containers") or ():
+        resources = container.get("resources") or {}
+        value = (resources.get("limits") or {}).get(GPU_RESOURCE) or (resources.get("requests") or {}).get(GPU_RESOURCE)
+        if value is not None:
+            total += int(value)
+    return total
+
+
+def pod_active(pod: Mapping[str, Any]) -> bool:
+    """Bound or waiting, and not finished: it holds (or wants) its resources."""
+    phase = (pod.get("status") or {}).get("phase")
+    return phase not in ("Succeeded", "Failed") and not (pod.get("metadata") or {}).get("deletionTimestamp")
+
+
+def is_simulated(node: Mapping[str, Any]) -> bool:
+    meta = node.get("metadata") or {}
+    return (meta.get("annotations") or {}).get(KWOK_NODE_ANNOTATION) == "fake" or (meta.get("labels") or {}).get(
+        "type"
+    ) == "kwok"

@@ -20,13 +20,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from infra.compare.cli import Access, _read_outputs, load_access
+from infra.compare.access import Access
+from infra.compare.stack_files import load_access, read_stack_outputs
 from infra.hpc import ssh
 from infra.monitor.build import Monitor
 from infra.monitor.hpc import HpcSource
 from infra.monitor.kube import KubeCache, KubeClient
-from infra.monitor.model import to_json
+from infra.monitor.render import to_json
 from infra.nodes.estimate import JobShape, shape_of_workload
+from infra.workload.load import load_workload
 from infra.workload.model import WorkloadError
 
 DEFAULT_INTERVAL_S = 30.0
@@ -68,7 +70,7 @@ def read_outputs(args: argparse.Namespace) -> dict[str, Any]:
     if not (args.stack or args.outputs):
         raise UsageError("give -s STACK or --outputs FILE|-")
     try:
-        outputs = _read_outputs(args)
+        outputs = read_stack_outputs(args)
     except (OSError, ValueError) as error:
         what = "cannot be read as `pulumi stack output --json`"
         raise UsageError(f"--outputs {args.outputs}: {what} ({error})") from None
@@ -128,7 +130,7 @@ def workload_shape(args: argparse.Namespace, outputs: Mapping[str, Any], project
     if path is None or not path.is_file():
         return None
     try:
-        return shape_of_workload(str(path))
+        return shape_of_workload(load_workload(path))
     except WorkloadError as error:
         raise UsageError(f"--workload-file {path}: {error}") from None
 

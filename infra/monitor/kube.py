@@ -20,7 +20,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.compare.kube_records import GPU_RESOURCE, KWOK_NODE_ANNOTATION
 from infra.kubeapi import KubeApi, KubeRequestError
 
 
@@ -158,27 +157,3 @@ class KubeCache:
 
     def error(self, name: str) -> str:
         return self._collections[name].error
-
-
-def pod_gpus(pod: Mapping[str, Any]) -> int:
-    """GPUs a pod holds: its containers' nvidia.com/gpu (limits, else requests)."""
-    total = 0
-    for container in (pod.get("spec") or {}).get("containers") or ():
-        resources = container.get("resources") or {}
-        value = (resources.get("limits") or {}).get(GPU_RESOURCE) or (resources.get("requests") or {}).get(GPU_RESOURCE)
-        if value is not None:
-            total += int(value)
-    return total
-
-
-def pod_active(pod: Mapping[str, Any]) -> bool:
-    """Bound or waiting, and not finished: it holds (or wants) its resources."""
-    phase = (pod.get("status") or {}).get("phase")
-    return phase not in ("Succeeded", "Failed") and not (pod.get("metadata") or {}).get("deletionTimestamp")
-
-
-def is_simulated(node: Mapping[str, Any]) -> bool:
-    meta = node.get("metadata") or {}
-    return (meta.get("annotations") or {}).get(KWOK_NODE_ANNOTATION) == "fake" or (meta.get("labels") or {}).get(
-        "type"
-    ) == "kwok"

@@ -1,4 +1,6 @@
-"""The monitor's snapshot: plain frozen dataclasses, so every renderer reads the same numbers.
+"""The monitor's model: what one HPC poll read, and the snapshot built from it (plain frozen dataclasses).
+
+Every renderer reads the same snapshot, so every view shows the same numbers.
 
 A value a source could not give is None, and the reason sits beside it (`*_note`), never a
 zero: "GPU use: not measured (simulated node)" is not "GPU use: 0 %".
@@ -6,11 +8,9 @@ zero: "GPU use: not measured (simulated node)" is not "GPU use: 0 %".
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from dataclasses import dataclass
-from typing import Any
 
+from infra.compare.records import StepRecord
 from infra.hpc.target import PROVENANCE_NOT_STATED
 
 # What a node or environment is, as every output labels it (issue 17: nothing defaults to "real").
@@ -100,14 +100,52 @@ class Snapshot:
     environments: tuple[EnvironmentView, ...]
 
 
-def to_dict(snapshot: Snapshot) -> dict[str, Any]:
-    data = dataclasses.asdict(snapshot)
-    # The derived number renderers show, so a script reading the JSON needs no arithmetic.
-    for env, env_data in zip(snapshot.environments, data["environments"], strict=True):
-        for node, node_data in zip(env.nodes, env_data["nodes"], strict=True):
-            node_data["gpus_free"] = node.gpus_free
-    return data
+@dataclass(frozen=True)
+class HpcNode:
+    name: str
+    state: str
+    gpus_total: int
+    gpus_allocated: int
+    gpu_util_percent: float | None
+    util_source: str
+    cpus: str = ""
 
 
-def to_json(snapshot: Snapshot) -> str:
-    return json.dumps(to_dict(snapshot), indent=2, sort_keys=True)
+@dataclass(frozen=True)
+class StepTelemetry:
+    """The last samples of one step's sampler file (columns as the comparison loads them)."""
+
+    t: tuple[float, ...]
+    cpu_percent: tuple[float, ...]
+    rss_bytes: tuple[float, ...]
+    gpu_util_percent: tuple[float, ...]  # NaN where not measured
+    not_measured: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class QueueJob:
+    """A job in the scheduler's queue (any user's): what the wait estimate reads."""
+
+    job_id: str
+    state: str  # pending | running | finished
+    submitted_at: float | None
+    started_at: float | None
+    expected_end: float | None  # start + time limit, where the scheduler says
+    gpus: int | None  # None: the listing does not say
+    preemptible: bool = False  # in a backfill queue: a real job pushes it aside, it is not ahead of one
+
+
+@dataclass(frozen=True)
+class HpcPoll:
+    """One poll's answer for one environment."""
+
+    at: float
+    steps: tuple[StepRecord, ...]
+    nodes: tuple[HpcNode, ...]
+    telemetry: dict[str, StepTelemetry]
+    iterations_per_s: float | None
+    log_stamp: float | None
+    commands: tuple[str, ...]
+    node_error: str = ""
+    queue: tuple[QueueJob, ...] = ()
+    queue_error: str = ""

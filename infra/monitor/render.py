@@ -7,9 +7,12 @@ test (or a script) reads the numbers off the page without parsing the formatting
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import html
+import json
 from collections.abc import Iterable
+from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.panel import Panel
@@ -27,6 +30,19 @@ PHASE_STYLE = {
     "suspended": "magenta",
     "unknown": "dim",
 }
+
+
+def to_dict(snapshot: Snapshot) -> dict[str, Any]:
+    data = dataclasses.asdict(snapshot)
+    # The derived number renderers show, so a script reading the JSON needs no arithmetic.
+    for env, env_data in zip(snapshot.environments, data["environments"], strict=True):
+        for node, node_data in zip(env.nodes, env_data["nodes"], strict=True):
+            node_data["gpus_free"] = node.gpus_free
+    return data
+
+
+def to_json(snapshot: Snapshot) -> str:
+    return json.dumps(to_dict(snapshot), indent=2, sort_keys=True)
 
 
 def duration(seconds: float | None) -> str:

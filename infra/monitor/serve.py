@@ -1,7 +1,7 @@
 """The monitor as a web page and a JSON endpoint: stdlib http.server, loopback by default.
 
     GET /               the page (html_page), refreshing itself every interval
-    GET /snapshot.json  the same snapshot as JSON (model.to_json)
+    GET /snapshot.json  the same snapshot as JSON (render.to_json)
 
 Each request takes a snapshot; that costs no scheduler call of its own (the sources serve
 their last answer until the interval has passed), so a page left open refreshes nothing
@@ -14,8 +14,8 @@ import http.server
 import threading
 from collections.abc import Callable
 
-from infra.monitor.model import Snapshot, to_json
-from infra.monitor.render import html_page
+from infra.monitor.model import Snapshot
+from infra.monitor.render import html_page, to_json
 
 LOOPBACK = "127.0.0.1"
 

@@ -4,6 +4,9 @@ idle.py       judge each GPU node from the monitor's snapshot (use, not only req
 estimate.py   how long a job of the workload's shape would wait now
 backfill.py   fill free GPUs with low-priority work: a PriorityClass that real jobs preempt
               (Kubernetes), a preemptible partition whose jobs are requeued (Slurm, LSF)
+backfill_apply.py  apply and stop that backfill (the Kubernetes API, the Slurm login node)
+settings.py   atlas:backfill parsed into BackfillSettings
+render.py     scripts/nodes' tables and the estimate file's record
 component.py  the same backfill as a Pulumi component (`atlas:nodes:Backfill`)
 cli.py        scripts/nodes
 """

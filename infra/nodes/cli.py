@@ -24,9 +24,9 @@ from typing import Any
 
 import yaml
 from rich.console import Console
-from rich.table import Table
 
-from infra.compare.cli import load_access
+from infra.compare.access import outputs_from_config
+from infra.compare.stack_files import load_access
 from infra.hpc import ssh
 from infra.hpc.registry import scheduler_class
 from infra.hpc.scheduler import SchedulerError
@@ -41,10 +41,10 @@ from infra.monitor.cli import (
     workload_shape,
 )
 from infra.monitor.kube import KubeClient
-from infra.monitor.model import REAL, Snapshot, WaitEstimate
-from infra.monitor.render import duration, estimate_text
-from infra.nodes import backfill
-from infra.nodes.idle import IDLE_AFTER_S, IDLE_PERCENT, NodeFinding, find_underused, summarize
+from infra.monitor.render import estimate_text
+from infra.nodes import backfill, backfill_apply
+from infra.nodes.idle import IDLE_AFTER_S, IDLE_PERCENT, find_underused, summarize
+from infra.nodes.render import estimates_record, estimates_table, findings_table
 from infra.workload.load import load_workload
 from infra.workload.model import WorkloadError
 
@@ -53,20 +53,6 @@ ESTIMATES_DIR = Path(".state") / "estimates"
 
 def estimates_file(project: Path, stack: str) -> Path:
     return project / ESTIMATES_DIR / f"{stack}.json"
-
-
-def estimates_record(snapshot: Snapshot) -> dict[str, Any]:
-    """What scripts/compare reads back: each environment's estimate and when it was made."""
-    return {
-        "version": 1,
-        "stack": snapshot.stack,
-        "workload": snapshot.workload,
-        "run_id": snapshot.run_id,
-        "taken_at": snapshot.taken_at,
-        "environments": {
-            env.name: dataclasses.asdict(env.estimate) for env in snapshot.environments if env.estimate is not None
-        },
-    }
 
 
 def backfill_work(
@@ -88,34 +74,10 @@ def outputs_from_stack_file(path: Path, stack: str) -> dict[str, Any]:
     """Before the first `pulumi up` there are no outputs: the environments as the stack file names
     them (where to reach each scheduler, no steps yet), enough to judge nodes and estimate waits."""
     config = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
-    environments: dict[str, Any] = {}
-    openshift = config.get("atlas:openshift")
-    if isinstance(openshift, dict) and openshift.get("enabled", True) not in (False, "false"):
-        environments["openshift"] = {
-            "kind": "kubernetes",
-            "flavour": openshift.get("flavour", "openshift"),
-            "namespace": openshift.get("namespace", ""),
-            "steps": [],
-            "gpu_product": (openshift.get("gpu") or {}).get("product"),
-        }
-    for name, env in (config.get("atlas:hpc") or {}).items():
-        if isinstance(env, dict) and env.get("enabled", True) not in (False, "false"):
-            environments[name] = {
-                "kind": "hpc",
-                "scheduler": env.get("scheduler", ""),
-                "host": env.get("host", ""),
-                "port": int(env.get("port", 22)),
-                "user": env.get("user", ""),
-                "steps": [],
-            }
-    if not environments:
+    outputs = outputs_from_config(config, stack)
+    if not outputs["environments"]:
         raise UsageError(f"--stack-file {path}: names no environment (atlas:openshift, atlas:hpc)")
-    atlas = {
-        "stack": stack,
-        "workload": config.get("atlas:workload", "probe"),
-        "run_id": str(config.get("atlas:runId", "1")),
-    }
-    return {"atlas": atlas, "environments": environments}
+    return outputs
 
 
 def _outputs(args: argparse.Namespace, project: Path) -> dict[str, Any]:
@@ -134,64 +96,6 @@ def _outputs(args: argparse.Namespace, project: Path) -> dict[str, Any]:
         raise UsageError("give -s STACK, --outputs FILE|- or --stack-file FILE")
     name = args.stack or stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
     return outputs_from_stack_file(stack_file, name)
-
-
-# --- rendering -----------------------------------------------------------------------------------
-
-
-def environment_label(finding: NodeFinding) -> str:
-    """The environment and, unless real, what its node is: "openshift (simulated node)"."""
-    return finding.environment if finding.provenance == REAL else f"{finding.environment} ({finding.provenance})"
-
-
-def findings_table(findings: Sequence[NodeFinding]) -> Table:
-    table = Table(title="GPU nodes, judged by use", title_justify="left")
-    for column, justify in (
-        ("environment", "left"),
-        ("node", "left"),
-        ("GPUs alloc/total", "right"),
-        ("free", "right"),
-        ("idle", "right"),
-        ("GPU use", "right"),
-        ("suggestion", "left"),
-    ):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
-    for f in findings:
-        use = f"{f.gpu_util_percent:.0f} %" if f.gpu_util_percent is not None else "not readable"
-        table.add_row(
-            environment_label(f),
-            f.node,
-            f"{f.gpus_allocated}/{f.gpus_total}",
-            str(f.gpus_free),
-            str(f.gpus_idle),
-            use,
-            f.suggestion,
-            style="yellow" if f.underused else "",
-        )
-    return table
-
-
-def estimates_table(estimates: Sequence[WaitEstimate]) -> Table:
-    table = Table(title="Queue-wait estimate for a job of the workload's shape, now", title_justify="left")
-    for column, justify in (
-        ("environment", "left"),
-        ("GPUs", "right"),
-        ("estimate", "right"),
-        ("free GPUs", "right"),
-        ("pending ahead", "right"),
-        ("basis", "left"),
-    ):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
-    for e in estimates:
-        table.add_row(
-            e.environment,
-            str(e.gpus),
-            duration(e.seconds) if e.seconds is not None else "cannot estimate",
-            str(e.free_gpus),
-            str(e.pending_ahead),
-            e.basis,
-        )
-    return table
 
 
 # --- commands ------------------------------------------------------------------------------------
@@ -332,11 +236,11 @@ def _backfill(
                     raise backfill.BackfillError("no kubeconfig: pass --kubeconfig or a stack file naming one")
                 client = KubeClient(kubeconfig)
                 if args.backfill_stop:
-                    gone = backfill.stop_kubernetes(client, workload)
+                    gone = backfill_apply.stop_kubernetes(client, workload)
                     console.print(f"{env.name}: backfill Deployment {'deleted' if gone else 'was not there'}")
                     continue
                 work = backfill_work(project, workload, env.name, outputs)
-                applied = backfill.apply_kubernetes(client, work, slots)
+                applied = backfill_apply.apply_kubernetes(client, work, slots)
                 console.print(
                     f"{env.name}: {slots} one-GPU backfill pod(s) at priority {backfill.PRIORITY_VALUE} "
                     f"({', '.join(applied)}); real jobs preempt them"
@@ -346,7 +250,7 @@ def _backfill(
                 if source is None:
                     raise backfill.BackfillError("no SSH access (key or known_hosts missing)")
                 if args.backfill_stop:
-                    ids = backfill.stop_slurm(source.runner, args.backfill_partition)
+                    ids = backfill_apply.stop_slurm(source.runner, args.backfill_partition)
                     console.print(f"{env.name}: cancelled backfill job(s) {', '.join(ids) or '(none)'}")
                     continue
                 work = backfill_work(project, workload, env.name, outputs)
@@ -356,7 +260,7 @@ def _backfill(
                 scripts = backfill.slurm_scripts(
                     work, env.name, run_dir, slots, args.backfill_partition, telemetry=True
                 )
-                ids = backfill.submit_slurm(source.runner, run_dir, scripts)
+                ids = backfill_apply.submit_slurm(source.runner, run_dir, scripts)
                 console.print(
                     f"{env.name}: {len(ids)} one-GPU backfill job(s) in partition {args.backfill_partition} "
                     f"({', '.join(ids) or 'none: no free GPU'}); real jobs preempt them and Slurm requeues them"

@@ -22,7 +22,8 @@ import pulumi_kubernetes as k8s
 
 from infra.config import KubernetesTarget
 from infra.hpc.providers import BatchJob, StagedFiles, target_ssh_inputs
-from infra.hpc.target import HpcTarget, validate_remote_path
+from infra.hpc.target import HpcTarget
+from infra.hpc.target_parser import validate_remote_path
 from infra.nodes import backfill
 from infra.nodes.settings import BackfillSettings
 

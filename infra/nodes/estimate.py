@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from infra.monitor.model import NodeView, WaitEstimate
+from infra.workload.model import Workload
 
 
 @dataclass(frozen=True)
@@ -41,13 +42,8 @@ class RunningJob:
     preemptible: bool = False  # backfill that yields: its GPUs are a real job's for the asking
 
 
-def shape_of_workload(workload_file: str) -> JobShape:
+def shape_of_workload(workload: Workload) -> JobShape:
     """The GPU step with the most GPUs per node (what waits longest), from a workload definition."""
-    from pathlib import Path
-
-    from infra.workload.load import load_workload
-
-    workload = load_workload(Path(workload_file))
     step = max(workload.steps, key=lambda s: (s.resources.gpus_per_node, s.resources.cpus_per_task))
     return JobShape(
         workload=workload.name,

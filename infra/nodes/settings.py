@@ -20,10 +20,9 @@ from typing import Any
 
 from infra.errors import AtlasConfigError
 from infra.hpc.registry import scheduler_class
-from infra.validation import Fields
+from infra.validation import Fields, is_dns_label
 
 KEYS = ("enabled", "workload", "gpus", "namespace", "priority", "partition", "environments")
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 PARTITION = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 MAX_GPUS = 1024
 
@@ -42,16 +41,13 @@ class BackfillSettings:
 
 def parse_backfill_settings(raw: Any, key: str = "atlas:backfill") -> BackfillSettings | None:
     """None when the section is absent or `enabled: false`."""
-    if raw is None:
-        return None
-    section = _fields.mapping(raw, key)
-    _fields.reject_unknown(section, KEYS, key)
-    if not _fields.boolean(section, "enabled", key, True):
+    section = _fields.enabled_section(raw, key, KEYS)
+    if section is None:
         return None
     workload = _fields.optional_text(section, "workload", key)
     gpus = _fields.integer(section, "gpus", key, 1, 1, MAX_GPUS)
     namespace = _fields.optional_text(section, "namespace", key) or "atlas-backfill"
-    if not DNS_LABEL.match(namespace):
+    if not is_dns_label(namespace):
         raise _fields.fail(
             f"{key}.namespace", f"{namespace!r} is not a Kubernetes name", "use lower-case letters, digits and '-'"
         )
@@ -61,7 +57,7 @@ def parse_backfill_settings(raw: Any, key: str = "atlas:backfill") -> BackfillSe
         raise _fields.fail(f"{key}.partition", f"{partition!r} is not a partition name", "use letters, digits, _ . -")
     environments = section.get("environments")
     if environments is not None and (
-        not isinstance(environments, list) or not all(isinstance(e, str) and DNS_LABEL.match(e) for e in environments)
+        not isinstance(environments, list) or not all(is_dns_label(e) for e in environments)
     ):
         raise _fields.fail(
             f"{key}.environments",

@@ -18,7 +18,6 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.config import KubernetesTarget
 from infra.openshift import manifests
 from infra.openshift.completion import ApiAccess
 from infra.openshift.image import WorkloadImage, WorkloadImageArgs
@@ -28,6 +27,7 @@ from infra.openshift.pipeline import TrainingPipeline, TrainingPipelineArgs
 from infra.openshift.settings import OpenShiftSettings, RequiredQuota
 from infra.openshift.settings_parser import check_workload_fits
 from infra.openshift.staging import DataStaging, DataStagingArgs
+from infra.stack_config import KubernetesTarget
 from infra.workload.model import Workload
 from infra.workload.render import RenderedStep, render_steps
 

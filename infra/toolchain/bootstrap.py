@@ -33,12 +33,20 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from infra.toolchain.pins import BUILT_SECTIONS, REPO_ROOT, Pins, cache_root, load_pins, toolchain_dir
+from infra.toolchain.pins import REPO_ROOT, Pins, cache_root, load_pins, toolchain_dir
+from infra.toolchain.progress import Progress, elapsed_text
+from infra.toolchain.recipes import (
+    DYNAMIC_HOST_SHIM,
+    KUBERNETES_PROVIDER_MAIN,
+    LANGUAGE_HOST_SHIM,
+    ldflags_text,
+    wrapper_go_mod,
+)
+from infra.toolchain.store import Step, Toolchain
 
 VENV_DIR = REPO_ROOT / ".venv"
 MIN_GO = (1, 26)
@@ -47,33 +55,6 @@ HEARTBEAT_S = 20.0
 
 class StepFailed(Exception):
     pass
-
-
-def _elapsed(start: float) -> str:
-    seconds = int(time.monotonic() - start)
-    return f"{seconds // 60}m{seconds % 60:02d}s"
-
-
-class Progress:
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.start = time.monotonic()
-        self.index = 0
-        self._lock = threading.Lock()
-        # Seconds per phase ("venv", "<step> fetch", "<step> compile"), for --timings.
-        self.phases: dict[str, float] = {}
-
-    def step(self, name: str, what: str) -> None:
-        self.index += 1
-        self.say(f"[{self.index}/{self.total}] {name}: {what}")
-
-    def say(self, line: str) -> None:
-        with self._lock:
-            print(f"bootstrap {_elapsed(self.start):>7} {line}", flush=True)
-
-    def timed(self, phase: str, started: float) -> None:
-        with self._lock:
-            self.phases[phase] = round(time.monotonic() - started, 1)
 
 
 def run(
@@ -105,7 +86,7 @@ def run(
         while not done.wait(HEARTBEAT_S):
             if progress is not None:
                 progress.say(
-                    f"    {label or cmd[0]}: still running, {_elapsed(started)}, "
+                    f"    {label or cmd[0]}: still running, {elapsed_text(started)}, "
                     f"{len(lines)} lines of output so far"
                 )
 
@@ -169,38 +150,7 @@ def write_wrapper(
     workdir: Path, name: str, requires: dict[str, str], replaces: dict[str, str]
 ) -> None:
     """A throwaway go.mod that pins exactly what this one tool needs."""
-    lines = [f"module atlas.local/toolchain/{name}", "", "go 1.26", ""]
-    if requires:
-        lines.append("require (")
-        lines += [f"\t{mod} {ver}" for mod, ver in sorted(requires.items())]
-        lines.append(")")
-    for old, new in sorted(replaces.items()):
-        lines.append(f"replace {old} => {new}")
-    (workdir / "go.mod").write_text("\n".join(lines) + "\n")
-
-
-StageFn = Callable[[Pins, Path, Path, "Progress"], None]
-
-
-@dataclass(frozen=True)
-class Step:
-    name: str
-    outputs: tuple[str, ...]
-    what: str
-    # The sections of toolchain/pins.toml the step is built from: its cache key.
-    sections: tuple[str, ...]
-    fetch: StageFn
-    compile: StageFn | None = None
-    # What the step writes itself besides the pinned sources (shims): a change redoes the step alone.
-    recipe: str = ""
-
-    def key(self, pins: Pins) -> str:
-        recipe = hashlib.sha256(self.recipe.encode()).hexdigest()[:12] if self.recipe else "-"
-        return f"{self.name}:{pins.digest_of(*self.sections)}:{recipe}"
-
-
-def _ldflags(pairs: dict[str, str]) -> str:
-    return " ".join(f"-X {k}={v}" for k, v in sorted(pairs.items()))
+    (workdir / "go.mod").write_text(wrapper_go_mod(name, requires, replaces))
 
 
 def go_get(workdir: Path, packages: Sequence[str], version: str, env: dict[str, str], progress: Progress,
@@ -226,7 +176,7 @@ def go_build(
     """Compile stage: the modules are already in the module cache."""
     target = str(out) + os.sep if len(packages) > 1 else str(out)
     run(
-        ["go", "build", "-v", "-trimpath", "-ldflags", f"-s -w {_ldflags(ldflags)}", "-o", target, *packages],
+        ["go", "build", "-v", "-trimpath", "-ldflags", f"-s -w {ldflags_text(ldflags)}", "-o", target, *packages],
         cwd=workdir,
         env=env,
         progress=progress,
@@ -261,22 +211,6 @@ def compile_pulumi(pins: Pins, scratch: Path, out: Path, progress: Progress) -> 
              go_env(scratch), progress, "pulumi")
 
 
-LANGUAGE_HOST_SHIM = """#!/bin/sh
-# Atlas's launcher for Pulumi's Python language runtime (see infra/toolchain/language_host.py
-# for why this is not the Go `pulumi-language-python`). It serves the Python SDK's own
-# LanguageServer from the stack's virtual environment.
-exec "${PULUMI_PYTHON_CMD:-python3}" -u -m infra.toolchain.language_host "$@"
-"""
-
-
-DYNAMIC_HOST_SHIM = """#!/bin/sh
-# Atlas's launcher for Pulumi's Python dynamic-provider plugin: the SDK's own `pulumi.dynamic`
-# host from the stack's virtual environment, with more worker threads (see
-# infra/toolchain/dynamic_host.py for why).
-exec "${PULUMI_PYTHON_CMD:-python3}" -u -m infra.toolchain.dynamic_host "$@"
-"""
-
-
 def fetch_python_plugins(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
     env = go_env(scratch)
     write_wrapper(scratch, "python-plugins", {}, {})
@@ -291,29 +225,6 @@ def fetch_python_plugins(pins: Pins, scratch: Path, out: Path, progress: Progres
     }.items():
         (out / name).write_text(text)
         (out / name).chmod(0o755)
-
-
-KUBERNETES_PROVIDER_MAIN = """// Generated by Atlas's bootstrap: upstream's main embeds files made by `go generate`
-// that the module does not ship, so this main embeds the committed schema instead.
-package main
-
-import (
-\t_ "embed"
-
-\t"github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/provider"
-\t"github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version"
-)
-
-//go:embed schema-embed.json
-var pulumiSchema []byte
-
-//go:embed terraform-mapping-embed.json
-var terraformMapping []byte
-
-func main() {
-\tprovider.Serve("kubernetes", version.Version, pulumiSchema, terraformMapping)
-}
-"""
 
 
 KUBERNETES_PROVIDER_MODULE = "github.com/pulumi/pulumi-kubernetes/provider/v4"
@@ -596,22 +507,6 @@ BINARY_STEPS: tuple[Step, ...] = (
     Step("pause", ("pause",), "Kubernetes' pause program (pod sandboxes)", ("kubernetes",), fetch_pause,
          compile_pause, recipe="gcc -Os -static; strip"),
 )
-
-
-@dataclass(frozen=True)
-class Toolchain:
-    """Where steps are built (`steps/<step>-<key>`) and the `bin/` that links their tools."""
-
-    root: Path
-    pins: Pins
-
-    @property
-    def bin(self) -> Path:
-        return self.root / self.pins.digest_of(*BUILT_SECTIONS) / "bin"
-
-    def store(self, step: Step) -> Path:
-        key = hashlib.sha256(step.key(self.pins).encode()).hexdigest()[:12]
-        return self.root / "steps" / f"{step.name}-{key}"
 
 
 def default_toolchain(pins: Pins) -> Toolchain:

@@ -41,7 +41,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.hpc.providers import job_name_for
+from infra.hpc.job_script import job_name_for
 from infra.localenv import satori
 from infra.localenv.layout import Layout
 from tests.e2e.pulumi_cli import PulumiProject

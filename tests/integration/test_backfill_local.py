@@ -23,7 +23,7 @@ from infra.hpc import ssh
 from infra.localenv import kube, kwok, satori
 from infra.localenv.layout import Layout
 from infra.monitor.kube import KubeClient
-from infra.nodes import backfill
+from infra.nodes import backfill, backfill_apply
 from tests.support import wait_until
 
 pytestmark = pytest.mark.integration
@@ -76,7 +76,7 @@ def test_backfill_pods_are_preempted_when_a_gpu_job_arrives_and_the_job_runs(
     slots = free_gpus(kube_env)
     assert slots >= 2, "the local cluster has no free GPU to backfill"
     try:
-        applied = backfill.apply_kubernetes(client, WORK, slots)
+        applied = backfill_apply.apply_kubernetes(client, WORK, slots)
         assert applied == ["PriorityClass/atlas-backfill", "Namespace/atlas-backfill", "Deployment/backfill-h10test"]
         wait_until(
             lambda: sum(p["status"].get("phase") == "Running" for p in backfill_pods(kube_env)) == slots,
@@ -144,7 +144,7 @@ def test_backfill_pods_are_preempted_when_a_gpu_job_arrives_and_the_job_runs(
             60,
         )
     finally:
-        assert backfill.stop_kubernetes(client, WORK.workload)
+        assert backfill_apply.stop_kubernetes(client, WORK.workload)
         wait_until(lambda: not backfill_pods(kube_env), "backfill pods to go", 60)
 
 
@@ -185,7 +185,7 @@ def test_the_slurm_backfill_job_is_preempted_requeued_and_runs_again(login: Runn
     free = int(total.group(1)) - (int(held.group(1)) if held else 0)
     assert free >= 1, f"no free GPU on the local Slurm: {node}"
     scripts = backfill.slurm_scripts(WORK, "satori-slurm", "h10-backfill", free)
-    ids = backfill.submit_slurm(run, "h10-backfill", scripts)
+    ids = backfill_apply.submit_slurm(run, "h10-backfill", scripts)
     real = ""
     try:
         assert len(ids) == free
@@ -217,10 +217,10 @@ def test_the_slurm_backfill_job_is_preempted_requeued_and_runs_again(login: Runn
             180,
             pause=2.0,
         )
-        listed = {j["job_id"]: j for j in backfill.slurm_backfill_jobs(run)}
+        listed = {j["job_id"]: j for j in backfill_apply.slurm_backfill_jobs(run)}
         assert set(ids) <= set(listed)
     finally:
-        cancelled = backfill.stop_slurm(run)
+        cancelled = backfill_apply.stop_slurm(run)
         assert set(ids) <= set(cancelled) or not cancelled
         if real:
             run(f"scancel {real}")

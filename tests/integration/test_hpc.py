@@ -18,9 +18,11 @@ from typing import Any
 import pytest
 
 from infra.hpc import polling, providers, ssh
+from infra.hpc.job_script import render_job_script
+from infra.hpc.polling import lookup_by_name
 from infra.hpc.providers import BatchJobProvider, HpcProviderError, JobCompletionProvider, StagedFilesProvider
 from infra.hpc.registry import scheduler_for
-from infra.hpc.scheduler import JobSpec, lookup_by_name, render_job_script
+from infra.hpc.scheduler import NO_SITE_DIRECTIVES, JobSpec, SiteDirectives
 from infra.localenv import satori
 from infra.localenv.layout import Layout, Ports
 from infra.localenv.procs import port_open
@@ -79,7 +81,12 @@ _counter = iter(range(10_000))
 
 
 def make_job(
-    target: dict[str, Any], scheduler: str, body: tuple[str, ...], after: list[str] | None = None, **extra: Any
+    target: dict[str, Any],
+    scheduler: str,
+    body: tuple[str, ...],
+    after: list[str] | None = None,
+    site: SiteDirectives = NO_SITE_DIRECTIVES,
+    **extra: Any,
 ) -> dict[str, Any]:
     """Stage a script for `body` and return the BatchJob inputs for it."""
     n = next(_counter)
@@ -87,7 +94,7 @@ def make_job(
     run_dir = f"atlas-it/{scheduler}"
     sched = scheduler_for(scheduler)
     name = f"atlas-it-{scheduler}-{n}-{int(time.time())}"
-    spec = JobSpec(job_name=name, step=step, workdir=run_dir, log_dir="logs", command=body, queue="normal")
+    spec = JobSpec(job_name=name, step=step, workdir=run_dir, log_dir="logs", command=body, queue="normal", site=site)
     script = render_job_script(sched, spec)
     script_path = f".atlas/jobs/{step}{sched.script_suffix}"
     StagedFilesProvider().create(
@@ -147,6 +154,29 @@ def test_submit_status_and_dependencies(target: dict[str, Any], scheduler: str) 
     assert done_second["log_file"].endswith(f"logs/{second_props['step']}.{second.id}")
     log = ssh.run_remote(ssh.connection(providers.endpoint_from(target)), f"cat {done_second['log_file']}").stdout
     assert "second; $(not expanded)" in log
+
+
+# What each scheduler shows of a site's account and extra directive. The LSF stand-in accepts
+# and ignores -P, as it documents (infra/localenv/lsf/core.py IGNORED_OPTIONS); Slurm keeps both.
+SITE = {
+    "lsf": SiteDirectives(account="atlas-lab", extra=('-Jd "atlas site check"',), skip=("-R",)),
+    "slurm": SiteDirectives(account="atlas-lab", extra=("--comment=atlas-site-check",), skip=("--ntasks-per-node",)),
+}
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_a_sites_directives_reach_the_scheduler(target: dict[str, Any], scheduler: str) -> None:
+    props = make_job(target, scheduler, ("echo", "site"), site=SITE[scheduler])
+    prefix = scheduler_for(scheduler).directive_prefix
+    lines = props["script"].splitlines()
+    assert f"{prefix} {SITE[scheduler].extra[0]}" in lines
+    assert not [line for line in lines if line.startswith(f"{prefix} {SITE[scheduler].skip[0]}")]
+    job = BatchJobProvider().create(props)
+    done = read_until(props, str(job.id), {"succeeded"})
+    assert done["exit_code"] == 0
+    if scheduler == "slurm":
+        shown = ssh.run_remote(ssh.connection(providers.endpoint_from(target)), f"scontrol show job {job.id}").stdout
+        assert "Account=atlas-lab" in shown and "Comment=atlas-site-check" in shown, shown
 
 
 @pytest.mark.parametrize("scheduler", SCHEDULERS)

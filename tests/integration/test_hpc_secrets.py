@@ -76,7 +76,7 @@ PROGRAM = textwrap.dedent(
     import json
     import pulumi
     from infra.hpc.components import HpcEnvironment, HpcEnvironmentArgs
-    from infra.hpc.target import parse_hpc_target
+    from infra.hpc.target_parser import parse_hpc_target
     from infra.workload.parse import parse_workload
 
     config = pulumi.Config("atlas")

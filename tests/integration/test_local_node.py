@@ -17,7 +17,7 @@ import pytest
 
 from infra.localenv import images, kube, mockgpu, node
 from infra.localenv.layout import Layout
-from infra.localenv.pki import NODE_NAME
+from infra.localenv.pki_files import NODE_NAME
 from infra.toolchain.pins import REPO_ROOT
 from tests.support import wait_until
 

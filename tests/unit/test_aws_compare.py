@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from infra.compare import cli, metrics
+from infra.compare import cli, collect, metrics, report_model, stack_files
+from infra.compare.access import Access
 from infra.compare.cost_files import load_cost_profiles, load_rate_table
 from infra.compare.records import EnvironmentRecords, Missing
 from infra.compare.render import render_markdown, summary_table
@@ -39,7 +40,7 @@ AWS_OUTPUTS: dict[str, Any] = {
 def _numbers(value: Any) -> list[float]:
     """Every measured number inside a metrics dataclass tree."""
     found: list[float] = []
-    if isinstance(value, metrics.Value):
+    if isinstance(value, report_model.Value):
         return [value.value] if value.value is not None else []
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         for f in dataclasses.fields(value):
@@ -57,7 +58,7 @@ def test_not_executed_aws_is_reported_beside_the_others_with_its_rate_and_no_inv
         "atlas": {"stack": "local-hybrid", "workload": "probe", "run_id": "1"},
         "environments": {"aws": AWS_OUTPUTS},
     }
-    records = cli.collect_environments(outputs, cli.Access(tmp_path), tmp_path / "raw")
+    records = collect.collect_environments(outputs, Access(tmp_path), tmp_path / "raw")
     assert [r.kind for r in records] == ["aws"]
     aws = records[0]
     assert isinstance(aws.steps, Missing) and aws.steps.reason.startswith("not executed: ")
@@ -100,20 +101,21 @@ def test_executed_aws_records_are_priced_by_the_cloud_rate() -> None:
     aws = aws_collector.as_aws(hpc_like, {**AWS_OUTPUTS, "executed": True, "emulated": False})
     assert aws.kind == "aws" and aws.cost_profile == "" and aws.cloud_rate == "aws-p3.8xlarge"
     assert aws.platform == "Slurm over SSH on AWS EC2 1 x p3.8xlarge on-demand, us-east-1"
-    step = metrics.StepMetrics(
+    step = report_model.StepMetrics(
         "train", "1", "COMPLETED", 0,
-        *(metrics.Value(0.0, "Unix s", "squeue") for _ in range(4)),
-        metrics.Value(5.0, "s", "squeue"), metrics.Value(1800.0, "s", "squeue"),
-        metrics.Value(4.0, "GPUs", "squeue"), metrics.Value(4.0, "GPUs", "squeue"), "", "node", False,
+        *(report_model.Value(0.0, "Unix s", "squeue") for _ in range(4)),
+        report_model.Value(5.0, "s", "squeue"), report_model.Value(1800.0, "s", "squeue"),
+        report_model.Value(4.0, "GPUs", "squeue"), report_model.Value(4.0, "GPUs", "squeue"), "", "node", False,
     )  # fmt: skip
-    iterations = metrics.missing("iterations", "no log")
+    iterations = report_model.missing("iterations", "no log")
     economics = metrics.economics(None, [step], iterations, load_rate_table(), "aws-p3.8xlarge")
     assert economics.gpu_hours.value == pytest.approx(2.0)
     assert economics.cost_per_run.value == pytest.approx(2.0 * 3.06) and economics.cost_per_run.kind == "assumption"
 
 
 def test_an_unknown_instance_type_rate_says_so() -> None:
-    economics = metrics.economics(None, [], metrics.missing("iterations", "x"), load_rate_table(), "aws-g6.12xlarge")
+    iterations = report_model.missing("iterations", "x")
+    economics = metrics.economics(None, [], iterations, load_rate_table(), "aws-g6.12xlarge")
     assert economics.usd_per_gpu_hour.value is None and "no rate 'aws-g6.12xlarge'" in economics.usd_per_gpu_hour.note
 
 
@@ -122,7 +124,7 @@ def test_stack_file_names_the_aws_key_and_the_cli_report_says_not_executed(
 ) -> None:
     stack_file = tmp_path / "Pulumi.hybrid.yaml"
     stack_file.write_text(json.dumps({"config": {"atlas:aws": {"ssh_private_key_file": "keys/id_ed25519"}}}))
-    access = cli.access_from_stack_file(stack_file, tmp_path)
+    access = stack_files.access_from_stack_file(stack_file, tmp_path)
     assert access.ssh_keys == {"aws": tmp_path / "keys" / "id_ed25519"}
 
     outputs = tmp_path / "outputs.json"

@@ -195,7 +195,7 @@ def mocks() -> Mocks:
 
 def _environment(raw: dict[str, Any]) -> Any:
     from infra.aws.components import AwsEnvironment, AwsEnvironmentArgs
-    from infra.aws.settings import parse_aws_settings, resolve_credentials
+    from infra.aws.settings_parser import parse_aws_settings, resolve_credentials
     from infra.hpc.components import workload_source_files
     from infra.toolchain.pins import REPO_ROOT
     from infra.workload.load import load_workload

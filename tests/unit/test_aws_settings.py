@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from infra.aws.settings import (
+from infra.aws.settings import AwsConfigError
+from infra.aws.settings_parser import (
     EMULATOR_CREDENTIALS,
-    AwsConfigError,
     parse_aws_settings,
     resolve_credentials,
 )

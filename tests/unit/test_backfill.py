@@ -13,8 +13,9 @@ import pytest
 
 from infra.config import KubernetesTarget
 from infra.errors import AtlasConfigError
+from infra.hpc.remote import RemoteResult
 from infra.hpc.target import HpcTarget
-from infra.nodes import backfill
+from infra.nodes import backfill, backfill_apply
 from infra.nodes.component import TYPE_TOKEN, Backfill, BackfillArgs, SlurmBackfillTarget
 from infra.nodes.settings import BackfillSettings, parse_backfill_settings
 from infra.workload.load import load_workload
@@ -117,12 +118,12 @@ def test_slurm_backfill_scripts_go_to_the_preemptible_partition_one_gpu_each() -
 def test_submit_writes_each_script_and_submits_it_requeueable() -> None:
     commands: list[str] = []
 
-    def runner(command: str) -> backfill.RemoteResult:
+    def runner(command: str) -> RemoteResult:
         commands.append(command)
         out = str(40 + len(commands)) if "sbatch --parsable" in command else ""
-        return backfill.RemoteResult(command, 0, out, "")
+        return RemoteResult(command, 0, out, "")
 
-    ids = backfill.submit_slurm(runner, "runs/x", backfill.slurm_scripts(work(), "s", "runs/x", 2))
+    ids = backfill_apply.submit_slurm(runner, "runs/x", backfill.slurm_scripts(work(), "s", "runs/x", 2))
     assert len(ids) == 2
     submits = [c for c in commands if "sbatch --parsable" in c]
     assert len(submits) == 2 and all("sbatch --parsable --requeue" in c for c in submits)

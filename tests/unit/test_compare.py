@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infra.compare import cli, cost_files, costs, metrics, render, telemetry
+from infra.compare import cli, cost_files, costs, metrics, render, report_model, stack_files, telemetry
 from infra.compare.charts import all_charts
 from infra.compare.hpc_collector import collect_hpc
 from infra.compare.hpc_records import LSF_FIELDS, lsf_steps, slurm_steps
@@ -29,7 +29,7 @@ from infra.compare.seed_import import import_seed_logs
 from infra.compare.timeparse import lsf_short, rfc3339
 from infra.compare.training import training_log_from_text
 from infra.hpc.registry import UnknownSchedulerError
-from infra.hpc.ssh import RemoteResult
+from infra.hpc.remote import RemoteResult
 
 DATA = Path(__file__).parent / "data"
 REC = DATA / "compare"
@@ -343,17 +343,17 @@ def test_seed_logs_import_as_a_past_run(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> metrics.Report:
+def report(tmp_path_factory: pytest.TempPathFactory) -> report_model.Report:
     tmp = tmp_path_factory.mktemp("hpc")
     envs = [kube_records(), hpc_records(tmp)]
     return metrics.build_report(envs, cost_files.load_cost_profiles(), cost_files.load_rate_table(), {"stack": "local"})
 
 
-def env_of(report: metrics.Report, name: str) -> metrics.EnvironmentMetrics:
+def env_of(report: report_model.Report, name: str) -> report_model.EnvironmentMetrics:
     return next(e for e in report.environments if e.name == name)
 
 
-def test_elasticity_from_lsf_records_matches_hand_computed_values(report: metrics.Report) -> None:
+def test_elasticity_from_lsf_records_matches_hand_computed_values(report: report_model.Report) -> None:
     lsf = env_of(report, "satori")
     # make-hdf5 submitted 15:56:43; train submitted :51, started :52, finished 15:57:03;
     # inception-moments (the step before train) finished :50.
@@ -366,7 +366,7 @@ def test_elasticity_from_lsf_records_matches_hand_computed_values(report: metric
     assert lsf.performance.cpu_tree_mean.value == pytest.approx((64.35 + 104.2) / 2)
 
 
-def test_kwok_figures_are_labelled_simulated(report: metrics.Report) -> None:
+def test_kwok_figures_are_labelled_simulated(report: report_model.Report) -> None:
     kube = env_of(report, "openshift")
     assert kube.simulated and kube.elasticity.request_to_gpus_running.simulated
     assert kube.elasticity.request_to_gpus_running.value == 12.0  # 15:56:49 -> 15:57:01
@@ -385,7 +385,7 @@ def test_on_premises_cost_model_matches_the_hand_computed_table() -> None:
     )
 
 
-def test_run_cost_is_gpu_hours_times_rate(report: metrics.Report) -> None:
+def test_run_cost_is_gpu_hours_times_rate(report: report_model.Report) -> None:
     lsf = env_of(report, "satori").economics
     assert lsf.gpu_hours.value == pytest.approx(1 * 11 / 3600)  # one GPU asked for, 11 s
     assert lsf.cost_per_run.value == pytest.approx(11 / 3600 * costs.DEFAULT_PROFILES["satori"].usd_per_gpu_hour())
@@ -407,7 +407,7 @@ def test_cost_overrides_from_file_and_flags(tmp_path: Path) -> None:
         cost_files.load_cost_profiles(flags=["satori.nodes=0"])
 
 
-def test_runs_with_different_arguments_are_flagged_naming_the_arguments(report: metrics.Report) -> None:
+def test_runs_with_different_arguments_are_flagged_naming_the_arguments(report: report_model.Report) -> None:
     assert report.comparability.comparable  # the recorded run: same arguments everywhere
     kube = kube_records()
     assert not isinstance(kube.steps, Missing)
@@ -430,7 +430,7 @@ def test_downsampling_keeps_charts_bounded_and_means_exact() -> None:
 
 
 def test_projection_is_labelled_and_linear() -> None:
-    measured = metrics.Value(100.0, "images/s", "log")
+    measured = report_model.Value(100.0, "images/s", "log")
     result = metrics.scalability(2, measured)
     eight = dict(result.projection)[8]
     assert eight.value == 400.0 and eight.kind == "projection" and "linear" in eight.note
@@ -439,7 +439,9 @@ def test_projection_is_labelled_and_linear() -> None:
 # --- rendering ----------------------------------------------------------------------------------
 
 
-def test_markdown_html_json_carry_units_sources_and_simulated_labels(report: metrics.Report, tmp_path: Path) -> None:
+def test_markdown_html_json_carry_units_sources_and_simulated_labels(
+    report: report_model.Report, tmp_path: Path
+) -> None:
     charts = all_charts(report)
     assert {c.name for c in charts} == {
         "elasticity-lifecycle",
@@ -490,7 +492,7 @@ def test_access_comes_from_the_stack_file(tmp_path: Path) -> None:
         "config:\n  atlas:openshift: {kubeconfig: .state/k}\n  atlas:hpc:\n"
         "    satori: {private_key_file: keys/id, known_hosts_file: /abs/kh}\n"
     )
-    access = cli.access_from_stack_file(stack, tmp_path)
+    access = stack_files.access_from_stack_file(stack, tmp_path)
     assert access.kubeconfig == tmp_path / ".state/k"
     assert access.ssh_keys == {"satori": tmp_path / "keys/id"} and access.known_hosts == {"satori": Path("/abs/kh")}
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.compare.cli import import_folder
+from infra.compare.collect import import_folder
 from infra.compare.cost_files import RATES_FILE, load_cost_profiles, load_rate_table
 from infra.compare.device_records import images_per_iteration
 from infra.compare.device_run import bench_result, import_device_run

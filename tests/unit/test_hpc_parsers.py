@@ -9,17 +9,16 @@ import shlex
 import pytest
 
 from infra.hpc.lsf import LsfScheduler
+from infra.hpc.polling import lookup_by_name, query_states
+from infra.hpc.remote import RemoteResult
 from infra.hpc.scheduler import (
     CancelOutcome,
     Phase,
     SchedulerError,
     StatusQuery,
     UnsupportedOutput,
-    lookup_by_name,
-    query_states,
 )
 from infra.hpc.slurm import SlurmScheduler
-from infra.hpc.ssh import RemoteResult
 
 LSF = LsfScheduler()
 SLURM = SlurmScheduler()

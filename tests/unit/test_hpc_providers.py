@@ -10,10 +10,12 @@ import pytest
 from pulumi.runtime import rpc
 
 from infra.hpc import polling
-from infra.hpc.providers import PROVIDER_VERSION, BatchJobProvider, StagedFilesProvider, job_name_for
+from infra.hpc.job_script import job_name_for
+from infra.hpc.providers import PROVIDER_VERSION, BatchJobProvider, StagedFilesProvider
 from infra.hpc.registry import scheduler_for
+from infra.hpc.remote import RemoteResult
 from infra.hpc.scheduler import JobState, Phase
-from infra.hpc.ssh import RemoteResult, sha256_hex
+from infra.hpc.ssh import sha256_hex
 
 UNKNOWN = rpc.UNKNOWN
 SCRIPT = "#!/bin/bash\n#SBATCH --job-name=atlas-train-0123456789\npython main.py\n"
@@ -272,7 +274,7 @@ def mocks() -> Mocks:
 @pulumi.runtime.test
 def test_hpc_environment_children_outputs_and_dependencies(mocks: Mocks) -> Any:
     from infra.hpc.components import HpcEnvironment, HpcEnvironmentArgs
-    from infra.hpc.target import parse_hpc_target
+    from infra.hpc.target_parser import parse_hpc_target
     from infra.toolchain.pins import REPO_ROOT
     from infra.workload.load import load_workload
 
@@ -317,7 +319,7 @@ def test_hpc_environment_children_outputs_and_dependencies(mocks: Mocks) -> Any:
 @pulumi.runtime.test
 def test_the_whole_pipeline_is_submitted_before_the_preparation_steps_are_awaited(mocks: Mocks) -> Any:
     from infra.hpc.components import HpcEnvironment, HpcEnvironmentArgs
-    from infra.hpc.target import parse_hpc_target
+    from infra.hpc.target_parser import parse_hpc_target
     from infra.toolchain.pins import REPO_ROOT
     from infra.workload.load import load_workload
 

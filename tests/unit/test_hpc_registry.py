@@ -13,7 +13,8 @@ from infra.hpc.lsf import LsfScheduler
 from infra.hpc.registry import SCHEDULER_CLASSES, SCHEDULER_NAMES, UnknownSchedulerError, scheduler_class, scheduler_for
 from infra.hpc.scheduler import SchedulerError
 from infra.hpc.slurm import SlurmScheduler
-from infra.monitor.hpc import SCHEDULER_READS, HpcSource, reads_for
+from infra.monitor.hpc import HpcSource
+from infra.monitor.hpc_reads import SCHEDULER_READS, reads_for
 from infra.nodes.settings import BackfillSettings, check_backfill_targets
 
 HPC = Path(__file__).resolve().parents[2] / "infra" / "hpc"

@@ -9,9 +9,10 @@ import pytest
 
 from infra.hpc import polling
 from infra.hpc.lsf import LsfScheduler
-from infra.hpc.scheduler import SchedulerError, UnsupportedOutput, query_states
+from infra.hpc.polling import query_states
+from infra.hpc.remote import RemoteResult
+from infra.hpc.scheduler import SchedulerError, UnsupportedOutput
 from infra.hpc.slurm import SlurmScheduler
-from infra.hpc.ssh import RemoteResult
 
 # What Slurm 22.05.8's `squeue --json` prints, exit 0, when slurmctld is down (recorded locally).
 SQUEUE_JSON_CONTROLLER_DOWN = json.dumps(

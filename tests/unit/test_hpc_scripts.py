@@ -15,11 +15,12 @@ from typing import Any
 import pulumi
 import pytest
 
+from infra.hpc.job_script import render_job_script
 from infra.hpc.lsf import LsfScheduler
 from infra.hpc.registry import SCHEDULER_CLASSES, scheduler_for
-from infra.hpc.scheduler import NO_SITE_DIRECTIVES, JobSpec, SiteDirectives, directive_value, render_job_script
+from infra.hpc.scheduler import NO_SITE_DIRECTIVES, JobSpec, SiteDirectives, directive_value
 from infra.hpc.slurm import SlurmScheduler
-from infra.hpc.target import parse_hpc_target
+from infra.hpc.target_parser import parse_hpc_target
 from infra.toolchain.pins import REPO_ROOT
 from infra.workload.load import load_workload
 from infra.workload.render import render_step

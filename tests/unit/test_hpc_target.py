@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from infra.hpc.scheduler import SiteDirectives
-from infra.hpc.target import HpcConfigError, HpcTarget, parse_hpc_target, validate_remote_path
+from infra.hpc.target import HpcConfigError, HpcTarget
+from infra.hpc.target_parser import load_known_hosts, parse_hpc_target, validate_remote_path
 
 KNOWN_HOSTS = "[127.0.0.1]:16022 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGZ0b2tlbnRvYmVyZXBsYWNlZGJ5YXJlYWxrZXk=\n"
 KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nAAAA-not-a-real-key\n-----END OPENSSH PRIVATE KEY-----\n"
@@ -40,7 +41,7 @@ def test_a_good_target() -> None:
         "normal",
     )
     assert target.poll_interval_s == 90.0 and target.remote_work_dir == "/nobackup/users/alex/atlas"
-    assert target.load_known_hosts() == KNOWN_HOSTS
+    assert load_known_hosts(target) == KNOWN_HOSTS
     assert target.known_hosts_source == "inline known_hosts"
 
 
@@ -60,10 +61,10 @@ def test_key_and_known_hosts_files(tmp_path: Path) -> None:
         project_dir=tmp_path,
     )
     assert target.known_hosts_file == tmp_path / "known_hosts" and target.private_key_file == tmp_path / "id"
-    assert target.load_known_hosts() == KNOWN_HOSTS
+    assert load_known_hosts(target) == KNOWN_HOSTS
     missing = parse_hpc_target(good(known_hosts=None, known_hosts_file=str(tmp_path / "nope")), PREFIX)
     with pytest.raises(HpcConfigError, match="cannot be read"):
-        missing.load_known_hosts()
+        load_known_hosts(missing)
 
 
 @pytest.mark.parametrize(

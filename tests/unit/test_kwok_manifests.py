@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.localenv import crds, kwok
+from infra.localenv import crds, kube, kwok
 from infra.toolchain.bootstrap import download_module
 from infra.toolchain.pins import load_pins
 
@@ -132,7 +132,7 @@ def test_stages_survive_yaml():
 
 def test_stages_fit_kwoks_stage_crd():
     # The pinned KWOK module, the one bootstrap builds kwok from (module cache or Go module proxy).
-    crd = kwok.kwok_stage_crd(download_module("sigs.k8s.io/kwok", f"v{load_pins().kwok}"))
+    crd = kube.kwok_stage_crd(download_module("sigs.k8s.io/kwok", f"v{load_pins().kwok}"))
     assert crd["metadata"]["name"] == "stages.kwok.x-k8s.io"
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     for stage in kwok.kwok_stages(pod_start_seconds=1) + kwok.kwok_stages(node_lease=False):

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from infra.compare.timeparse import rfc3339
-from infra.hpc.ssh import RemoteResult
-from infra.monitor import hpc as monitor_hpc
+from infra.hpc.remote import RemoteResult
+from infra.monitor import hpc_reads
 from infra.monitor.build import Monitor
-from infra.monitor.hpc import (
-    HpcSource,
+from infra.monitor.hpc import HpcSource
+from infra.monitor.hpc_reads import (
     iterations_per_second,
     parse_bjobs_queue,
     parse_lsload_gpu,
@@ -33,8 +33,8 @@ from infra.monitor.hpc import (
     sections_script,
 )
 from infra.monitor.kube import GoneError, KubeCache
-from infra.monitor.model import NodeView, to_dict, to_json
-from infra.monitor.render import html_page, terminal_view
+from infra.monitor.model import NodeView
+from infra.monitor.render import html_page, terminal_view, to_dict, to_json
 from infra.nodes.estimate import JobShape
 from infra.nodes.idle import judge_node
 
@@ -363,4 +363,4 @@ def test_queue_wait_of_a_pending_step_grows_until_it_starts() -> None:
 
 def test_sinfo_format_is_the_one_the_lsf_command_set_reads() -> None:
     # The same -O fields as infra/localenv/lsf/cli.py, so the local Satori answers both alike.
-    assert monitor_hpc.SINFO_FORMAT == "NodeList:|,StateLong:|,CPUsState:|,Gres:|,GresUsed:"
+    assert hpc_reads.SINFO_FORMAT == "NodeList:|,StateLong:|,CPUsState:|,Gres:|,GresUsed:"

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from infra.monitor.build import _idle_since, hpc_provenance, kube_provenance
-from infra.monitor.hpc import StepTelemetry
-from infra.monitor.model import EnvironmentView, NodeView, Snapshot, StepView
-from infra.nodes.cli import environment_label, estimates_record
+from infra.monitor.model import EnvironmentView, NodeView, Snapshot, StepTelemetry, StepView
 from infra.nodes.estimate import JobShape, RunningJob, estimate_wait, shape_of_workload
 from infra.nodes.idle import find_underused, judge_node, summarize
+from infra.nodes.render import environment_label, estimates_record
+from infra.workload.load import load_workload
 
 NOW = 10_000.0
 REPO = Path(__file__).resolve().parents[2]
@@ -139,7 +139,7 @@ def test_a_job_larger_than_any_node_never_starts() -> None:
 
 
 def test_the_workload_shape_is_its_largest_gpu_step() -> None:
-    shape = shape_of_workload(str(REPO / "workloads" / "probe" / "workload.yaml"))
+    shape = shape_of_workload(load_workload(REPO / "workloads" / "probe" / "workload.yaml"))
     assert (shape.workload, shape.gpus, shape.cpus, shape.memory_mib) == ("probe", 1, 1, 2048)
 
 

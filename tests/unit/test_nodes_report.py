@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from infra.compare import cost_files, metrics
-from infra.compare.estimates import load_estimates, with_estimates
+from infra.compare import cost_files, metrics, report_model
+from infra.compare.cost_files import load_estimates
+from infra.compare.estimates import with_estimates
 from infra.compare.render import render_markdown
 from tests.unit.test_compare import hpc_records, kube_records
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> metrics.Report:
+def report(tmp_path_factory: pytest.TempPathFactory) -> report_model.Report:
     envs = [kube_records(), hpc_records(tmp_path_factory.mktemp("hpc"))]
     return metrics.build_report(envs, cost_files.load_cost_profiles(), cost_files.load_rate_table(), {"stack": "local"})
 
@@ -42,7 +43,7 @@ def record(taken_at: float, seconds: dict[str, float | None]) -> dict[str, objec
     }
 
 
-def test_the_estimate_sits_beside_the_measured_wait_with_its_error(report: metrics.Report) -> None:
+def test_the_estimate_sits_beside_the_measured_wait_with_its_error(report: report_model.Report) -> None:
     before = min(s.requested_at.value for e in report.environments for s in e.steps if s.requested_at.value) - 60
     kwok, hpc = (e.name for e in report.environments)
     simulated, scored = with_estimates(report.environments, record(before, {kwok: 3.0, hpc: 3.0}), {"stack": "local"})
@@ -57,7 +58,7 @@ def test_the_estimate_sits_beside_the_measured_wait_with_its_error(report: metri
     assert simulated.elasticity.estimated_gpu_step_wait.value == 3.0
     assert simulated.elasticity.estimate_error.value is None
     assert "simulated" in simulated.elasticity.estimate_error.note
-    text = render_markdown(metrics.Report(**{**report.__dict__, "environments": (simulated, scored)}), (), {})
+    text = render_markdown(report_model.Report(**{**report.__dict__, "environments": (simulated, scored)}), (), {})
     assert "estimated before the run" in text and "estimate minus measured" in text
     _, unestimable = with_estimates(report.environments, record(before, {kwok: 3.0, hpc: None}), {"stack": "local"})
     assert unestimable.elasticity.estimated_gpu_step_wait.value is None
@@ -65,7 +66,7 @@ def test_the_estimate_sits_beside_the_measured_wait_with_its_error(report: metri
 
 
 def test_an_estimate_made_after_the_request_is_no_forecast_and_another_stack_s_is_ignored(
-    report: metrics.Report,
+    report: report_model.Report,
 ) -> None:
     late = max(s.requested_at.value for e in report.environments for s in e.steps if s.requested_at.value) + 60
     name = report.environments[0].name
@@ -76,7 +77,7 @@ def test_an_estimate_made_after_the_request_is_no_forecast_and_another_stack_s_i
     assert env.elasticity.estimated_gpu_step_wait.value is None and "elsewhere" in env.elasticity.estimate_error.note
 
 
-def test_without_an_estimate_the_report_says_how_to_make_one(report: metrics.Report) -> None:
+def test_without_an_estimate_the_report_says_how_to_make_one(report: report_model.Report) -> None:
     env = report.environments[0]
     assert env.elasticity.estimated_gpu_step_wait.value is None
     assert "scripts/nodes" in env.elasticity.estimated_gpu_step_wait.note

@@ -10,10 +10,10 @@ from typing import Any
 import pulumi
 import pytest
 
-from infra.config import KubernetesTarget
 from infra.openshift.environment import OpenShiftEnvironment, OpenShiftEnvironmentArgs
 from infra.openshift.settings import OpenShiftSettings, OpenShiftSettingsError
 from infra.openshift.settings_parser import parse_openshift_settings
+from infra.stack_config import KubernetesTarget
 from infra.workload.model import Workload
 from tests.unit.openshift_fixtures import (
     KEY,

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.dynamic.inputs import CheckFailures, is_unknown, number
-from infra.hpc import ssh
+from infra.hpc.remote import SshEndpoint
 
 NAME_PREFIX = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
 TAG_KEYS = ("atlas:project", "atlas:stack", "atlas:environment", "atlas:run")
@@ -97,8 +97,8 @@ class ReadyWait:
             timeout_s=number(props, "ready_timeout_s", DEFAULT_READY_TIMEOUT_S),
         )
 
-    def endpoint(self, host: str, host_key: str) -> ssh.SshEndpoint:
-        return ssh.SshEndpoint(
+    def endpoint(self, host: str, host_key: str) -> SshEndpoint:
+        return SshEndpoint(
             host=host,
             port=22,
             user=self.ssh_user,

@@ -1,0 +1,89 @@
+"""How scripts/compare, monitor and nodes reach each environment: the Access model, parsed from a stack's config.
+
+Pure: the stack file's `config` mapping in, paths out (never a key's or kubeconfig's contents),
+and, before the first `pulumi up`, the environments it names in the stack outputs' shape;
+infra.compare.stack_files reads the files and the flags.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from infra.validation import config_path
+
+
+@dataclass
+class Access:
+    """How to reach each environment: paths to keys and kubeconfigs, never their contents."""
+
+    project_dir: Path = field(default_factory=Path.cwd)
+    kubeconfig: Path | None = None
+    ssh_keys: dict[str, Path] = field(default_factory=dict)
+    known_hosts: dict[str, Path] = field(default_factory=dict)
+
+
+def access_from_config(config: Mapping[str, Any], project_dir: Path) -> Access:
+    """The keys, known_hosts files and kubeconfig a stack file's `config:` names."""
+    access = Access(project_dir=project_dir)
+
+    def local(value: Any) -> Path | None:
+        if not isinstance(value, str) or not value:
+            return None
+        return config_path(value, project_dir)
+
+    access.kubeconfig = local((config.get("atlas:openshift") or {}).get("kubeconfig"))
+    aws = config.get("atlas:aws")
+    if isinstance(aws, dict) and (key := local(aws.get("ssh_private_key_file"))) is not None:
+        access.ssh_keys["aws"] = key
+    for name, section in (config.get("atlas:hpc") or {}).items():
+        if isinstance(section, dict):
+            if (key := local(section.get("private_key_file"))) is not None:
+                access.ssh_keys[name] = key
+            if (hosts := local(section.get("known_hosts_file"))) is not None:
+                access.known_hosts[name] = hosts
+    return access
+
+
+def parse_pairs(values: Sequence[str], flag: str) -> dict[str, Path]:
+    """`ENV=PATH` flag values (--ssh-key, --known-hosts) by environment."""
+    result = {}
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep:
+            raise SystemExit(f"compare: {flag} {value!r}: expected ENVIRONMENT=PATH")
+        result[name] = Path(path).expanduser()
+    return result
+
+
+def outputs_from_config(config: Mapping[str, Any], stack: str) -> dict[str, Any]:
+    """The stack outputs' shape before the first `pulumi up`: each enabled environment as the
+    stack's config names it (where to reach its scheduler, no steps yet); none named, none listed."""
+    environments: dict[str, Any] = {}
+    openshift = config.get("atlas:openshift")
+    if isinstance(openshift, dict) and openshift.get("enabled", True) not in (False, "false"):
+        environments["openshift"] = {
+            "kind": "kubernetes",
+            "flavour": openshift.get("flavour", "openshift"),
+            "namespace": openshift.get("namespace", ""),
+            "steps": [],
+            "gpu_product": (openshift.get("gpu") or {}).get("product"),
+        }
+    for name, env in (config.get("atlas:hpc") or {}).items():
+        if isinstance(env, dict) and env.get("enabled", True) not in (False, "false"):
+            environments[name] = {
+                "kind": "hpc",
+                "scheduler": env.get("scheduler", ""),
+                "host": env.get("host", ""),
+                "port": int(env.get("port", 22)),
+                "user": env.get("user", ""),
+                "steps": [],
+            }
+    atlas = {
+        "stack": stack,
+        "workload": config.get("atlas:workload", "probe"),
+        "run_id": str(config.get("atlas:runId", "1")),
+    }
+    return {"atlas": atlas, "environments": environments}

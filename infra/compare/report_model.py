@@ -1,0 +1,181 @@
+"""The computed report as dataclasses: every number a `Value` with its unit, source and kind.
+
+infra.compare.metrics builds a `Report` from the collected records; charts, render and report
+read it and only format. A value that could not be measured carries `None` and the reason;
+values from KWOK-simulated nodes are flagged `simulated`; assumptions and projections say so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from infra.compare.costs import RateTable
+
+
+@dataclass(frozen=True)
+class Value:
+    value: float | None
+    unit: str
+    source: str
+    note: str = ""  # why not measured, or what an assumption / projection assumes
+    kind: str = "measured"  # measured | computed | assumption | projection | not-measured
+    simulated: bool = False
+
+    @property
+    def measured(self) -> bool:
+        return self.value is not None
+
+
+MOCK_GPU = "not measured: mock GPU (a device plugin with no GPU behind it)"
+
+
+def missing(unit: str, reason: str, source: str = "") -> Value:
+    return Value(None, unit, source, reason, "not-measured")
+
+
+@dataclass(frozen=True)
+class Series:
+    name: str
+    unit: str
+    x: tuple[float, ...]  # seconds since the step started (or iterations, for losses)
+    y: tuple[float, ...]
+    x_unit: str
+    source: str
+    simulated: bool = False
+
+
+@dataclass(frozen=True)
+class StepMetrics:
+    step: str
+    job: str
+    state: str
+    exit_code: int | None
+    requested_at: Value
+    scheduled_at: Value
+    started_at: Value
+    finished_at: Value
+    queue_wait: Value  # requested -> started
+    duration: Value  # started -> finished
+    gpus_requested: Value
+    gpus_allocated: Value
+    pending_reason: str
+    node: str
+    simulated: bool
+
+
+@dataclass(frozen=True)
+class Elasticity:
+    request_to_gpus_running: Value
+    gpu_step_queue_wait: Value
+    time_to_add_gpus: Value
+    total_queue_wait: Value
+    pending_reasons: tuple[str, ...]
+    # `scripts/nodes --estimate` before the run (infra/compare/estimates.py), beside the measured wait.
+    estimated_gpu_step_wait: Value = field(
+        default_factory=lambda: missing("s", "no estimate recorded: run `scripts/nodes -s STACK --estimate` first")
+    )
+    estimate_error: Value = field(default_factory=lambda: missing("s", "no estimate to compare with"))
+
+
+@dataclass(frozen=True)
+class Performance:
+    wall_time: Value
+    train_duration: Value
+    iterations: Value
+    iterations_per_s: Value
+    images_per_s: Value
+    cpu_tree_mean: Value
+    cpu_host_mean: Value
+    memory_rss_peak: Value
+    memory_host_peak: Value
+    gpu_utilization_mean: Value
+    gpu_memory_peak: Value
+    samples: Value
+    series: tuple[Series, ...]
+    loss: Series | None
+    # The step's memory peak: the cgroup's where the sampler recorded it, else memory_rss_peak;
+    # memory_peak_basis says which, in words, for the report.
+    memory_peak: Value = field(default_factory=lambda: missing("bytes", "not measured"))
+    memory_peak_basis: str = "not measured"
+
+
+@dataclass(frozen=True)
+class Economics:
+    profile: str
+    usd_per_gpu_hour: Value
+    gpu_hours: Value
+    cost_per_run: Value
+    cost_per_1000_iterations: Value
+    chargeback: tuple[tuple[str, Value, Value], ...]  # (rate name, per run, per 1,000 iterations)
+
+
+@dataclass(frozen=True)
+class DataAccess:
+    staging_time: Value
+    bytes_staged: Value
+    bytes_read: Value
+    read_throughput: Value
+
+
+@dataclass(frozen=True)
+class Scalability:
+    measured: tuple[tuple[int, Value], ...]  # (GPUs, images/s)
+    projection: tuple[tuple[int, Value], ...]
+
+
+@dataclass(frozen=True)
+class EnvironmentMetrics:
+    name: str
+    kind: str
+    platform: str
+    simulated: bool
+    steps: tuple[StepMetrics, ...]
+    steps_reason: str
+    elasticity: Elasticity
+    performance: Performance
+    economics: Economics
+    data_access: DataAccess
+    scalability: Scalability
+    notes: tuple[str, ...]
+    # What the environment is where its name does not say (records.provenance): shown beside it.
+    provenance: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.provenance})" if self.provenance else self.name
+
+
+@dataclass(frozen=True)
+class ArgumentDifference:
+    step: str
+    argument: str
+    values: tuple[tuple[str, str | None], ...]  # (environment, value; None = absent)
+
+
+@dataclass(frozen=True)
+class Comparability:
+    comparable: bool
+    differences: tuple[ArgumentDifference, ...]
+    unknown: tuple[str, ...]  # environments whose arguments no record gave
+
+
+@dataclass(frozen=True)
+class CostParameter:
+    profile: str
+    parameter: str
+    value: float | str
+    origin: str  # seed table / assumption: ... / overridden
+
+
+@dataclass(frozen=True)
+class Report:
+    title: str
+    generated_at: str
+    run: Mapping[str, str]
+    environments: tuple[EnvironmentMetrics, ...]
+    comparability: Comparability
+    cost_parameters: tuple[CostParameter, ...]
+    cost_per_gpu_hour: tuple[tuple[str, Value], ...]
+    rate_table: RateTable
+    notes: tuple[str, ...] = field(default_factory=tuple)

@@ -1,0 +1,200 @@
+"""The local Satori's config files rendered: sshd_config, slurm.conf and gres.conf, and where they live.
+
+Pure: the login node's and the Slurm node's figures (declared, not detected) and the paths
+under the environment's `satori_dir`; infra/localenv/satori.py writes the files and runs
+sshd, munged, slurmctld and slurmd.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from infra.localenv.layout import LOOPBACK, Layout
+
+LOGIN_USER = "atlas"
+LOGIN_HOME = Path("/home") / LOGIN_USER
+GPU_TYPE = "v100"
+GPU_COUNT = 4
+FAKE_GPU_DEVICES = tuple(Path(f"/dev/fakegpu{i}") for i in range(GPU_COUNT))
+# Declared, not detected (SlurmdParameters=config_overrides): the machine has 2 cores,
+# and 8 one-CPU slots let several small jobs run at once, as on a real GPU node.
+NODE_CPUS = 8
+NODE_MEMORY_MB = 8192
+DEF_MEM_PER_CPU_MB = 256
+# How long finished jobs stay visible to squeue/scontrol, hence to `bjobs -a`: LSF's
+# default CLEAN_PERIOD is one hour.
+MIN_JOB_AGE_S = 3600
+PARTITIONS = ("normal", "debug")
+# A preemptible partition for backfill work (not in PARTITIONS: hidden, not a queue to run in).
+BACKFILL_PARTITION = "backfill"
+REAL_TIER = 10
+
+
+@dataclass(frozen=True)
+class SatoriPaths:
+    root: Path
+
+    @property
+    def sshd_config(self) -> Path:
+        return self.root / "sshd_config"
+
+    @property
+    def host_key(self) -> Path:
+        return self.root / "ssh_host_ed25519_key"
+
+    @property
+    def user_key(self) -> Path:
+        return self.root / "id_ed25519"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.root / "known_hosts"
+
+    @property
+    def sshd_pid(self) -> Path:
+        return self.root / "sshd.pid"
+
+    @property
+    def munge_dir(self) -> Path:
+        return self.root / "munge"
+
+    @property
+    def munge_key(self) -> Path:
+        return self.munge_dir / "munge.key"
+
+    @property
+    def munge_socket(self) -> Path:
+        return self.munge_dir / "munge.socket"
+
+    @property
+    def slurm_conf(self) -> Path:
+        return self.root / "slurm.conf"
+
+    @property
+    def gres_conf(self) -> Path:
+        # Slurm reads gres.conf from the directory of slurm.conf.
+        return self.root / "gres.conf"
+
+    @property
+    def slurmctld_state(self) -> Path:
+        return self.root / "slurmctld-state"
+
+    @property
+    def slurmd_spool(self) -> Path:
+        return self.root / "slurmd-spool"
+
+    @property
+    def jobcomp_log(self) -> Path:
+        return self.root / "jobcomp.log"
+
+
+def cluster_name(layout: Layout) -> str:
+    return f"atlas{layout.ports.base}"
+
+
+def render_sshd_config(paths: SatoriPaths, port: int) -> str:
+    return "\n".join(
+        [
+            "# Written by Atlas's local environment; the login node of the local Satori.",
+            f"Port {port}",
+            f"ListenAddress {LOOPBACK}",
+            f"HostKey {paths.host_key}",
+            f"PidFile {paths.sshd_pid}",
+            "AuthorizedKeysFile .ssh/authorized_keys",
+            "PubkeyAuthentication yes",
+            "AuthenticationMethods publickey",
+            "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no",
+            "PermitRootLogin no",
+            "PermitEmptyPasswords no",
+            "UsePAM no",
+            f"AllowUsers {LOGIN_USER}",
+            "StrictModes yes",
+            "X11Forwarding no",
+            "PrintMotd no",
+            "PrintLastLog no",
+            # The benchmark and the tests open connections in quick succession.
+            "MaxStartups 100:30:200",
+            "Subsystem sftp internal-sftp",
+            f"SetEnv SLURM_CONF={paths.slurm_conf}",
+            "",
+        ]
+    )
+
+
+def render_slurm_conf(paths: SatoriPaths, layout: Layout, node: str) -> str:
+    cpus = NODE_CPUS
+    return "\n".join(
+        [
+            "# Written by Atlas's local environment: a one-node Slurm with 4 (fake) V100s.",
+            f"ClusterName={cluster_name(layout)}",
+            f"SlurmctldHost={node}({LOOPBACK})",
+            f"SlurmctldPort={layout.ports.slurmctld}",
+            f"SlurmdPort={layout.ports.slurmd}",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            "AuthType=auth/munge",
+            "CredType=cred/munge",
+            f"AuthInfo=socket={paths.munge_socket}",
+            f"StateSaveLocation={paths.slurmctld_state}",
+            f"SlurmdSpoolDir={paths.slurmd_spool}",
+            f"SlurmctldPidFile={paths.root / 'slurmctld.pid'}",
+            f"SlurmdPidFile={paths.root / 'slurmd.pid'}",
+            # No cgroups and no systemd on this machine: track processes by parentage.
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/none",
+            "MpiDefault=none",
+            "SwitchType=switch/none",
+            # Trust the declared CPUs and memory, not the 2-core host.
+            "SlurmdParameters=config_overrides",
+            "ReturnToService=2",
+            "SchedulerType=sched/builtin",
+            # Jobs of a partition with a higher PriorityTier preempt those of a lower one.
+            "PreemptType=preempt/partition_prio",
+            "PreemptMode=REQUEUE",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_Core_Memory",
+            f"DefMemPerCPU={DEF_MEM_PER_CPU_MB}",
+            "GresTypes=gpu",
+            "JobAcctGatherType=jobacct_gather/none",
+            "AccountingStorageType=accounting_storage/none",
+            "JobCompType=jobcomp/filetxt",
+            f"JobCompLoc={paths.jobcomp_log}",
+            f"MinJobAge={MIN_JOB_AGE_S}",
+            # bkill should end a job in seconds, not after the default 30 s grace.
+            "KillWait=2",
+            "InactiveLimit=0",
+            "Waittime=0",
+            "MessageTimeout=10",
+            "SlurmctldTimeout=30",
+            "SlurmdTimeout=60",
+            "SlurmctldDebug=info",
+            "SlurmdDebug=info",
+            (
+                f"NodeName={node} NodeAddr={LOOPBACK} CPUs={cpus} Boards=1 SocketsPerBoard=1 "
+                f"CoresPerSocket={cpus} ThreadsPerCore=1 RealMemory={NODE_MEMORY_MB} "
+                f"Gres=gpu:{GPU_TYPE}:{GPU_COUNT} State=UNKNOWN"
+            ),
+            f"PartitionName=normal Nodes={node} Default=YES MaxTime=INFINITE State=UP PriorityTier={REAL_TIER}",
+            f"PartitionName=debug Nodes={node} Default=NO MaxTime=INFINITE State=UP PriorityTier={REAL_TIER}",
+            # Backfill that yields (scripts/nodes --backfill): a job of a real partition preempts
+            # it, and Slurm requeues it (PreemptMode=REQUEUE), so it starts again once GPUs free up.
+            # Hidden: `sinfo` and the LSF command set's `bqueues` list only the real queues.
+            (
+                f"PartitionName={BACKFILL_PARTITION} Nodes={node} Default=NO MaxTime=INFINITE State=UP "
+                "PriorityTier=1 PreemptMode=REQUEUE Hidden=YES"
+            ),
+            "",
+        ]
+    )
+
+
+def render_gres_conf(node: str) -> str:
+    last = GPU_COUNT - 1
+    return (
+        "# Written by Atlas's local environment. The devices are aliases of /dev/null:\n"
+        "# Slurm needs device files to count GPUs, nothing reads them.\n"
+        "AutoDetect=off\n"
+        f"NodeName={node} Name=gpu Type={GPU_TYPE} File=/dev/fakegpu[0-{last}]\n"
+    )

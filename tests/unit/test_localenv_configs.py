@@ -1,0 +1,82 @@
+"""The local environment's pure renderers: the node's configs (infra/localenv/node_config.py),
+the login node's sshd_config, slurm.conf and gres.conf (infra/localenv/satori_config.py) and
+the build runner's objects (infra/localenv/build_objects.py)."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from infra.localenv import build_objects, node_config, satori_config
+from infra.localenv.layout import Layout, Ports
+from infra.localenv.pki_files import Pki
+
+LAYOUT = Layout(state_dir=Path("/tmp/atlas-test-env"), ports=Ports(16000))
+
+
+@pytest.mark.parametrize(("lower", "restrict", "oom_score"), [(True, False, -999), (False, True, 0)])
+def test_node_configs_follow_whether_root_may_lower_oom_scores(lower: bool, restrict: bool, oom_score: int) -> None:
+    text = node_config.containerd_config(LAYOUT, pause_image="127.0.0.1:16510/pause:v1", cni_bin_dir=Path("/bin"),
+                                         lower_oom_score=lower)
+    runtime = tomllib.loads(text)["plugins"]["io.containerd.cri.v1.runtime"]
+    assert runtime["restrict_oom_score_adj"] is restrict
+    assert runtime["cni"]["bin_dirs"] == ["/bin"]
+    kubelet = node_config.kubelet_config(LAYOUT, Pki(Path("/pki")), "10.0.0.5", lower_oom_score=lower)
+    assert kubelet["oomScoreAdj"] == oom_score
+    assert kubelet["authentication"]["x509"]["clientCAFile"] == "/pki/ca.crt"
+
+
+def test_pod_subnet_and_bridge_come_from_the_port_base() -> None:
+    conflist = node_config.cni_conflist(LAYOUT)
+    assert conflist["plugins"][0]["ipam"]["ranges"] == [[{"subnet": "10.201.160.0/24"}]]
+    assert len(node_config.NodePaths(LAYOUT).bridge) <= 15
+    assert node_config.kube_proxy_config(LAYOUT)["clusterCIDR"] == "10.201.160.0/24"
+
+
+def test_registry_hosts_toml_is_plain_http() -> None:
+    assert node_config.registry_hosts_toml("127.0.0.1:16510") == (
+        'server = "http://127.0.0.1:16510"\n\n[host."http://127.0.0.1:16510"]\n'
+        '  capabilities = ["pull", "resolve", "push"]\n'
+    )
+
+
+def test_satori_configs_name_the_node_and_its_files() -> None:
+    paths = satori_config.SatoriPaths(LAYOUT.satori_dir)
+    sshd = satori_config.render_sshd_config(paths, 2222)
+    assert "Port 2222\n" in sshd and f"SetEnv SLURM_CONF={paths.slurm_conf}\n" in sshd
+    slurm = satori_config.render_slurm_conf(paths, LAYOUT, "node1")
+    assert "ClusterName=atlas16000\n" in slurm
+    assert "Gres=gpu:v100:4" in slurm
+    gres = satori_config.render_gres_conf("node1")
+    assert gres.endswith("NodeName=node1 Name=gpu Type=v100 File=/dev/fakegpu[0-3]\n")
+
+
+CONFIG = {
+    "metadata": {"name": "app", "namespace": "ns", "uid": "u1", "labels": {"a": "b"}},
+    "spec": {"runPolicy": "Serial", "strategy": {"type": "Docker"}, "triggers": [{"type": "ConfigChange"}],
+             "output": {"to": {"kind": "ImageStreamTag", "name": "app:v2"}}},
+}
+
+
+@pytest.mark.parametrize(("status", "wanted"), [({}, True), ({"lastVersion": 1}, False)])
+def test_a_config_change_trigger_builds_once(status: dict[str, int], wanted: bool) -> None:
+    assert build_objects.wants_config_change_build({**CONFIG, "status": status}) is wanted
+
+
+def test_new_build_is_owned_by_its_config() -> None:
+    build = build_objects.new_build(CONFIG, 3)
+    assert build["metadata"]["name"] == "app-3"
+    annotations = {build_objects.BUILD_CONFIG_LABEL: "app", build_objects.BUILD_NUMBER: "3"}
+    assert build["metadata"]["annotations"] == annotations
+    assert build["spec"]["strategy"] == {"type": "Docker"} and "triggers" not in build["spec"]
+    assert build_objects.Output.of(build) == build_objects.Output("app", "v2", "ns/app")
+
+
+def test_a_tag_event_goes_on_top_of_the_tag_history() -> None:
+    stream = {"metadata": {"namespace": "ns", "name": "app"},
+              "status": {"tags": [{"tag": "v2", "items": [{"image": "sha256:old"}]}]}}
+    status = build_objects.image_stream_status(stream, "reg:5000", "v2", "sha256:new", "2026-01-01T00:00:00Z")
+    assert status["dockerImageRepository"] == "reg:5000/ns/app"
+    assert [i["image"] for i in status["tags"][0]["items"]] == ["sha256:new", "sha256:old"]
