@@ -25,10 +25,11 @@ from infra.openshift.settings import OpenShiftSettings
 from infra.openshift.settings_parser import SETTINGS_KEYS, TARGET_KEYS, parse_openshift_settings
 from infra.stack_config import HpcEnvironmentConfig, KubernetesTarget, StackConfig
 from infra.validation import Fields, config_path
+from infra.workload.load import locate_workload
+from infra.workload.model import WorkloadError
 
 __all__ = ["AtlasConfigError", "KubernetesTarget", "StackConfig", "load_stack_config", "parse_stack_config"]
 PROJECT = "atlas"
-WORKLOADS = ("probe", "biggan")
 RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
 FLAVOURS = ("kubernetes", "openshift")
 # Keys whose values are structured (YAML objects) rather than strings.
@@ -110,8 +111,7 @@ def parse_stack_config(stack: str, values: Mapping[str, Any], project_dir: Path)
         values, {"workload", "openshift", "hpc", "aws", "backfill", "runId", "workloadSource"}, f"{PROJECT}:*"
     )
     workload = values.get("workload", "probe")
-    if workload not in WORKLOADS:
-        raise AtlasConfigError(f"{_key('workload')}: expected one of {', '.join(WORKLOADS)}, found {workload!r}")
+    workload_file = _locate(workload, project_dir, _key("workload"))
     run_id = str(values.get("runId", "1"))
     if not RUN_ID.match(run_id):
         raise AtlasConfigError(
@@ -127,10 +127,13 @@ def parse_stack_config(stack: str, values: Mapping[str, Any], project_dir: Path)
         )
     target, settings = openshift if openshift is not None else (None, None)
     backfill = parse_backfill_settings(values.get("backfill"), _key("backfill"))
+    backfill_workload_file = None
     if backfill is not None:
         check_backfill_targets(
-            backfill, WORKLOADS, openshift is not None, {h.name: h.target.scheduler for h in hpc}, _key("backfill")
+            backfill, openshift is not None, {h.name: h.target.scheduler for h in hpc}, _key("backfill")
         )
+        if backfill.workload is not None:
+            backfill_workload_file = _locate(backfill.workload, project_dir, _key("backfill", "workload"))
     workload_source = None
     if values.get("workloadSource") is not None:
         raw = values["workloadSource"]
@@ -140,8 +143,17 @@ def parse_stack_config(stack: str, values: Mapping[str, Any], project_dir: Path)
                 "set it with `pulumi config set atlas:workloadSource PATH`"
             )
         workload_source = config_path(raw, project_dir)
-    return StackConfig(stack=stack, workload=workload, openshift=target, openshift_settings=settings,
-                       hpc=hpc, run_id=run_id, aws=aws, backfill=backfill, workload_source=workload_source)
+    return StackConfig(stack=stack, workload=workload, workload_file=workload_file, openshift=target,
+                       openshift_settings=settings, hpc=hpc, run_id=run_id, aws=aws, backfill=backfill,
+                       backfill_workload_file=backfill_workload_file, workload_source=workload_source)
+
+
+def _locate(value: Any, project_dir: Path, key: str) -> Path:
+    """A workload named in config (a shipped name, or a path to a definition): its workload.yaml."""
+    try:
+        return locate_workload(value, project_dir, key)
+    except WorkloadError as error:
+        raise AtlasConfigError(str(error)) from None
 
 
 def load_stack_config() -> StackConfig:

@@ -47,7 +47,7 @@ class HpcEnvironmentConfig:
 @dataclass(frozen=True)
 class StackConfig:
     stack: str
-    workload: str
+    workload: str  # as configured: a shipped workload's name or a path
     openshift: KubernetesTarget | None
     openshift_settings: OpenShiftSettings | None = None
     hpc: tuple[HpcEnvironmentConfig, ...] = ()
@@ -60,3 +60,6 @@ class StackConfig:
     # A local clone or git bundle of the workload's repository (`atlas:workloadSource`), for
     # machines without network; infra/workload_source.py checks it holds the pinned commit.
     workload_source: Path | None = None
+    # The definitions `workload` and `backfill.workload` name (infra/workload/load.py:locate_workload).
+    workload_file: Path = Path("workloads/probe/workload.yaml")
+    backfill_workload_file: Path | None = None

@@ -14,8 +14,9 @@ from infra.config import AtlasConfigError, load_stack_config
 from infra.hpc.components import HpcEnvironment, HpcEnvironmentArgs, workload_source_files
 from infra.hpc.registry import scheduler_class
 from infra.openshift.environment import OpenShiftEnvironment, OpenShiftEnvironmentArgs
-from infra.workload.load import load_workload
-from infra.workload.model import GitSource, WorkloadError
+from infra.workload.load import folder_files, load_workload
+from infra.workload.model import FolderSource, GitSource, WorkloadError
+from infra.workload.render import report_contract
 from infra.workload_source import SourceError, check_local
 
 OUTPUTS_VERSION = 1
@@ -25,14 +26,16 @@ PROJECT_ROOT = Path(pulumi.get_root_directory())
 
 try:
     config = load_stack_config()
-    workload = load_workload(PROJECT_ROOT / "workloads" / config.workload / "workload.yaml")
+    workload = load_workload(config.workload_file, PROJECT_ROOT)
     if config.workload_source is not None:
         if not isinstance(workload.source, GitSource):
             raise AtlasConfigError(
-                f"atlas:workloadSource: workload {config.workload!r} ships in this repository; remove the key"
+                f"atlas:workloadSource: workload {workload.name!r} is not pinned to a Git repository; remove the key"
             )
         # Before any resource: a clone or bundle without the pinned commit stops preview here.
         check_local(config.workload_source, workload.source.commit)
+    if isinstance(workload.source, FolderSource):
+        folder_files(workload)  # missing, too large, a link out: stops preview here
 except (AtlasConfigError, WorkloadError, SourceError) as bad:
     # RunError: the message alone, no traceback; nothing has been registered yet.
     raise pulumi.RunError(f"invalid stack configuration: {bad}") from None
@@ -46,7 +49,7 @@ if config.openshift is not None:
         OpenShiftEnvironmentArgs(
             target=config.openshift,
             stack=config.stack,
-            workload=config.workload,
+            workload=workload.name,
             definition=workload,
             settings=config.openshift_settings,
             run_id=config.run_id,
@@ -106,11 +109,14 @@ if config.backfill is not None:
     from infra.nodes.component import Backfill, BackfillArgs, SlurmBackfillTarget
 
     wanted = config.backfill.environments
-    backfill_workload = (
-        load_workload(PROJECT_ROOT / "workloads" / config.backfill.workload / "workload.yaml")
-        if config.backfill.workload and config.backfill.workload != config.workload
-        else workload
-    )
+    try:
+        backfill_workload = (
+            load_workload(config.backfill_workload_file, PROJECT_ROOT)
+            if config.backfill_workload_file is not None and config.backfill_workload_file != config.workload_file
+            else workload
+        )
+    except WorkloadError as bad:
+        raise pulumi.RunError(f"invalid stack configuration: atlas:backfill.workload: {bad}") from None
     kubernetes = config.openshift if wanted is None or "openshift" in wanted else None
     settings = config.openshift_settings
     try:
@@ -152,6 +158,15 @@ if config.backfill is not None:
 
 pulumi.export(
     "atlas",
-    {"version": OUTPUTS_VERSION, "stack": config.stack, "workload": config.workload, "run_id": config.run_id},
+    {
+        "version": OUTPUTS_VERSION,
+        "stack": config.stack,
+        "workload": workload.name,
+        # Where the definition was read (scripts/monitor and scripts/nodes load it from there).
+        "definition": str(config.workload_file),
+        "run_id": config.run_id,
+        # What scripts/compare measures, so the outputs alone are enough to compare the sides.
+        "report": report_contract(workload),
+    },
 )
 pulumi.export("environments", environments)

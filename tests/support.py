@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
@@ -27,3 +28,15 @@ def wait_until(
         time.sleep(pause)
     shown = f"; {detail()}" if detail is not None else ""
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what} (last: {last!r}){shown}")
+
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def project_with_workloads(folder: Path) -> Path:
+    """`folder` as a Pulumi project root for config tests: its workloads/ is the repository's, so
+    `atlas:workload: probe` names a definition there as it does in a checkout."""
+    link = folder / "workloads"
+    if not link.exists():
+        link.symlink_to(REPO_ROOT / "workloads")
+    return folder

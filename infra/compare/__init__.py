@@ -5,6 +5,7 @@ compute metrics into dataclasses, then render (Markdown, HTML, PNG, JSON, termin
     hpc_records.py, kube_records.py     pure: a scheduler's / the Kubernetes API's output -> records
     training.py, sampler_decode.py, device_records.py, timeparse.py
                                         pure: logs, sampler lines, a device run's files, timestamps
+    contract.py                         pure: what the workload asks measured (atlas.report), its rate line
     remote_files.py                     where a run's files are read: SFTP, the monitor, a local folder
     run_files.py                        what is fetched from them into raw/: telemetry, logs, staging
     telemetry.py                        the sampler's files read in chunks (or byte ranges) into columns

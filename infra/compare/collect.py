@@ -17,17 +17,20 @@ from typing import Any
 
 from infra.compare import aws_collector
 from infra.compare.access import Access
+from infra.compare.contract import report_contract
 from infra.compare.device_run import import_device_run, is_device_run
 from infra.compare.hpc_collector import collect_hpc
 from infra.compare.kube_collector import collect_kubernetes
-from infra.compare.records import EnvironmentRecords, Missing, without_records
+from infra.compare.records import EnvironmentRecords, Missing, ReportContract, without_records
 from infra.compare.remote_files import MonitorFiles, SftpFiles
 from infra.compare.seed_import import import_seed_logs
 from infra.hpc import ssh
 from infra.kubeapi import KubeApi
 
 
-def _hpc(name: str, outputs: Mapping[str, Any], access: Access, raw_dir: Path) -> EnvironmentRecords:
+def _hpc(
+    name: str, outputs: Mapping[str, Any], access: Access, raw_dir: Path, contract: ReportContract
+) -> EnvironmentRecords:
     key, hosts = access.ssh_keys.get(name), access.known_hosts.get(name)
     # An AWS instance's host key is public and in the outputs (Atlas generated it at launch).
     inline_hosts = str(outputs["known_hosts"]) + "\n" if outputs.get("known_hosts") and hosts is None else None
@@ -49,7 +52,7 @@ def _hpc(name: str, outputs: Mapping[str, Any], access: Access, raw_dir: Path) -
     def runner(command: str) -> ssh.RemoteResult:
         return ssh.run_remote(connection, command, check=False, safe_to_retry=True, timeout=60)
 
-    return collect_hpc(name, outputs, runner, SftpFiles(connection.sftp()), raw_dir)
+    return collect_hpc(name, outputs, runner, SftpFiles(connection.sftp()), raw_dir, contract)
 
 
 def _unreachable(name: str, outputs: Mapping[str, Any], error: Exception) -> EnvironmentRecords:
@@ -73,12 +76,13 @@ def collect_environments(
     kube_get: Callable[[str], Any] | None = None,
 ) -> list[EnvironmentRecords]:
     """Each environment of the stack outputs, from its own records; one that cannot be reached says why."""
+    contract = report_contract(outputs)
     result = []
     for name, env in sorted((outputs.get("environments") or {}).items()):
         try:
             if env.get("kind") == "kubernetes":
                 if kube_get is not None:
-                    result.append(collect_kubernetes(name, env, kube_get))
+                    result.append(collect_kubernetes(name, env, kube_get, contract=contract))
                     continue
                 if access.kubeconfig is None:
                     raise LookupError("no kubeconfig: pass --kubeconfig or a stack file naming one")
@@ -90,14 +94,15 @@ def collect_environments(
                         api.get,
                         functools.partial(MonitorFiles, api.get, api.download),
                         raw_dir / name,
+                        contract,
                     )
                 )
             elif env.get("kind") == "hpc":
-                result.append(_hpc(name, env, access, raw_dir / name))
+                result.append(_hpc(name, env, access, raw_dir / name, contract))
             elif env.get("kind") == "aws" and not env.get("executed"):
                 result.append(aws_collector.not_executed(name, env))
             elif env.get("kind") == "aws":
-                result.append(aws_collector.as_aws(_hpc(name, env, access, raw_dir / name), env))
+                result.append(aws_collector.as_aws(_hpc(name, env, access, raw_dir / name, contract), env))
             else:
                 result.append(_unreachable(name, env, ValueError(f"unknown kind {env.get('kind')!r}")))
         except (OSError, LookupError, ValueError, urllib.error.URLError, ssh.SshError) as error:

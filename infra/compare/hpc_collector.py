@@ -25,9 +25,9 @@ from infra.compare.hpc_records import (
     slurm_steps,
     squeue_forgot,
 )
-from infra.compare.records import EnvironmentRecords, Missing, StepRecord
+from infra.compare.records import DEFAULT_CONTRACT, EnvironmentRecords, Missing, ReportContract, StepRecord
 from infra.compare.remote_files import RemoteFiles
-from infra.compare.run_files import collect_telemetry, load_training_log, staged_files
+from infra.compare.run_files import collect_logs, collect_telemetry, staged_files
 from infra.hpc.lsf import LsfScheduler
 from infra.hpc.registry import scheduler_class
 from infra.hpc.remote import RemoteResult
@@ -69,6 +69,7 @@ def collect_hpc(
     runner: Runner,
     files: RemoteFiles,
     raw_dir: Path,
+    contract: ReportContract = DEFAULT_CONTRACT,
 ) -> EnvironmentRecords:
     """The scheduler's records, the sampler's telemetry and the training logs of one HPC side.
     A `scheduler` that infra.hpc does not drive raises UnknownSchedulerError (a ValueError)."""
@@ -93,6 +94,8 @@ def collect_hpc(
         steps = Missing(f"not collected: the comparison has no query for {scheduler.label}'s records")
     else:
         steps = query(runner, outputs, ids, argv)
+    logs_dir = outputs.get("logs", {}).get("path", "")
+    training, throughput = collect_logs(contract, logs_dir, files, raw_dir, where, argv)
 
     return EnvironmentRecords(
         name=name,
@@ -102,7 +105,9 @@ def collect_hpc(
         gpu_product=None,
         steps=steps,
         telemetry=telemetry,
-        training=load_training_log(outputs.get("logs", {}).get("path", ""), files, raw_dir, where, argv.get("train")),
+        training=training,
+        throughput=throughput,
+        measured_step=contract.step,
         staging=staged_files(outputs.get("run_dir", ""), files, host),
         cost_profile="satori",
         # Stack outputs from before Atlas recorded it say nothing: never taken for real.

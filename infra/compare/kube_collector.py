@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from infra.compare.kube_records import records_from_api
-from infra.compare.records import EnvironmentRecords, Missing
+from infra.compare.records import DEFAULT_CONTRACT, EnvironmentRecords, Missing, ReportContract
 from infra.compare.remote_files import ApiGet, RemoteFiles
-from infra.compare.run_files import collect_telemetry, load_training_log
+from infra.compare.run_files import collect_logs, collect_telemetry
 
 MonitorFilesFor = Callable[[str, str], RemoteFiles]  # (namespace, monitor Service) -> its files
 
@@ -28,6 +28,7 @@ def collect_kubernetes(
     get: ApiGet,
     monitor_files: MonitorFilesFor | None = None,
     raw_dir: Path | None = None,
+    contract: ReportContract = DEFAULT_CONTRACT,
 ) -> EnvironmentRecords:
     """Read the namespace's Jobs, pods and events and the pods' nodes through `get` (an API GET);
     with `monitor_files`, the sampler's telemetry and the training log from the results and logs
@@ -38,7 +39,9 @@ def collect_kubernetes(
     events = get(f"/api/v1/namespaces/{namespace}/events")
     node_names = sorted({str(n) for p in pods.get("items", []) if (n := (p.get("spec") or {}).get("nodeName"))})
     nodes = [get(f"/api/v1/nodes/{urllib.parse.quote(n)}") for n in node_names]
-    records = records_from_api(name, outputs, jobs, pods, events, nodes)
+    records = dataclasses.replace(
+        records_from_api(name, outputs, jobs, pods, events, nodes), measured_step=contract.step
+    )
     if (
         monitor_files is None
         or raw_dir is None
@@ -53,5 +56,5 @@ def collect_kubernetes(
     files = monitor_files(outputs["namespace"], services[0]["metadata"]["name"])
     where = f"on the PVCs of {outputs['namespace']} (through the monitor, API service proxy)"
     telemetry, argv = collect_telemetry([s.step for s in records.steps], "telemetry", files, raw_dir, where)
-    training = load_training_log("logs", files, raw_dir, where, argv.get("train"))
-    return dataclasses.replace(records, telemetry=telemetry, training=training)
+    training, throughput = collect_logs(contract, "logs", files, raw_dir, where, argv)
+    return dataclasses.replace(records, telemetry=telemetry, training=training, throughput=throughput)

@@ -115,17 +115,17 @@ def step_metrics(record: StepRecord, asked_gpus: int | None) -> StepMetrics:
     )
 
 
-def _gpu_step(steps: Sequence[StepMetrics]) -> StepMetrics | None:
+def _gpu_step(steps: Sequence[StepMetrics], measured_step: str = "train") -> StepMetrics | None:
     return next((s for s in steps if (s.gpus_requested.value or 0) > 0), None) or next(
-        (s for s in steps if s.step == "train"), None
+        (s for s in steps if s.step == measured_step), None
     )
 
 
-def elasticity(steps: Sequence[StepMetrics], reason: str) -> Elasticity:
+def elasticity(steps: Sequence[StepMetrics], reason: str, measured_step: str = "train") -> Elasticity:
     if not steps:
         nothing = missing("s", reason)
         return Elasticity(nothing, nothing, nothing, nothing, ())
-    gpu = _gpu_step(steps)
+    gpu = _gpu_step(steps, measured_step)
     first = min((s.requested_at.value for s in steps if s.requested_at.value is not None), default=None)
     simulated = any(s.simulated for s in steps)
     if gpu is None:
@@ -238,12 +238,13 @@ def performance(records: EnvironmentRecords, steps: Sequence[StepMetrics], steps
         if firsts and lasts
         else missing("s", steps_reason or "no step times")
     )
-    train = next((s for s in steps if s.step == "train"), None)
-    train_duration = train.duration if train else missing("s", steps_reason or "no train step")
+    measured = records.measured_step
+    train = next((s for s in steps if s.step == measured), None)
+    train_duration = train.duration if train else missing("s", steps_reason or f"no {measured} step")
 
     training = records.training
     iterations, it_per_s, img_per_s, loss = _throughput(training)
-    telemetry = records.telemetry.get("train")
+    telemetry = records.telemetry.get(measured)
     if isinstance(telemetry, TelemetryColumns) and telemetry.rows:
         c = telemetry
         src = c.source
@@ -291,7 +292,17 @@ def performance(records: EnvironmentRecords, steps: Sequence[StepMetrics], steps
         loss,
         peak,
         peak_basis,
+        measured,
+        workload_throughput(records),
     )
+
+
+def workload_throughput(records: EnvironmentRecords) -> Value:
+    """The workload's own throughput line (report.throughput), as the step logged it."""
+    reading = records.throughput
+    if isinstance(reading, Missing):
+        return missing("", reading.reason)
+    return Value(reading.value, reading.unit, reading.source, f"as the step logged it: {reading.line!r}", "measured")
 
 
 def _throughput(training: TrainingLog | Missing) -> tuple[Value, Value, Value, Series | None]:
@@ -460,9 +471,9 @@ def data_access(records: EnvironmentRecords) -> DataAccess:
                 sources,
             )
         )
-    read = missing("bytes", "not measured: no telemetry for the train step")
+    read = missing("bytes", f"not measured: no telemetry for the {records.measured_step} step")
     throughput = missing("bytes/s", read.note)
-    telemetry = records.telemetry.get("train")
+    telemetry = records.telemetry.get(records.measured_step)
     if isinstance(telemetry, Missing):
         read = missing("bytes", telemetry.reason)
         throughput = missing("bytes/s", telemetry.reason)
@@ -563,7 +574,9 @@ def environment_metrics(
         steps: tuple[StepMetrics, ...] = ()
         steps_reason = records.steps.reason
     else:
-        steps = tuple(step_metrics(s, records.gpus if s.step == "train" else None) for s in records.steps)
+        steps = tuple(
+            step_metrics(s, records.gpus if s.step == records.measured_step else None) for s in records.steps
+        )
         steps_reason = ""
     perf = performance(records, steps, steps_reason)
     simulated = any(s.simulated for s in steps) or any(n.simulated for n in records.nodes)
@@ -575,7 +588,7 @@ def environment_metrics(
         provenance=records.provenance,
         steps=steps,
         steps_reason=steps_reason,
-        elasticity=elasticity(steps, steps_reason),
+        elasticity=elasticity(steps, steps_reason, records.measured_step),
         performance=perf,
         economics=economics(
             profiles.get(records.cost_profile), steps, perf.iterations, rates, records.cloud_rate, steps_reason

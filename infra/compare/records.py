@@ -169,6 +169,42 @@ class TrainingLog:
     images_basis: str = ""
 
 
+# Where a workload's definition names no BigGAN-style training log (logs.experiment).
+NO_TRAINING_LOG = "not measured (the workload writes no training log Atlas reads)"
+NO_THROUGHPUT_LINE = "not measured (the workload declares no throughput line: report.throughput)"
+
+
+@dataclass(frozen=True)
+class ThroughputSpec:
+    """A workload's own throughput line: the last match of `pattern` in `file` (relative to the
+    run's logs folder), its group `value` a rate in `unit`."""
+
+    file: str
+    pattern: str
+    unit: str
+
+
+@dataclass(frozen=True)
+class ReportContract:
+    """What the stack's `atlas.report` output says the report measures (infra/workload/render.py).
+    The defaults are what stacks from before it measured: BigGAN's `train` step and its log."""
+
+    step: str = "train"
+    training_log: bool = True
+    throughput: ThroughputSpec | None = None
+
+
+DEFAULT_CONTRACT = ReportContract()
+
+
+@dataclass(frozen=True)
+class ThroughputReading:
+    value: float
+    unit: str
+    source: str  # the file and where it was read
+    line: str  # the line it was read from, as written
+
+
 @dataclass(frozen=True)
 class EnvironmentRecords:
     """Everything collected for one environment."""
@@ -193,6 +229,10 @@ class EnvironmentRecords:
     provenance: str = ""
     # The GPUs the steps were given are mock: GPU use is "not measured (mock GPU)".
     gpu_mock: bool = False
+    # The step the report measures (the definition's report.step, else its last step).
+    measured_step: str = "train"
+    # The workload's own throughput line, where its definition declares one.
+    throughput: ThroughputReading | Missing = field(default_factory=lambda: Missing(NO_THROUGHPUT_LINE))
 
 
 def without_records(

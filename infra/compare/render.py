@@ -142,6 +142,8 @@ def report_tables(report: Report) -> tuple[Section, ...]:
         each("iterations", "performance.iterations"),
         each("iterations per second", "performance.iterations_per_s"),
         each("images per second", "performance.images_per_s"),
+        each("the workload's own throughput (report.throughput)", "performance.workload_throughput"),
+        each("measured step (time, CPU, memory, GPU below)", "performance.measured_step"),
         each("CPU, the step's processes (mean)", "performance.cpu_tree_mean"),
         each("CPU, host (mean)", "performance.cpu_host_mean"),
         each("memory, the step (peak)", "performance.memory_peak"),
@@ -353,8 +355,9 @@ def summary_table(report: Report) -> Table:
         "environment",
         "request → GPUs",
         "GPU step wait",
-        "train step",
+        "measured step",
         "images/s",
+        "own throughput",
         "cost/run (on-prem)",
         "GPU util",
     ):
@@ -365,13 +368,15 @@ def summary_table(report: Report) -> Table:
             text = format_value(value, sources)
             return "not measured" if text.startswith("not measured") else text.rsplit(" [", 1)[0]
 
-        train = next((s.duration for s in env.steps if s.step == "train"), None)
+        measured = env.performance.measured_step
+        train = next((s.duration for s in env.steps if s.step == measured), None)
         table.add_row(
             env.label,
             short(env.elasticity.request_to_gpus_running),
             short(env.elasticity.gpu_step_queue_wait),
-            short(train) if train else "not measured",
+            f"{measured}: {short(train)}" if train else "not measured",
             short(env.performance.images_per_s),
+            short(env.performance.workload_throughput),
             short(env.economics.cost_per_run),
             short(env.performance.gpu_utilization_mean),
         )

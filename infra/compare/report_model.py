@@ -98,6 +98,10 @@ class Performance:
     # memory_peak_basis says which, in words, for the report.
     memory_peak: Value = field(default_factory=lambda: missing("bytes", "not measured"))
     memory_peak_basis: str = "not measured"
+    # The step `train_duration` and the telemetry figures are of (report.step; BigGAN's `train`).
+    measured_step: str = "train"
+    # The workload's own throughput line (report.throughput), in the unit it declares.
+    workload_throughput: Value = field(default_factory=lambda: missing("", "not measured"))
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,17 @@ import posixpath
 from collections.abc import Sequence
 from pathlib import Path
 
-from infra.compare.records import Missing, StagingRecord, TelemetryColumns, TrainingLog
+from infra.compare.contract import read_throughput
+from infra.compare.records import (
+    NO_THROUGHPUT_LINE,
+    NO_TRAINING_LOG,
+    Missing,
+    ReportContract,
+    StagingRecord,
+    TelemetryColumns,
+    ThroughputReading,
+    TrainingLog,
+)
 from infra.compare.remote_files import RemoteFile, RemoteFiles
 from infra.compare.telemetry import load_sampler_telemetry
 from infra.compare.training import training_log_from_text
@@ -43,6 +53,32 @@ def collect_telemetry(
         if columns.argv:
             argv[step] = columns.argv
     return telemetry, argv
+
+
+def collect_logs(
+    contract: ReportContract,
+    logs_dir: str,
+    files: RemoteFiles,
+    raw_dir: Path,
+    where: str,
+    argv: dict[str, tuple[str, ...]],
+) -> tuple[TrainingLog | Missing, ThroughputReading | Missing]:
+    """What the workload's definition says its logs hold: a BigGAN-style training log (read for
+    the measured step's command line) and its own throughput line."""
+    training = (
+        load_training_log(logs_dir, files, raw_dir, where, argv.get(contract.step))
+        if contract.training_log
+        else Missing(NO_TRAINING_LOG)
+    )
+    throughput: ThroughputReading | Missing = Missing(NO_THROUGHPUT_LINE)
+    if contract.throughput is not None:
+        remote = posixpath.join(logs_dir, contract.throughput.file)
+        local = raw_dir / f"throughput-{posixpath.basename(remote)}"
+        if files.fetch(remote, local):
+            throughput = read_throughput(local.read_text(errors="replace"), contract.throughput, f"{remote} {where}")
+        else:
+            throughput = Missing(f"not measured: no {remote} {where} (the step did not write its throughput line)")
+    return training, throughput
 
 
 def load_training_log(

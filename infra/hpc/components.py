@@ -29,7 +29,8 @@ from infra.hpc.providers import target_ssh_inputs
 from infra.hpc.registry import scheduler_for
 from infra.hpc.target import PROVENANCE_NOT_STATED, HpcConfigError, HpcTarget
 from infra.hpc.target_parser import validate_remote_path
-from infra.workload.model import GitSource, InTreeSource, Workload
+from infra.workload.load import folder_files
+from infra.workload.model import FolderSource, GitSource, InTreeSource, Workload, WorkloadError
 from infra.workload.render import render_step
 from infra.workload_source import SourceError, materialize_cached, staged_paths
 
@@ -56,6 +57,8 @@ def workload_source_files(
       once per commit and patch from `local_source` (atlas:workloadSource: a clone or bundle,
       where there is no network) or else from the repository; its Python files, licence and
       source record are staged at the run directory's root, where `python main.py` looks.
+    - A folder beside the definition: every file as it is (modes kept), at the run directory's
+      root, where the steps start (infra/workload/load.py:folder_files, its limits).
     """
     if isinstance(workload.source, GitSource):
         source = workload.source
@@ -67,6 +70,11 @@ def workload_source_files(
         except SourceError as error:
             raise HpcConfigError(f"workload {workload.name!r} source: {error}") from None
         return tuple(StagedFile(tree / p, p.as_posix()) for p in staged_paths(tree))
+    if isinstance(workload.source, FolderSource):
+        try:
+            return tuple(StagedFile(f.source, f.path, f.mode) for f in folder_files(workload))
+        except WorkloadError as error:
+            raise HpcConfigError(f"workload {workload.name!r}: {error}") from None
     if not isinstance(workload.source, InTreeSource):
         return ()
     package = repo_root / workload.source.path

@@ -40,6 +40,7 @@ class StagedFile:
 
     source: Path
     path: str
+    mode: int = 0o644  # 0o755 for a folder source's executables
 
 
 def staged_file_entries(
@@ -57,7 +58,7 @@ def staged_file_entries(
         if not item.source.is_file():
             raise error(f"extra_files: {item.source} is not a file; stage files, not directories")
         digest = hashlib.sha256(item.source.read_bytes()).hexdigest()
-        files.append({"path": item.path, "source": str(item.source), "sha256": digest, "mode": 0o644})
+        files.append({"path": item.path, "source": str(item.source), "sha256": digest, "mode": item.mode})
     return files
 
 

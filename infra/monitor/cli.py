@@ -125,9 +125,13 @@ def build_monitor(
 
 
 def workload_shape(args: argparse.Namespace, outputs: Mapping[str, Any], project: Path) -> JobShape | None:
-    workload = str((outputs.get("atlas") or {}).get("workload", ""))
-    path = args.workload_file or (project / "workloads" / workload / "workload.yaml" if workload else None)
-    if path is None or not path.is_file():
+    atlas = outputs.get("atlas") or {}
+    # The definition the stack ran (outputs name its path), else a shipped workload of that name.
+    workload = str(atlas.get("workload", ""))
+    path = args.workload_file or (
+        Path(atlas["definition"]) if atlas.get("definition") else project / "workloads" / workload / "workload.yaml"
+    )
+    if not path.is_file():
         return None
     try:
         return shape_of_workload(load_workload(path))

@@ -36,7 +36,7 @@ from typing import Any
 from infra.hpc.job_script import render_job_script
 from infra.hpc.scheduler import JobSpec
 from infra.hpc.slurm import SlurmScheduler
-from infra.workload.model import Workload
+from infra.workload.model import FolderSource, Workload
 from infra.workload.render import render_step
 
 PRIORITY_CLASS = "atlas-backfill"
@@ -77,6 +77,13 @@ class BackfillWork:
 def work_for(workload: Workload, environment: str, image: str = "", gpu_product: str | None = None) -> BackfillWork:
     """The workload's last GPU step as backfill, with its own experiment name where it takes one,
     so backfill never writes into the real run's logs or checkpoints."""
+    if isinstance(workload.source, FolderSource):
+        # Backfill's Deployment and its Slurm copies start from the image or a run folder alone;
+        # a folder source reaches a run's own Jobs and scripts only (docs/workloads.md).
+        raise BackfillError(
+            f"workload {workload.name!r} has a folder source, which backfill does not stage; backfill with a "
+            "workload whose code is in its image (source.repository or a shipped one)"
+        )
     gpu_steps = [s for s in workload.steps if s.resources.gpus_per_node > 0]
     if not gpu_steps:
         raise BackfillError(f"workload {workload.name!r} has no GPU step to backfill with")

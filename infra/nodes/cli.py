@@ -45,7 +45,7 @@ from infra.monitor.render import estimate_text
 from infra.nodes import backfill, backfill_apply
 from infra.nodes.idle import IDLE_AFTER_S, IDLE_PERCENT, find_underused, summarize
 from infra.nodes.render import estimates_record, estimates_table, findings_table
-from infra.workload.load import load_workload
+from infra.workload.load import load_workload, locate_workload
 from infra.workload.model import WorkloadError
 
 ESTIMATES_DIR = Path(".state") / "estimates"
@@ -58,12 +58,10 @@ def estimates_file(project: Path, stack: str) -> Path:
 def backfill_work(
     project: Path, workload_name: str, environment: str, outputs: Mapping[str, Any]
 ) -> backfill.BackfillWork:
-    """The workload's GPU step as backfill (backfill.work_for), with the image and GPU model the run used."""
-    path = project / "workloads" / workload_name / "workload.yaml"
-    if not path.is_file():
-        raise UsageError(f"--backfill: no workload {workload_name!r} ({path} does not exist)")
+    """The workload's GPU step as backfill (backfill.work_for), with the image and GPU model the run used.
+    `workload_name` as `atlas:workload` takes it: a shipped name, or a definition's path."""
     try:
-        workload = load_workload(path)
+        workload = load_workload(locate_workload(workload_name, project, "--backfill"))
     except WorkloadError as error:
         raise UsageError(f"--backfill {workload_name}: {error}") from None
     env = (outputs.get("environments") or {}).get(environment) or {}

@@ -77,15 +77,12 @@ def parse_backfill_settings(raw: Any, key: str = "atlas:backfill") -> BackfillSe
 
 def check_backfill_targets(
     settings: BackfillSettings,
-    workloads: tuple[str, ...],
     has_kubernetes: bool,
     hpc_schedulers: dict[str, str],
     key: str = "atlas:backfill",
 ) -> None:
-    """The workload exists and every environment named can take backfill (Kubernetes; a scheduler
-    whose class says it can, Slurm)."""
-    if settings.workload is not None and settings.workload not in workloads:
-        raise _fields.fail(f"{key}.workload", f"{settings.workload!r} is not a workload", f"use one of {workloads}")
+    """Every environment named can take backfill (Kubernetes; a scheduler whose class says it can,
+    Slurm). The workload itself is located by config.py, like `atlas:workload`."""
     schedulers = {name: scheduler_class(scheduler) for name, scheduler in hpc_schedulers.items()}
     capable = {name for name, scheduler in schedulers.items() if not scheduler.backfill_unsupported}
     if has_kubernetes:

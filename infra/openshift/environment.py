@@ -28,7 +28,8 @@ from infra.openshift.settings import OpenShiftSettings, RequiredQuota
 from infra.openshift.settings_parser import check_workload_fits
 from infra.openshift.staging import DataStaging, DataStagingArgs
 from infra.stack_config import KubernetesTarget
-from infra.workload.model import Workload
+from infra.workload.load import folder_files
+from infra.workload.model import FolderSource, Workload
 from infra.workload.render import RenderedStep, render_steps
 
 MANAGED_BY = manifests.MANAGED_BY
@@ -208,6 +209,21 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
             WorkloadImageArgs(workload, settings, identity, namespace, target.namespace),
             opts=component,
         )
+        source = None
+        if isinstance(workload.source, FolderSource):
+            # The folder's files in one ConfigMap, copied into each step's working directory by
+            # the image's entrypoint (manifests.SOURCE_DIR); the image is Atlas's runtime image.
+            files = [(f.path, f.source.read_bytes(), f.mode) for f in folder_files(workload)]
+            data, items = manifests.source_config_map_data(files)
+            self.source_files = k8s.core.v1.ConfigMap(
+                f"{name}-source",
+                metadata={"namespace": namespace, "labels": identity.labels("source")},
+                binary_data=data,
+                immutable=True,
+                # Immutable: a changed folder is a new ConfigMap (and new Jobs), never an edit.
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(replace_on_changes=["binaryData"])),
+            )
+            source = manifests.SourceVolume(self.source_files.metadata.name, items)
         context = manifests.PodContext(
             identity=identity,
             namespace=namespace,
@@ -218,6 +234,7 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
             openshift=settings.is_openshift,
             node_selector=dict(settings.placement.node_selector),
             tolerations=settings.placement.toleration_list(),
+            source=source,
         )
         before_pods = [*constraints, *self.image.ready]
         # The Jobs' completions reach the API server as the provider does.

@@ -15,6 +15,7 @@ the training logs on the logs PVC); staging and the monitor mount whole PVCs.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import re
@@ -379,6 +380,40 @@ CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop"
 NO_GPU_ENV = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}
 
 
+# Where a folder source's files are mounted (read-only) in a step's container; the image's
+# entrypoint copies them into the working directory before the step runs, as the HPC side
+# stages them into the run directory.
+SOURCE_DIR = "/opt/atlas/source"
+SOURCE_ENV = "ATLAS_SOURCE_DIR"
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One file of a folder source in the source ConfigMap: its key there, its path, its mode."""
+
+    key: str
+    path: str
+    mode: int
+
+
+def source_config_map_data(files: Sequence[tuple[str, bytes, int]]) -> tuple[dict[str, str], tuple[SourceFile, ...]]:
+    """A folder source's files (path, content, mode) as ConfigMap `binaryData` and the volume's
+    items. Keys are numbered: a ConfigMap key allows no '/', the items put each file at its path."""
+    data: dict[str, str] = {}
+    items = []
+    for index, (path, content, mode) in enumerate(sorted(files)):
+        key = f"file-{index:04d}"
+        data[key] = base64.b64encode(content).decode()
+        items.append(SourceFile(key, path, mode))
+    return data, tuple(items)
+
+
+@dataclass(frozen=True)
+class SourceVolume:
+    config_map: pulumi.Input[str]
+    files: tuple[SourceFile, ...]
+
+
 @dataclass(frozen=True)
 class PodContext:
     """What every pod of the run shares."""
@@ -394,6 +429,8 @@ class PodContext:
     # beside a GPU step's product and GPU toleration.
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: Sequence[Mapping[str, str]] = ()
+    # A folder source's ConfigMap (None: the code is in the image).
+    source: SourceVolume | None = None
 
 
 def _pod_spec(context: PodContext, containers: list[Manifest], volumes: list[Manifest], **extra: Any) -> Manifest:
@@ -473,7 +510,7 @@ def step_job(
     else:
         env.append(dict(NO_GPU_ENV))
 
-    mounts = [
+    mounts: list[Manifest] = [
         {"name": m.role, "mountPath": f"{context.workdir}/{m.sub_path}", "subPath": m.sub_path}
         for m in step_mounts(workload)
     ]
@@ -484,6 +521,18 @@ def step_job(
     volumes.append(
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": _memory_text(shm_bytes(step, settings))}}
     )
+    if context.source is not None:
+        volumes.append(
+            {
+                "name": "source",
+                "configMap": {
+                    "name": context.source.config_map,
+                    "items": [{"key": f.key, "path": f.path, "mode": f.mode} for f in context.source.files],
+                },
+            }
+        )
+        mounts.append({"name": "source", "mountPath": SOURCE_DIR, "readOnly": True})
+        env.append({"name": SOURCE_ENV, "value": SOURCE_DIR})
     container = {
         "name": "step",
         "image": context.image,
@@ -636,8 +685,7 @@ def monitor_deployment(
             f"{MOUNT_ROOT}/{telemetry_role}/{telemetry_path}",
             "--logs-dir",
             f"{MOUNT_ROOT}/{logs_role}/{logs_path}",
-            "--experiment",
-            workload.logs.experiment,
+            *(["--experiment", workload.logs.experiment] if workload.logs.experiment is not None else []),
             "--run",
             context.identity.run_id,
         ],

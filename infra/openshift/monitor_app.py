@@ -43,12 +43,14 @@ LOSS_FILES = ("G_loss", "D_loss_real", "D_loss_fake")
 LOSS_LINE = re.compile(r"^\s*(?P<itr>[0-9]+)\s*:\s*(?P<value>\S+)\s*$")
 READ_CHUNK = 64 * 1024
 
+NO_TRAINING_LOG = "the workload writes no training log Atlas reads (its definition names no logs.experiment)"
+
 
 @dataclass(frozen=True)
 class MonitorConfig:
     telemetry_dir: Path
     logs_dir: Path
-    experiment: str
+    experiment: str | None  # None: the workload writes no training log the monitor reads
     run: str
 
 
@@ -150,6 +152,9 @@ def respond(config: MonitorConfig, target: str) -> tuple[HTTPStatus, dict[str, A
             return HTTPStatus.NOT_FOUND, {"error": f"no telemetry for step {step!r} yet"}
         records, unreadable = parse_jsonl(tail_lines(file, tail))
         return HTTPStatus.OK, {"run": config.run, "step": step, "records": records, "unreadable_lines": unreadable}
+    if path in ("/log", "/log/losses") and config.experiment is None:
+        return HTTPStatus.NOT_FOUND, {"error": NO_TRAINING_LOG}
+    experiment = str(config.experiment)
     if path == "/log":
         file = config.logs_dir / f"{config.experiment}_log.jsonl"
         if not file.is_file():
@@ -164,7 +169,7 @@ def respond(config: MonitorConfig, target: str) -> tuple[HTTPStatus, dict[str, A
     if path == "/log/losses":
         losses: dict[str, Any] = {}
         for name in LOSS_FILES:
-            file = config.logs_dir / config.experiment / f"{name}.log"
+            file = config.logs_dir / experiment / f"{name}.log"
             losses[name] = parse_loss_lines(tail_lines(file, tail)) if file.is_file() else None
         return HTTPStatus.OK, {"run": config.run, "experiment": config.experiment, "losses": losses}
     return HTTPStatus.NOT_FOUND, {"error": f"no such endpoint {path!r}; see /"}
@@ -284,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bind", default="0.0.0.0")  # noqa: S104 (serves the pod's Service)
     parser.add_argument("--telemetry-dir", type=Path, required=True)
     parser.add_argument("--logs-dir", type=Path, required=True)
-    parser.add_argument("--experiment", required=True)
+    parser.add_argument("--experiment", help="the BigGAN-style training log's experiment (none: no /log)")
     parser.add_argument("--run", default="")
     options = parser.parse_args(argv)
     config = MonitorConfig(options.telemetry_dir, options.logs_dir, options.experiment, options.run)

@@ -29,12 +29,36 @@ class GitSource:
 
 @dataclass(frozen=True)
 class InTreeSource:
-    """The workload's code ships inside this repository (the probe)."""
+    """The workload's code is a Python package inside Atlas's repository (the probe): staged as
+    its `*.py` files under their dotted module path, so `python3 -m workloads.<name>` runs."""
 
     path: str
 
 
-Source = GitSource | InTreeSource
+@dataclass(frozen=True)
+class FolderSource:
+    """The workload's code is a folder beside its definition, staged as it is: files of any kind
+    (shell, C++, Python, data tables), within the limits of `FOLDER_LIMITS`.
+
+    `folder` is relative to the folder holding workload.yaml; `load.folder_files` lists it."""
+
+    folder: str
+
+
+Source = GitSource | InTreeSource | FolderSource
+
+
+@dataclass(frozen=True)
+class FolderLimits:
+    """How much a folder source may hold. On Kubernetes it travels in one ConfigMap, which the
+    API server caps at 1 MiB; half that leaves room for base64 and Pulumi's state stays small.
+    Larger code belongs in a Git repository (`source.repository`) or in an image."""
+
+    max_files: int = 256
+    max_bytes: int = 512 * 1024
+
+
+FOLDER_LIMITS = FolderLimits()
 
 
 @dataclass(frozen=True)
@@ -44,6 +68,13 @@ class Build:
     context: str
     containerfile: str
     entrypoint: str
+
+
+# The image a workload without a `build` section runs in (a folder source): Python 3, a POSIX
+# shell and coreutils, the telemetry sampler and the entrypoint; the folder arrives beside it.
+RUNTIME_BUILD = Build(
+    context=".", containerfile="workloads/runtime/Containerfile", entrypoint="workloads/biggan/entrypoint.sh"
+)
 
 
 @dataclass(frozen=True)
@@ -126,8 +157,12 @@ class StepOverride:
 
 @dataclass(frozen=True)
 class Logs:
+    """Where the steps write their logs. `experiment` names a BigGAN-PyTorch-style training log
+    (`<root>/<experiment>_log.jsonl` and `<root>/<experiment>/G_loss.log`, which the probe writes
+    too); None: the workload writes no training log Atlas reads, and the report says so."""
+
     root: str
-    experiment: str
+    experiment: str | None = None
 
     @property
     def jsonl(self) -> str:
@@ -147,6 +182,25 @@ class Telemetry:
 
 
 @dataclass(frozen=True)
+class Throughput:
+    """A workload's own throughput line: the last match of `pattern` in `file` (under logs.root),
+    whose group `value` is a rate in `unit` (e.g. "words/s", "samples/s", "tokens/s")."""
+
+    file: str
+    pattern: str
+    unit: str
+
+
+@dataclass(frozen=True)
+class Report:
+    """What the comparison report measures: `step`'s duration (and its telemetry), and the
+    workload's own throughput line where it declares one."""
+
+    step: str
+    throughput: Throughput | None = None
+
+
+@dataclass(frozen=True)
 class Workload:
     name: str
     description: str
@@ -157,6 +211,15 @@ class Workload:
     logs: Logs
     telemetry: Telemetry
     overrides: tuple[tuple[str, tuple[tuple[str, StepOverride], ...]], ...]  # env -> step -> override
+    report: Report | None = None  # None: the last step, no throughput line of its own
+    # The folder holding workload.yaml, where `load.load_workload` read it; None for a definition
+    # parsed from text alone. A folder source is relative to it.
+    definition_dir: str | None = None
+
+    @property
+    def measured_step(self) -> str:
+        """The step whose time, telemetry and throughput the report compares."""
+        return self.report.step if self.report is not None else self.steps[-1].name
 
     def step(self, name: str) -> Step:
         for step in self.steps:

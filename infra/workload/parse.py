@@ -16,17 +16,21 @@ import yaml
 
 from infra.validation import GIT_COMMIT, GIT_REF, GIT_URL, Fields, is_dns_label
 from infra.workload.model import (
+    RUNTIME_BUILD,
     Build,
     DataPath,
+    FolderSource,
     GitSource,
     InputOverride,
     InTreeSource,
     Logs,
+    Report,
     Resources,
     Source,
     Step,
     StepOverride,
     Telemetry,
+    Throughput,
     Workload,
     WorkloadError,
 )
@@ -256,9 +260,26 @@ def _name_list(value: Any, key: str) -> tuple[str, ...]:
 
 def _source(value: Any, key: str) -> Source:
     section = _mapping(value, key)
+    kinds = [kind for kind in ("path", "folder", "repository") if kind in section]
+    if len(kinds) > 1:
+        raise _fail(
+            key,
+            f"names {' and '.join(kinds)}",
+            "choose one: folder (files beside the definition), repository (Git at a commit) or path (a "
+            "Python package inside Atlas)",
+        )
     if "path" in section:
         _reject_unknown(section, ("path",), key)
         return InTreeSource(path=_relative_path(section["path"], f"{key}.path"))
+    if "folder" in section:
+        _reject_unknown(section, ("folder",), key)
+        return FolderSource(folder=_relative_path(section["folder"], f"{key}.folder"))
+    if not kinds:
+        raise _fail(
+            key,
+            "names no code",
+            "write `folder: .` (the files beside workload.yaml), or repository, branch and commit",
+        )
     _reject_unknown(section, ("repository", "branch", "commit", "patch"), key)
     repository = _text(_required(section, "repository", key), f"{key}.repository")
     if not GIT_URL.match(repository):
@@ -277,6 +298,64 @@ def _source(value: Any, key: str) -> Source:
         )
     patch = _relative_path(section["patch"], f"{key}.patch") if section.get("patch") is not None else None
     return GitSource(repository=repository, branch=branch, commit=commit, patch=patch)
+
+
+def _build(value: Any, source: Source) -> Build:
+    if value is None:
+        if isinstance(source, FolderSource):
+            return RUNTIME_BUILD  # Atlas's runtime image; the folder arrives beside it
+        raise _fail(
+            "build",
+            "required but missing",
+            "add `build:` with containerfile and entrypoint (only a `source.folder` workload may leave it out)",
+        )
+    section = _mapping(value, "build")
+    _reject_unknown(section, ("context", "containerfile", "entrypoint"), "build")
+    return Build(
+        context=_relative_path(section.get("context", "."), "build.context"),
+        containerfile=_relative_path(_required(section, "containerfile", "build"), "build.containerfile"),
+        entrypoint=_relative_path(_required(section, "entrypoint", "build"), "build.entrypoint"),
+    )
+
+
+MAX_PATTERN = 500
+UNIT = re.compile(r"^[A-Za-z][A-Za-z0-9 ._/-]{0,31}$")
+
+
+def _report(value: Any, steps: tuple[Step, ...], logs: Logs) -> Report:
+    section = _mapping(value, "report")
+    _reject_unknown(section, ("step", "throughput"), "report")
+    names = [s.name for s in steps]
+    step = section.get("step", names[-1])
+    if step not in names:
+        raise _fail("report.step", f"{step!r} is not a step", f"use one of {', '.join(names)}")
+    throughput = None
+    if section.get("throughput") is not None:
+        key = "report.throughput"
+        body = _mapping(section["throughput"], key)
+        _reject_unknown(body, ("file", "pattern", "unit"), key)
+        file = _relative_path(_required(body, "file", key), f"{key}.file")
+        if not PurePosixPath(file).is_relative_to(logs.root) or file == logs.root:
+            # Every side reads the run's logs folder (SFTP; the monitor's volume on Kubernetes).
+            raise _fail(f"{key}.file", f"{file!r} is not under logs.root ({logs.root})", f"write it as {logs.root}/...")
+        pattern = _text(_required(body, "pattern", key), f"{key}.pattern")
+        if len(pattern) > MAX_PATTERN:
+            raise _fail(f"{key}.pattern", f"is {len(pattern)} characters long", f"keep it under {MAX_PATTERN}")
+        try:
+            compiled = re.compile(pattern)
+        except re.error as error:
+            raise _fail(
+                f"{key}.pattern", f"is not a regular expression ({error})", "fix it (Python's re syntax)"
+            ) from None
+        if "value" not in compiled.groupindex:
+            raise _fail(
+                f"{key}.pattern", "has no group named `value`", r"capture the number: rate (?P<value>[0-9.]+) words/s"
+            )
+        unit = _text(_required(body, "unit", key), f"{key}.unit")
+        if not UNIT.match(unit):
+            raise _fail(f"{key}.unit", f"{unit!r} is not a unit", "write a short unit such as words/s or samples/s")
+        throughput = Throughput(file=file, pattern=pattern, unit=unit)
+    return Report(step=step, throughput=throughput)
 
 
 STEP_KEYS = ("name", "description", "command", "args", "resume_args", "resources", "inputs", "outputs", "env")
@@ -373,6 +452,7 @@ TOP_KEYS = (
     "steps",
     "logs",
     "telemetry",
+    "report",
     "overrides",
 )
 
@@ -388,15 +468,8 @@ def parse_workload(raw: Any) -> Workload:
         )
     name = _dns_label(_required(top, "name", ""), "name")
 
-    build_section = _mapping(_required(top, "build", ""), "build")
-    _reject_unknown(build_section, ("context", "containerfile", "entrypoint"), "build")
-    build = Build(
-        context=_relative_path(build_section.get("context", "."), "build.context"),
-        containerfile=_relative_path(
-            _required(build_section, "containerfile", "build"), "build.containerfile"
-        ),
-        entrypoint=_relative_path(_required(build_section, "entrypoint", "build"), "build.entrypoint"),
-    )
+    source = _source(_required(top, "source", ""), "source")
+    build = _build(top.get("build"), source)
 
     data_section = _mapping(top.get("data", {}), "data")
     _reject_unknown(data_section, ("inputs", "outputs"), "data")
@@ -457,9 +530,10 @@ def parse_workload(raw: Any) -> Workload:
 
     logs_section = _mapping(_required(top, "logs", ""), "logs")
     _reject_unknown(logs_section, ("root", "experiment"), "logs")
+    experiment = logs_section.get("experiment")
     logs = Logs(
         root=_relative_path(_required(logs_section, "root", "logs"), "logs.root"),
-        experiment=_relative_path(_required(logs_section, "experiment", "logs"), "logs.experiment"),
+        experiment=_relative_path(experiment, "logs.experiment") if experiment is not None else None,
     )
     telemetry_section = _mapping(_required(top, "telemetry", ""), "telemetry")
     _reject_unknown(telemetry_section, ("root", "interval_seconds"), "telemetry")
@@ -485,17 +559,42 @@ def parse_workload(raw: Any) -> Workload:
             parsed.append((step_name, _override(body, f"{env_key}.{step_name}", by_name[step_name])))
         overrides.append((environment, tuple(parsed)))
 
+    report = _report(top.get("report"), steps, logs) if top.get("report") is not None else None
+
     return Workload(
         name=name,
         description=_text(top.get("description", "-"), "description"),
-        source=_source(_required(top, "source", ""), "source"),
+        source=source,
         build=build,
         data=data,
         steps=steps,
         logs=logs,
         telemetry=telemetry,
         overrides=tuple(overrides),
+        report=report,
     )
+
+
+def check_outside_repository(workload: Workload) -> None:
+    """A definition outside Atlas's repository cannot name files of Atlas's tree: its image is
+    built from Atlas's repository (the BuildConfig's Git source), and a patch or an in-tree
+    package would be looked up there, not beside the definition."""
+    if isinstance(workload.source, InTreeSource):
+        raise WorkloadError(
+            "source.path: names a Python package inside Atlas's repository; outside it, write "
+            "`source: {folder: .}` to stage the files beside workload.yaml"
+        )
+    if isinstance(workload.source, GitSource) and workload.source.patch is not None:
+        raise WorkloadError(
+            "source.patch: is read from Atlas's repository; outside it, commit the change to your "
+            "repository and pin that commit instead"
+        )
+    if workload.build != RUNTIME_BUILD:
+        raise WorkloadError(
+            "build: the image is built from Atlas's repository, so a definition outside it runs in Atlas's "
+            "runtime image: leave `build` out and use `source: {folder: .}`, or push your own image and set "
+            "atlas:openshift.image.reference"
+        )
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 from infra.workload.model import Resources, StepOverride, Workload
 from infra.workload.options import split_options
@@ -106,3 +107,23 @@ def sampled_argv(workload: Workload, rendered: RenderedStep, interval_seconds: f
     separator = argv.index("--")
     argv[separator:separator] = ["--step", rendered.name]
     return tuple(argv)
+
+
+def report_contract(workload: Workload) -> dict[str, object]:
+    """What the comparison report needs from the definition, as the stack's `atlas.report` output:
+    the measured step, whether a BigGAN-style training log is written, the throughput line."""
+    throughput = workload.report.throughput if workload.report is not None else None
+    return {
+        "step": workload.measured_step,
+        "training_log": workload.logs.experiment is not None,
+        "throughput": (
+            {
+                # Relative to the run's logs folder: each side reads it there (SFTP, the monitor).
+                "file": str(PurePosixPath(throughput.file).relative_to(workload.logs.root)),
+                "pattern": throughput.pattern,
+                "unit": throughput.unit,
+            }
+            if throughput is not None
+            else None
+        ),
+    }

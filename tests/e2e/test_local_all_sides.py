@@ -75,7 +75,14 @@ def test_one_up_one_destroy_for_every_side(stack, kube_env, satori_env):
     outputs = proj.outputs(STACK)
     envs = outputs["environments"]
     assert set(envs) == {"openshift", *HPC_ENVIRONMENTS}
-    assert outputs["atlas"] == {"version": 1, "stack": STACK, "workload": "probe", "run_id": "1"}
+    assert outputs["atlas"] == {
+        "version": 1,
+        "stack": STACK,
+        "workload": "probe",
+        "definition": str(proj.root / "workloads" / "probe" / "workload.yaml"),
+        "run_id": "1",
+        "report": {"step": "train", "training_log": True, "throughput": None},
+    }
 
     # OpenShift side: the namespace, and every step's Job on the cluster.
     assert envs["openshift"]["namespace"] == ns

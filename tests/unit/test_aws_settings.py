@@ -14,6 +14,7 @@ from infra.aws.settings_parser import (
     resolve_credentials,
 )
 from infra.config import AtlasConfigError, parse_stack_config
+from tests.support import project_with_workloads
 
 PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGZ0b2tlbnRvYmVyZXBsYWNlZGJ5YXJlYWxrZXk= me@laptop"
 SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
@@ -146,7 +147,7 @@ def test_moto_without_credentials_gets_the_emulator_placeholder() -> None:
 
 
 def test_stack_config_carries_the_aws_section(tmp_path: Path) -> None:
-    config = parse_stack_config("hybrid", {"aws": MOTO}, tmp_path)
+    config = parse_stack_config("hybrid", {"aws": MOTO}, project_with_workloads(tmp_path))
     assert config.aws is not None and config.aws.region == "us-east-1"
     assert config.openshift is None and config.hpc == ()
     with pytest.raises(AtlasConfigError, match=r"^atlas:aws.region"):

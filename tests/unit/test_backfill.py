@@ -20,6 +20,7 @@ from infra.nodes.component import TYPE_TOKEN, Backfill, BackfillArgs, SlurmBackf
 from infra.nodes.settings import BackfillSettings, parse_backfill_settings
 from infra.workload.load import load_workload
 from infra.workload.render import render_step
+from tests.support import REPO_ROOT
 from tests.unit.openshift_fixtures import RecordingMonitor, install_mocks
 
 REPO = Path(__file__).resolve().parents[2]
@@ -249,9 +250,9 @@ STACK = {
 def test_the_stack_config_carries_backfill_settings() -> None:
     from infra.config import parse_stack_config
 
-    config = parse_stack_config("local", {**STACK, "backfill": {"gpus": 2}}, Path("/srv/atlas"))
+    config = parse_stack_config("local", {**STACK, "backfill": {"gpus": 2}}, REPO_ROOT)
     assert config.backfill == BackfillSettings(workload=None, gpus=2)
-    assert parse_stack_config("local", STACK, Path("/srv/atlas")).backfill is None
+    assert parse_stack_config("local", STACK, REPO_ROOT).backfill is None
 
 
 @pytest.mark.parametrize(
@@ -266,5 +267,5 @@ def test_bad_backfill_config_stops_before_any_resource(backfill_raw: dict[str, A
     from infra.config import parse_stack_config
 
     with pytest.raises(AtlasConfigError) as error:
-        parse_stack_config("local", {**STACK, "backfill": backfill_raw}, Path("/srv/atlas"))
+        parse_stack_config("local", {**STACK, "backfill": backfill_raw}, REPO_ROOT)
     assert str(error.value).startswith(message)

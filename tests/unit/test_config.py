@@ -7,7 +7,8 @@ import pytest
 from infra.config import AtlasConfigError, parse_stack_config
 from tests.unit.test_hpc_target import KNOWN_HOSTS
 
-PROJECT_DIR = Path("/srv/atlas")
+# The repository itself: shipped workloads are folders under the project's workloads/.
+PROJECT_DIR = Path(__file__).resolve().parents[2]
 GOOD = {"workload": "probe", "openshift": {"flavour": "kubernetes", "namespace": "atlas-local",
                                             "kubeconfig": ".state/kubeconfig",
                                             "image": {"reference": "quay.io/atlas/probe:1"}}}
@@ -34,7 +35,11 @@ def test_flavour_defaults_to_openshift():
 @pytest.mark.parametrize(
     ("values", "message"),
     [
-        ({**GOOD, "workload": "resnet"}, "atlas:workload: expected one of probe, biggan, found 'resnet'"),
+        (
+            {**GOOD, "workload": "resnet"},
+            "atlas:workload: 'resnet' is not a workload that ships with Atlas; name a workload that ships "
+            "(biggan, probe, wordfreq)",
+        ),
         ({**GOOD, "opneshift": {}}, "unknown key(s) opneshift"),
         ({"openshift": {"namespace": "Atlas_Local"}}, "atlas:openshift.namespace: 'Atlas_Local' is not a valid"),
         ({"openshift": {"namespace": "a" * 64}}, "atlas:openshift.namespace"),

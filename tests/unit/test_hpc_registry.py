@@ -68,6 +68,6 @@ def test_the_monitor_reports_an_unknown_scheduler_without_asking_anything() -> N
 def test_backfill_refuses_an_lsf_side_saying_why() -> None:
     settings = BackfillSettings(workload=None, environments=("satori",))
     with pytest.raises(AtlasConfigError, match=r"'satori' cannot take backfill \(LSF environment: preemption"):
-        check_backfill_targets(settings, ("probe",), False, {"satori": "lsf", "satori-slurm": "slurm"})
+        check_backfill_targets(settings, False, {"satori": "lsf", "satori-slurm": "slurm"})
     slurm_only = BackfillSettings(workload=None, environments=("satori-slurm",))
-    check_backfill_targets(slurm_only, ("probe",), False, {"satori-slurm": "slurm"})
+    check_backfill_targets(slurm_only, False, {"satori-slurm": "slurm"})

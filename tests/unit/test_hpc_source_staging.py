@@ -18,6 +18,7 @@ from infra.hpc.target import HpcConfigError
 from infra.workload.load import load_workload
 from infra.workload.model import GitSource
 from infra.workload_source import MARKER, create_bundle
+from tests.support import project_with_workloads
 
 from .test_workload_source import git, upstream  # noqa: F401 (a fixture)
 
@@ -60,17 +61,19 @@ def test_a_source_that_cannot_be_had_stops_with_the_key(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
-        ("carry/biggan.bundle", Path("/project/carry/biggan.bundle")),
-        ("/srv/mirrors/BigGAN-PyTorch", Path("/srv/mirrors/BigGAN-PyTorch")),
+        ("carry/biggan.bundle", "{project}/carry/biggan.bundle"),
+        ("/srv/mirrors/BigGAN-PyTorch", "/srv/mirrors/BigGAN-PyTorch"),
     ],
 )
-def test_workload_source_is_a_path_relative_to_the_project(value: str, expected: Path) -> None:
+def test_workload_source_is_a_path_relative_to_the_project(tmp_path: Path, value: str, expected: str) -> None:
+    project = project_with_workloads(tmp_path)
     config = parse_stack_config("s", {"workload": "biggan", "hpc": {"satori": HPC}, "workloadSource": value},
-                                Path("/project"))  # fmt: skip
-    assert config.workload_source == expected
+                                project)  # fmt: skip
+    assert config.workload_source == Path(expected.format(project=project))
 
 
-def test_workload_source_defaults_to_none_and_refuses_a_non_string() -> None:
-    assert parse_stack_config("s", {"hpc": {"satori": HPC}}, Path("/project")).workload_source is None
+def test_workload_source_defaults_to_none_and_refuses_a_non_string(tmp_path: Path) -> None:
+    project = project_with_workloads(tmp_path)
+    assert parse_stack_config("s", {"hpc": {"satori": HPC}}, project).workload_source is None
     with pytest.raises(AtlasConfigError, match="atlas:workloadSource: expected the path of a clone or git bundle"):
-        parse_stack_config("s", {"hpc": {"satori": HPC}, "workloadSource": ""}, Path("/project"))
+        parse_stack_config("s", {"hpc": {"satori": HPC}, "workloadSource": ""}, project)

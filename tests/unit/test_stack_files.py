@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from infra.config import AtlasConfigError, parse_stack_config
+from tests.support import project_with_workloads
 
 STACKS = Path(__file__).resolve().parents[2] / "stacks"
 HOST_KEY = "satori-login-001.mit.edu ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n"
@@ -33,11 +34,11 @@ def filled(value: Any) -> Any:
 def test_stand_alone_satori_stacks(tmp_path: Path, stack: str, environment: str, scheduler: str) -> None:
     values = atlas_values(stack)
     with pytest.raises(AtlasConfigError, match=rf"^atlas:hpc\.{environment}\.\w+: still the example's placeholder"):
-        parse_stack_config(stack, values, tmp_path)
+        parse_stack_config(stack, values, project_with_workloads(tmp_path))
     (tmp_path / "satori_known_hosts").write_text(HOST_KEY)
     values = filled(values)
     values["hpc"][environment]["private_key"] = KEY  # what `pulumi config set --secret` gives the program
-    config = parse_stack_config(stack, values, tmp_path)
+    config = parse_stack_config(stack, values, project_with_workloads(tmp_path))
     assert config.openshift is None and config.aws is None and config.workload == "biggan"
     assert [h.name for h in config.hpc] == [environment]
     target = config.hpc[0].target

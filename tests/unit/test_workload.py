@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import shlex
 from pathlib import Path
 from typing import Any
@@ -233,7 +234,10 @@ def test_yaml_text_errors_name_the_file(tmp_path: Path) -> None:
         load_workload(path)
     with pytest.raises(WorkloadError, match=r"^not valid YAML: "):
         parse_workload_text("version: [1\n")
-    assert parse_workload_text(BIGGAN.read_text()) == load_workload(BIGGAN)
+    loaded = load_workload(BIGGAN)
+    # The same definition, and where it was read (a folder source is relative to it).
+    assert dataclasses.replace(loaded, definition_dir=None) == parse_workload_text(BIGGAN.read_text())
+    assert loaded.definition_dir == str(BIGGAN.parent)
 
 
 def test_with_sampler_wraps_the_argv() -> None:

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Container entrypoint for Atlas workloads (BigGAN and the probe): makes the image work
+# Container entrypoint for Atlas workloads (BigGAN, the probe, the runtime image): makes the image work
 # under OpenShift's arbitrary UIDs, then runs the step's command as PID 1's replacement.
 #
 # OpenShift starts the container as a random UID with GID 0 and no /etc/passwd entry.
@@ -45,6 +45,17 @@ fi
 export NVIDIA_VISIBLE_DEVICES="${NVIDIA_VISIBLE_DEVICES:-all}"
 export NVIDIA_DRIVER_CAPABILITIES="${NVIDIA_DRIVER_CAPABILITIES:-compute,utility}"
 export NVIDIA_REQUIRE_CUDA="${NVIDIA_REQUIRE_CUDA:-cuda>=5.0}"
+
+# A folder source on Kubernetes (docs/workloads.md): the workload's files are mounted read-only
+# from a ConfigMap; copy them into the working directory, where the step's command looks for them,
+# as the HPC side stages them into its run directory. `.[!.]*` leaves out the ConfigMap volume's
+# own `..data` links; -L copies the files the volume's links point to.
+if [ -n "${ATLAS_SOURCE_DIR:-}" ] && [ -d "${ATLAS_SOURCE_DIR}" ]; then
+    for entry in "${ATLAS_SOURCE_DIR}"/* "${ATLAS_SOURCE_DIR}"/.[!.]*; do
+        [ -e "${entry}" ] || continue
+        cp -R -L "${entry}" .
+    done
+fi
 
 if [ "$#" -eq 0 ]; then
     echo "atlas-entrypoint: no command given; the Job's args name the step's command" >&2

@@ -1,0 +1,39 @@
+"""Reading what a workload asks the report to measure: the stack's `atlas.report` output into a
+`ReportContract`, and a log's text into the workload's own throughput reading. Pure."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from infra.compare.records import Missing, ReportContract, ThroughputReading, ThroughputSpec
+
+
+def report_contract(outputs: Mapping[str, Any] | None) -> ReportContract:
+    """`outputs["atlas"]["report"]`; stacks from before Atlas exported it get the defaults (BigGAN's)."""
+    raw = ((outputs or {}).get("atlas") or {}).get("report")
+    if not isinstance(raw, Mapping):
+        return ReportContract()
+    spec = raw.get("throughput")
+    throughput = None
+    if isinstance(spec, Mapping) and all(isinstance(spec.get(k), str) for k in ("file", "pattern", "unit")):
+        throughput = ThroughputSpec(str(spec["file"]), str(spec["pattern"]), str(spec["unit"]))
+    return ReportContract(
+        step=str(raw.get("step") or "train"), training_log=bool(raw.get("training_log", True)), throughput=throughput
+    )
+
+
+def read_throughput(text: str, spec: ThroughputSpec, source: str) -> ThroughputReading | Missing:
+    """The last line of `text` that `spec.pattern` matches, its `value` group as a number."""
+    pattern = re.compile(spec.pattern)
+    for line in reversed(text.splitlines()):
+        match = pattern.search(line)
+        if match is None:
+            continue
+        try:
+            value = float(match.group("value"))
+        except (IndexError, ValueError):
+            return Missing(f"not measured: {source}: `value` of {line.strip()!r} is not a number")
+        return ThroughputReading(value, spec.unit, source, line.strip())
+    return Missing(f"not measured: no line of {source} matches report.throughput.pattern {spec.pattern!r}")

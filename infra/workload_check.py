@@ -1,0 +1,131 @@
+"""`scripts/workload check PATH`: a workload definition checked and shown as each side would run
+it, before any cluster is touched.
+
+Reads the definition the way `atlas:workload` does (a shipped name, a workload.yaml, or a folder
+holding one), validates it, lists what a folder source stages (against its limits), then prints
+each step as the LSF job script, the Slurm job script and the Kubernetes Job that `pulumi up`
+would create, and what the comparison report will be able to measure. Nothing is submitted,
+built or connected to; exit status 1 with the key and the fix when the definition is refused.
+
+    scripts/workload check workloads/wordfreq
+    scripts/workload check ../my-pipeline --environment satori --step count
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+from infra.hpc.job_script import RunIdentity, step_scripts
+from infra.hpc.registry import SCHEDULER_NAMES, scheduler_for
+from infra.openshift import manifests
+from infra.openshift.settings_parser import parse_openshift_settings
+from infra.workload.load import REPO_ROOT, SHIPPED, folder_files, load_workload, locate_workload
+from infra.workload.model import FOLDER_LIMITS, FolderSource, GitSource, InTreeSource, Workload, WorkloadError
+from infra.workload.render import render_step, report_contract
+
+# What the printed Job stands on: the objects `pulumi up` creates beside it, by role.
+PLACEHOLDER_CLAIMS = manifests.Claims(data="<data PVC>", results="<results PVC>", logs="<logs PVC>")
+
+
+def source_lines(workload: Workload) -> list[str]:
+    source = workload.source
+    if isinstance(source, FolderSource):
+        files = folder_files(workload)
+        total = sum(f.size for f in files)
+        lines = [
+            f"source: folder {source.folder} (beside the definition): {len(files)} files, {total:,} bytes "
+            f"(limit {FOLDER_LIMITS.max_files} files, {FOLDER_LIMITS.max_bytes:,} bytes), staged as they are"
+        ]
+        lines += [f"  {f.path}  {f.size:,} bytes  mode {f.mode:o}" for f in files]
+        return lines
+    if isinstance(source, GitSource):
+        patch = f", patch {source.patch}" if source.patch else ""
+        return [f"source: {source.repository} at {source.commit} ({source.branch}){patch}"]
+    if isinstance(source, InTreeSource):
+        return [f"source: the Python package {source.path} inside Atlas (its *.py files)"]
+    return [f"source: {source!r}"]
+
+
+def report_lines(workload: Workload) -> list[str]:
+    contract = report_contract(workload)
+    lines = [f"report: measures step {contract['step']!r} (its time, CPU, memory and GPU use)"]
+    lines.append(
+        f"report: reads the BigGAN-style training log {workload.logs.jsonl}"
+        if workload.logs.experiment is not None
+        else "report: iterations, images/s and losses will say \"not measured (the workload writes no training "
+        "log Atlas reads)\""
+    )
+    throughput = workload.report.throughput if workload.report is not None else None
+    lines.append(
+        f"report: its own throughput: the last line of {throughput.file} matching {throughput.pattern!r}, in "
+        f"{throughput.unit}"
+        if throughput is not None
+        else "report: no throughput line of its own (add report.throughput to compare one)"
+    )
+    return lines
+
+
+def kubernetes_job(workload: Workload, step: str, environment: str) -> str:
+    section = {"namespace": "atlas-check", "image": {"reference": "example.org/atlas/runtime:latest"}}
+    settings = parse_openshift_settings(section, "atlas:openshift", "kubernetes")
+    source = None
+    if isinstance(workload.source, FolderSource):
+        _, items = manifests.source_config_map_data([(f.path, b"", f.mode) for f in folder_files(workload)])
+        source = manifests.SourceVolume("<source ConfigMap>", items)
+    context = manifests.PodContext(
+        identity=manifests.RunIdentity("<stack>", "1", workload.name),
+        namespace="<namespace>",
+        image="<the run's image>",
+        service_account="<service account>",
+        claims=PLACEHOLDER_CLAIMS,
+        workdir="/work",
+        openshift=False,
+        source=source,
+    )
+    job = manifests.step_job(render_step(workload, step, environment), workload, settings, context)
+    return yaml.safe_dump(job, sort_keys=False, width=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    check = sub.add_parser("check", help="validate a definition and print every step as each side runs it")
+    check.add_argument("path", help="a shipped workload's name, a workload.yaml, or the folder holding one")
+    check.add_argument("--environment", default="satori",
+                       help="whose overrides to apply (an HPC environment's name, `openshift`, `aws`)")
+    check.add_argument("--step", action="append", help="only this step (repeat for more)")
+    check.add_argument("--quiet", action="store_true", help="validate only: print no scripts")
+    args = parser.parse_args(argv)
+    try:
+        workload = load_workload(locate_workload(args.path, Path.cwd(), "PATH", SHIPPED), REPO_ROOT)
+        for line in source_lines(workload):
+            print(line)
+        steps = args.step or [s.name for s in workload.steps]
+        for name in steps:
+            workload.step(name)
+        names = ", ".join(s.name for s in workload.steps)
+        for line in [f"workload {workload.name!r}: {len(workload.steps)} steps ({names})", *report_lines(workload)]:
+            print(line)
+        if args.quiet:
+            return 0
+        run = RunIdentity("atlas", "<stack>", args.environment, "1", "<run directory>")
+        for scheduler_name in SCHEDULER_NAMES:
+            scripts = step_scripts(workload, scheduler_for(scheduler_name), run, "<queue>")
+            for name in steps:
+                print(f"\n===== step {name}: {scheduler_name} job script ({scripts[name].path}) =====")
+                print(scripts[name].script, end="")
+        for name in steps:
+            print(f"\n===== step {name}: Kubernetes Job (environment openshift) =====")
+            print(kubernetes_job(workload, name, "openshift"), end="")
+    except WorkloadError as error:
+        print(f"workload check: refused: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
