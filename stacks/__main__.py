@@ -14,7 +14,7 @@ from infra.config import AtlasConfigError, load_stack_config
 from infra.hpc.components import HpcEnvironment, HpcEnvironmentArgs, workload_source_files
 from infra.hpc.registry import scheduler_class
 from infra.openshift.environment import OpenShiftEnvironment, OpenShiftEnvironmentArgs
-from infra.workload.load import folder_files, load_workload
+from infra.workload.load import check_staged_size, folder_files, load_workload
 from infra.workload.model import FolderSource, GitSource, WorkloadError
 from infra.workload.render import report_contract
 from infra.workload_source import SourceError, check_local
@@ -43,6 +43,20 @@ except (AtlasConfigError, WorkloadError, SourceError) as bad:
 environments: dict[str, pulumi.Input[object]] = {}
 openshift: OpenShiftEnvironment | None = None
 
+try:
+    # Staged where a batch side runs the steps, and on Kubernetes for a workload that runs in
+    # Atlas's runtime image (its code in a ConfigMap); an image of its own carries its code.
+    runtime_image_code = config.openshift is not None and workload.runs_in_runtime_image
+    source_files = (
+        workload_source_files(workload, PROJECT_ROOT, config.workload_source)
+        if config.hpc or config.aws or runtime_image_code
+        else ()
+    )
+    if runtime_image_code:
+        check_staged_size([f.source.stat().st_size for f in source_files], f"workload {workload.name!r}'s code")
+except (AtlasConfigError, WorkloadError) as bad:
+    raise pulumi.RunError(f"invalid stack configuration: {bad}") from None
+
 if config.openshift is not None:
     openshift = OpenShiftEnvironment(
         "openshift",
@@ -53,17 +67,11 @@ if config.openshift is not None:
             definition=workload,
             settings=config.openshift_settings,
             run_id=config.run_id,
+            source_files=source_files if runtime_image_code else (),
         ),
     )
     environments["openshift"] = openshift.outputs
 
-try:
-    # Staged only where a batch side runs the steps (the image builds its own copy).
-    source_files = (
-        workload_source_files(workload, PROJECT_ROOT, config.workload_source) if config.hpc or config.aws else ()
-    )
-except AtlasConfigError as bad:
-    raise pulumi.RunError(f"invalid stack configuration: {bad}") from None
 hpc_components: dict[str, HpcEnvironment] = {}
 preparation_steps = tuple(step.name for step in workload.steps[:-1])
 for hpc_config in config.hpc:

@@ -18,6 +18,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from infra.hpc.pipeline import StagedFile
 from infra.openshift import manifests
 from infra.openshift.completion import ApiAccess
 from infra.openshift.image import WorkloadImage, WorkloadImageArgs
@@ -28,8 +29,7 @@ from infra.openshift.settings import OpenShiftSettings, RequiredQuota
 from infra.openshift.settings_parser import check_workload_fits
 from infra.openshift.staging import DataStaging, DataStagingArgs
 from infra.stack_config import KubernetesTarget
-from infra.workload.load import folder_files
-from infra.workload.model import FolderSource, Workload
+from infra.workload.model import Workload
 from infra.workload.render import RenderedStep, render_steps
 
 MANAGED_BY = manifests.MANAGED_BY
@@ -64,6 +64,9 @@ class OpenShiftEnvironmentArgs:
     # Labels every object `atlas.dev/run`; keep it stable between `up`s (it is part of every
     # Job's pod template, so a new value re-runs the pipeline). Default: the stack's name.
     run_id: str | None = None
+    # The workload's code, for a workload that runs in Atlas's runtime image (no `build`): the files
+    # the HPC side stages too (infra/hpc/components.py:workload_source_files), in one ConfigMap.
+    source_files: tuple[StagedFile, ...] = ()
 
 
 class OpenShiftEnvironment(pulumi.ComponentResource):
@@ -73,6 +76,7 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
     def __init__(self, name: str, args: OpenShiftEnvironmentArgs, opts: pulumi.ResourceOptions | None = None):
         target = args.target
         settings = args.settings
+        self.staged_source = args.source_files
         if (args.definition is None) != (settings is None):
             raise ValueError("OpenShiftEnvironmentArgs: pass both definition and settings, or neither")
         run_id = manifests.check_label_value(args.run_id or args.stack, "run_id")
@@ -210,12 +214,12 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
             opts=component,
         )
         source = None
-        if isinstance(workload.source, FolderSource):
-            # The folder's files in one ConfigMap, copied into each step's working directory by
-            # the image's entrypoint (manifests.SOURCE_DIR); the image is Atlas's runtime image.
-            files = [(f.path, f.source.read_bytes(), f.mode) for f in folder_files(workload)]
+        if workload.runs_in_runtime_image:
+            # The code in one ConfigMap, copied into each step's working directory by the image's
+            # entrypoint (manifests.SOURCE_DIR); the image is Atlas's runtime image.
+            files = [(f.path, f.source.read_bytes(), f.mode) for f in self.staged_source]
             data, items = manifests.source_config_map_data(files)
-            self.source_files = k8s.core.v1.ConfigMap(
+            self.source_config_map = k8s.core.v1.ConfigMap(
                 f"{name}-source",
                 metadata={"namespace": namespace, "labels": identity.labels("source")},
                 binary_data=data,
@@ -223,7 +227,7 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
                 # Immutable: a changed folder is a new ConfigMap (and new Jobs), never an edit.
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(replace_on_changes=["binaryData"])),
             )
-            source = manifests.SourceVolume(self.source_files.metadata.name, items)
+            source = manifests.SourceVolume(self.source_config_map.metadata.name, items)
         context = manifests.PodContext(
             identity=identity,
             namespace=namespace,

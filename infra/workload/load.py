@@ -80,6 +80,16 @@ def load_workload(path: Path, repo_root: Path = REPO_ROOT) -> Workload:
     return dataclasses.replace(workload, definition_dir=str(path.resolve().parent))
 
 
+def check_staged_size(sizes: list[int], what: str) -> None:
+    """Code staged beside the runtime image stays within FOLDER_LIMITS (one ConfigMap on Kubernetes)."""
+    if len(sizes) > FOLDER_LIMITS.max_files or sum(sizes) > FOLDER_LIMITS.max_bytes:
+        raise WorkloadError(
+            f"{what} holds more than {FOLDER_LIMITS.max_files} files or {FOLDER_LIMITS.max_bytes // 1024} KiB; "
+            "code staged beside Atlas's runtime image travels in one ConfigMap, so move data to data.inputs "
+            "(staged from a PVC, URL or S3) and build large code into an image of your own"
+        )
+
+
 @dataclass(frozen=True)
 class FolderFile:
     """One file of a folder source: where it is here, where it goes (relative), its mode."""
@@ -104,7 +114,6 @@ def folder_files(workload: Workload) -> tuple[FolderFile, ...]:
     if not root.is_dir():
         raise WorkloadError(f"{key}: {root} is not a folder; write the folder that holds the code, e.g. `.`")
     files: list[FolderFile] = []
-    total = 0
     for directory, folders, names in os.walk(root):
         folders[:] = sorted(f for f in folders if f not in SKIPPED_NAMES)
         for name in sorted(names):
@@ -117,15 +126,8 @@ def folder_files(workload: Workload) -> tuple[FolderFile, ...]:
                 raise WorkloadError(f"{key}: {relative} is not a regular file; remove it from {root}")
             if relative == DEFINITION:
                 continue  # the definition is read here; the steps do not need it
-            total += info.st_size
             files.append(FolderFile(local, relative, 0o755 if info.st_mode & 0o111 else 0o644, info.st_size))
-            if len(files) > FOLDER_LIMITS.max_files or total > FOLDER_LIMITS.max_bytes:
-                raise WorkloadError(
-                    f"{key}: {root} holds more than {FOLDER_LIMITS.max_files} files or "
-                    f"{FOLDER_LIMITS.max_bytes // 1024} KiB; a folder source is for code, so move data to "
-                    "data.inputs (staged from a PVC, URL or S3) and large code to a Git repository "
-                    "(source.repository) or an image"
-                )
+            check_staged_size([f.size for f in files], f"{key}: {root}")
     if not files:
         raise WorkloadError(f"{key}: {root} holds no file to stage; put the step's scripts there")
     return tuple(files)

@@ -217,6 +217,12 @@ class Workload:
     definition_dir: str | None = None
 
     @property
+    def runs_in_runtime_image(self) -> bool:
+        """No `build`: the steps run in Atlas's runtime image, and the code is staged beside them
+        (a ConfigMap on Kubernetes), as on HPC."""
+        return self.build == RUNTIME_BUILD
+
+    @property
     def measured_step(self) -> str:
         """The step whose time, telemetry and throughput the report compares."""
         return self.report.step if self.report is not None else self.steps[-1].name

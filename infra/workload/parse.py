@@ -302,12 +302,12 @@ def _source(value: Any, key: str) -> Source:
 
 def _build(value: Any, source: Source) -> Build:
     if value is None:
-        if isinstance(source, FolderSource):
-            return RUNTIME_BUILD  # Atlas's runtime image; the folder arrives beside it
+        if isinstance(source, FolderSource | GitSource):
+            return RUNTIME_BUILD  # Atlas's runtime image; the code arrives beside it
         raise _fail(
             "build",
             "required but missing",
-            "add `build:` with containerfile and entrypoint (only a `source.folder` workload may leave it out)",
+            "add `build:` with containerfile and entrypoint (a `source.path` package is built into its image)",
         )
     section = _mapping(value, "build")
     _reject_unknown(section, ("context", "containerfile", "entrypoint"), "build")

@@ -19,7 +19,7 @@ from infra import workload_check
 from infra.compare.contract import read_throughput, report_contract
 from infra.compare.records import Missing, ThroughputReading, ThroughputSpec
 from infra.openshift import manifests
-from infra.workload.load import folder_files, load_workload, locate_workload, shipped_workloads
+from infra.workload.load import check_staged_size, folder_files, load_workload, locate_workload, shipped_workloads
 from infra.workload.model import FOLDER_LIMITS, RUNTIME_BUILD, FolderSource, WorkloadError
 from infra.workload.parse import parse_workload
 from infra.workload.render import report_contract as render_contract
@@ -184,8 +184,7 @@ def bad(change: dict[str, Any]) -> dict[str, Any]:
         (bad({"source": {"folder": "../elsewhere"}}), "source.folder: '../elsewhere' contains '..'"),
         (bad({"source": {"folder": "/abs"}}), "source.folder: '/abs' is absolute"),
         (bad({"source": {"folder": "a;rm -rf b"}}), "source.folder: 'a;rm -rf b' contains a shell metacharacter"),
-        (bad({"source": {"repository": "https://github.com/example/code", "branch": "main", "commit": "a" * 40}}),
-         "build: required but missing"),
+        (bad({"source": {"path": "workloads/mine"}}), "build: required but missing"),
         (bad({"report": {"step": "fit"}}), "report.step: 'fit' is not a step"),
         (bad({"report": {"mode": 1}}), "report: unknown key(s) mode"),
         (bad({"report": {"throughput": {"file": "logs/r.log", "pattern": "rate ([0-9.]+)", "unit": "x/s"}}}),
@@ -209,6 +208,16 @@ def test_malformed_new_keys_are_refused_naming_the_key(definition: dict[str, Any
     with pytest.raises(WorkloadError) as error:
         parse_workload(definition)
     assert message in str(error.value)
+
+
+def test_a_git_source_without_build_runs_in_the_runtime_image_and_its_size_is_checked() -> None:
+    definition = folder_definition()
+    definition["source"] = {"repository": "https://github.com/example/code", "branch": "main", "commit": "a" * 40}
+    workload = parse_workload(definition)
+    assert workload.runs_in_runtime_image and workload.build == RUNTIME_BUILD
+    check_staged_size([1024] * 10, "workload 'mine''s code")
+    with pytest.raises(WorkloadError, match=r"^workload 'mine''s code holds more than 256 files or 512 KiB"):
+        check_staged_size([FOLDER_LIMITS.max_bytes, 1], "workload 'mine''s code")
 
 
 def test_the_report_defaults_to_the_last_step_and_no_training_log() -> None:

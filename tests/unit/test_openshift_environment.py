@@ -354,3 +354,72 @@ def test_placement_reaches_every_pod(mocks):
         assert gpu_steps and all("nvidia.com/gpu.product" in s["nodeSelector"] for s in gpu_steps)
 
     return resolved(env).apply(check)
+
+
+def step_jobs(mocks: RecordingMonitor) -> list[Any]:
+    return [j for j in mocks.of_kind("Job") if j.inputs["metadata"]["labels"]["app.kubernetes.io/component"] == "step"]
+
+
+@pulumi.runtime.test
+def test_a_runtime_image_workload_carries_its_code_in_one_configmap_every_step_mounts(mocks):
+    from infra.hpc.components import workload_source_files
+    from infra.workload.load import load_workload
+
+    repo = Path(__file__).resolve().parents[2]
+    workload = load_workload(repo / "workloads" / "wordfreq" / "workload.yaml")
+    assert workload.runs_in_runtime_image
+    files = workload_source_files(workload, repo)
+    # The example's shared memory is sized for BigGAN's steps; this workload's are small.
+    # (and its data sources fill BigGAN's inputs; this workload reads none).
+    def for_wordfreq(raw: dict[str, Any]) -> None:
+        raw["pipeline"].pop("shm_size")
+        raw.pop("data", None)
+
+    settings = parse_openshift_settings(modified(example_raw(), for_wordfreq), KEY)
+    env = OpenShiftEnvironment(
+        "openshift",
+        OpenShiftEnvironmentArgs(
+            target=target_for(settings), stack="unit", workload=workload.name, definition=workload,
+            settings=settings, run_id="run-7", source_files=files,
+        ),
+    )
+
+    def check(_: dict[str, Any]) -> None:
+        import base64
+
+        source = mocks.named("openshift-source")
+        assert source.typ == "kubernetes:core/v1:ConfigMap" and source.inputs["immutable"] is True
+        data = {k: base64.b64decode(v) for k, v in source.inputs["binaryData"].items()}
+        # The runtime image is built from Atlas's repository by the BuildConfig, like any image.
+        build = mocks.named("openshift-image-build")
+        assert build.inputs["spec"]["strategy"]["dockerStrategy"]["dockerfilePath"] == "workloads/runtime/Containerfile"
+        steps = step_jobs(mocks)
+        assert len(steps) == len(workload.steps)
+        for job in steps:
+            pod = job.inputs["spec"]["template"]["spec"]
+            (volume,) = [v for v in pod["volumes"] if v["name"] == "source"]
+            assert {i["path"]: data[i["key"]] for i in volume["configMap"]["items"]} == {
+                f.path: f.source.read_bytes() for f in files
+            }
+            modes = {i["path"]: i["mode"] for i in volume["configMap"]["items"]}
+            assert modes["steps/count.sh"] == 0o755 and modes["corpus/batch.txt"] == 0o644
+            container = pod["containers"][0]
+            assert {"name": "ATLAS_SOURCE_DIR", "value": "/opt/atlas/source"} in container["env"]
+            assert {"name": "source", "mountPath": "/opt/atlas/source", "readOnly": True} in container["volumeMounts"]
+            assert source.urn in mocks.depends_on(job.name), job.name
+
+    return resolved(env).apply(check)
+
+
+@pulumi.runtime.test
+def test_a_workload_with_its_own_image_has_no_source_configmap(mocks):
+    env = environment(example_settings())
+
+    def check(_: dict[str, Any]) -> None:
+        assert not any(r.typ == "kubernetes:core/v1:ConfigMap" and r.name.endswith("-source") for r in mocks.registered)
+        steps = step_jobs(mocks)
+        assert steps
+        for job in steps:
+            assert all(v["name"] != "source" for v in job.inputs["spec"]["template"]["spec"]["volumes"])
+
+    return resolved(env).apply(check)
