@@ -175,7 +175,7 @@ def report_tables(report: Report) -> tuple[Section, ...]:
         each("staging time", "data_access.staging_time"),
         each("bytes staged", "data_access.bytes_staged"),
         each("bytes read by the training step", "data_access.bytes_read"),
-        each("read throughput of the training step", "data_access.read_throughput"),
+        each("read throughput of the measured step", "data_access.read_throughput"),
     )
     gpu_counts = list(dict.fromkeys(n for e in envs for n, _ in e.scalability.projection))
     scalability = (

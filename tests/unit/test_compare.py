@@ -23,7 +23,15 @@ from infra.compare.hpc_collector import collect_hpc
 from infra.compare.hpc_records import LSF_FIELDS, lsf_steps, slurm_steps
 from infra.compare.kube_collector import collect_kubernetes
 from infra.compare.kube_records import records_from_api
-from infra.compare.records import EnvironmentRecords, Missing, TelemetryColumns
+from infra.compare.records import (
+    NO_TRAINING_LOG,
+    EnvironmentRecords,
+    Missing,
+    ReportContract,
+    TelemetryColumns,
+    ThroughputReading,
+    ThroughputSpec,
+)
 from infra.compare.remote_files import LocalFiles
 from infra.compare.seed_import import import_seed_logs
 from infra.compare.timeparse import lsf_short, rfc3339
@@ -337,6 +345,32 @@ def test_seed_logs_import_as_a_past_run(tmp_path: Path) -> None:
     assert np.nanmax(columns.gpu_utilization_percent) == 100.0
     assert columns.host_cpu_percent[0] == pytest.approx(100 - 84.32)
     assert isinstance(records.steps, Missing) and "no scheduler records" in records.steps.reason
+
+
+def test_a_workload_without_a_training_log_is_measured_by_its_own_step_and_rate(tmp_path: Path) -> None:
+    """The same recorded run read as a workload whose definition names no BigGAN-style log and
+    declares its own throughput line: the report measures its step and its rate, and says what
+    it cannot read rather than reading the log anyway."""
+    home = tmp_path / "home"
+    mirror_run_dir(home, ENVS["satori"]["run_dir"])
+    logs = home / ENVS["satori"]["run_dir"] / "logs"
+    (logs / "rate.log").write_text("count: rate 900.5 words/s\ncount: rate 1234.5 words/s\n")
+    rate = ThroughputSpec("rate.log", r"rate (?P<value>[0-9.]+) words/s", "words/s")
+    contract = ReportContract(step="train", training_log=False, throughput=rate)
+    records = collect_hpc("satori", ENVS["satori"], lambda _: result("bjobs.json"), LocalFiles(home), tmp_path / "raw",
+                          contract)  # fmt: skip
+    assert records.training == Missing(NO_TRAINING_LOG)
+    assert isinstance(records.throughput, ThroughputReading) and records.throughput.value == 1234.5
+    built = metrics.build_report([records], cost_files.load_cost_profiles(), cost_files.load_rate_table(), {})
+    performance = built.environments[0].performance
+    assert performance.measured_step == "train"
+    assert performance.iterations.value is None and performance.iterations.note == NO_TRAINING_LOG
+    assert performance.images_per_s.note == NO_TRAINING_LOG
+    assert performance.workload_throughput.value == 1234.5 and performance.workload_throughput.unit == "words/s"
+    assert performance.cpu_tree_mean.value is not None  # the measured step's telemetry
+    markdown = render.render_markdown(built, (), {})
+    assert "| the workload's own throughput (report.throughput) | 1,234 words/s" in markdown
+    assert "not measured (the workload writes no training log Atlas reads)" in markdown
 
 
 # --- metrics ------------------------------------------------------------------------------------
