@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +156,47 @@ def _locate(value: Any, project_dir: Path, key: str) -> Path:
         raise AtlasConfigError(str(error)) from None
 
 
+def check_local_files(config: StackConfig) -> None:
+    """The files the config names on this machine exist, before any resource: a kubeconfig or a
+    private key that is not there would otherwise pass `preview` (which plans as if it were) and
+    fail halfway through `up`. Paths are named, never their contents."""
+    wanted: list[tuple[str, Path | None, str]] = []
+    if config.openshift is not None:
+        wanted.append((
+            _key("openshift", "kubeconfig"),
+            config.openshift.kubeconfig_path,
+            "point it at the cluster's kubeconfig (for the local environment: run `scripts/localenv up` first)",
+        ))
+    for hpc in config.hpc:
+        wanted.append((
+            f"{_key('hpc')}.{hpc.name}.private_key_file",
+            hpc.target.private_key_file,
+            "point it at the SSH private key for the login node, or set the key as a secret (private_key)",
+        ))
+    if config.aws is not None:
+        wanted.append((
+            _key("aws", "ssh_private_key_file"),
+            config.aws.ssh_private_key_file,
+            "point it at the private half of ssh_public_key_file, or remove both (AWS then creates the key pair)",
+        ))
+    for key, path, fix in wanted:
+        if path is not None and not path.is_file():
+            raise AtlasConfigError(f"{key}: {path} does not exist or is not a file; {fix}")
+
+
+def check_wait_for(config: StackConfig, steps: Sequence[str]) -> None:
+    """Every `wait_for` names a step of the workload (known only once the definition is loaded)."""
+    named = [(f"{_key('hpc')}.{h.name}.wait_for", h.wait_for) for h in config.hpc]
+    if config.aws is not None:
+        named.append((_key("aws", "wait_for"), config.aws.wait_for))
+    for key, wait_for in named:
+        for i, step in enumerate(wait_for or ()):
+            if step not in steps:
+                raise AtlasConfigError(
+                    f"{key}[{i}]: {step!r} is not a step of the workload; use some of {', '.join(steps)}"
+                )
+
+
 def load_stack_config() -> StackConfig:
     """Read the running stack's config through Pulumi; call once, before any resource."""
     import pulumi
@@ -171,6 +212,7 @@ def load_stack_config() -> StackConfig:
     # Relative paths in config are relative to the project (Pulumi.yaml's folder), not to
     # the program's folder (stacks/), which is the working directory here.
     parsed = parse_stack_config(pulumi.get_stack(), values, Path(pulumi.get_root_directory()))
+    check_local_files(parsed)
     if parsed.aws is not None:
         # Missing AWS credentials stop preview here, naming the key, not at the first AWS call.
         parsed = dataclasses.replace(parsed, aws=resolve_credentials(parsed.aws))

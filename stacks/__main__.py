@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pulumi
 
-from infra.config import AtlasConfigError, load_stack_config
+from infra.config import AtlasConfigError, check_wait_for, load_stack_config
 from infra.hpc.components import HpcEnvironment, HpcEnvironmentArgs, workload_source_files
 from infra.hpc.registry import scheduler_class
 from infra.openshift.environment import OpenShiftEnvironment, OpenShiftEnvironmentArgs
@@ -27,6 +27,7 @@ PROJECT_ROOT = Path(pulumi.get_root_directory())
 try:
     config = load_stack_config()
     workload = load_workload(config.workload_file, PROJECT_ROOT)
+    check_wait_for(config, [step.name for step in workload.steps])
     if config.workload_source is not None:
         if not isinstance(workload.source, GitSource):
             raise AtlasConfigError(

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.config import AtlasConfigError, parse_stack_config
+from infra.config import AtlasConfigError, check_local_files, check_wait_for, parse_stack_config
 from tests.unit.test_hpc_target import KNOWN_HOSTS
 
 # The repository itself: shipped workloads are folders under the project's workloads/.
@@ -78,3 +78,41 @@ def test_an_hpc_environment_is_never_real_by_default(tmp_path):
     stated = parse_stack_config("s", {"hpc": {"satori": {**env, "provenance": " local stand-in: mock GPUs "}}},
                                 PROJECT_DIR).hpc[0]
     assert stated.provenance == "local stand-in: mock GPUs"
+
+
+def test_files_the_config_names_must_exist_before_preview_plans_anything(tmp_path):
+    """A kubeconfig or private key that is not there is refused naming the key and the path; the
+    key's contents are never read into the message."""
+    key = tmp_path / "id_ed25519"
+    kubeconfig = tmp_path / "kubeconfig"
+    values = {
+        "openshift": {**GOOD["openshift"], "kubeconfig": str(kubeconfig)},
+        "hpc": {"satori": {"host": "h", "user": "u", "scheduler": "lsf", "known_hosts": KNOWN_HOSTS,
+                           "private_key_file": str(key)}},
+    }
+    config = parse_stack_config("s", values, PROJECT_DIR)
+    with pytest.raises(AtlasConfigError, match=rf"^atlas:openshift\.kubeconfig: {kubeconfig} does not exist .*"
+                                               r"run `scripts/localenv up` first"):
+        check_local_files(config)
+    kubeconfig.write_text("apiVersion: v1\n")
+    with pytest.raises(AtlasConfigError, match=rf"^atlas:hpc\.satori\.private_key_file: {key} does not exist"):
+        check_local_files(config)
+    key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nsecret\n")
+    check_local_files(config)
+    key.unlink()
+    key.mkdir()  # a folder is not a key file either
+    with pytest.raises(AtlasConfigError, match="private_key_file: .* is not a file"):
+        check_local_files(config)
+
+
+def test_wait_for_must_name_steps_of_the_workload():
+    env = {"host": "h", "user": "u", "scheduler": "lsf", "known_hosts": KNOWN_HOSTS, "private_key_file": "/k",
+           "wait_for": ["make-hdf5", "train-typo"]}
+    config = parse_stack_config("s", {"hpc": {"satori": env}}, PROJECT_DIR)
+    with pytest.raises(AtlasConfigError) as error:
+        check_wait_for(config, ["make-hdf5", "inception-moments", "train"])
+    assert str(error.value) == (
+        "atlas:hpc.satori.wait_for[1]: 'train-typo' is not a step of the workload; "
+        "use some of make-hdf5, inception-moments, train"
+    )
+    check_wait_for(config, ["make-hdf5", "train-typo"])
