@@ -101,7 +101,7 @@ def test_files_the_config_names_must_exist_before_preview_plans_anything(tmp_pat
     check_local_files(config)
     key.unlink()
     key.mkdir()  # a folder is not a key file either
-    with pytest.raises(AtlasConfigError, match="private_key_file: .* is not a file"):
+    with pytest.raises(AtlasConfigError, match=r"private_key_file: .* is not a file"):
         check_local_files(config)
 
 
