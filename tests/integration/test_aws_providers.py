@@ -8,6 +8,7 @@ stopped) outside, update, destroy with nothing left.
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -112,6 +113,27 @@ def test_every_resource_created_refreshed_updated_and_destroyed(aws: dict[str, A
     bucket_props = {**aws}
     bucket = DataBucketProvider().create(bucket_props)
     assert bucket.id.startswith(aws["name_prefix"])
+    # Data at rest and in transit, as moto records it: encrypted by default, plain HTTP refused.
+    s3 = boto(aws, "s3")
+    rules = s3.get_bucket_encryption(Bucket=bucket.id)["ServerSideEncryptionConfiguration"]["Rules"]
+    assert rules[0]["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
+    (statement,) = json.loads(s3.get_bucket_policy(Bucket=bucket.id)["Policy"])["Statement"]
+    assert statement["Effect"] == "Deny" and statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert s3.get_public_access_block(Bucket=bucket.id)["PublicAccessBlockConfiguration"] == {
+        "BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True, "RestrictPublicBuckets": True,
+    }  # fmt: skip
+    # Removed outside Atlas: refresh sees it, the next up puts it back.
+    s3.delete_bucket_encryption(Bucket=bucket.id)
+    s3.delete_bucket_policy(Bucket=bucket.id)
+    assert bucket.outs is not None
+    refreshed = DataBucketProvider().read(bucket.id, bucket.outs)
+    assert refreshed.outs is not None and refreshed.outs["protection"] == {"encryption": None, "tls_only": False}
+    assert DataBucketProvider().diff(bucket.id, refreshed.outs, bucket_props).changes
+    restored = DataBucketProvider().update(bucket.id, refreshed.outs, bucket_props)
+    assert restored.outs is not None
+    assert DataBucketProvider().read(bucket.id, restored.outs).outs["protection"] == {  # type: ignore[index]
+        "encryption": "AES256", "tls_only": True,
+    }  # fmt: skip
     source = tmp_path / "sampler.py"
     source.write_text("print('sampler')\n")
     files = [
@@ -121,7 +143,6 @@ def test_every_resource_created_refreshed_updated_and_destroyed(aws: dict[str, A
     ]  # fmt: skip
     staged_props = {**aws, "bucket": bucket.id, "prefix": "atlas/it/aws/probe", "files": files}
     staged = StagedObjectsProvider().create(staged_props)
-    s3 = boto(aws, "s3")
     listed = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket.id)["Contents"]}
     assert listed == {"atlas/it/aws/probe/jobs/train.sbatch", "atlas/it/aws/probe/python/sampler.py"}
     assert s3.get_object(Bucket=bucket.id, Key="atlas/it/aws/probe/jobs/train.sbatch")["Body"].read() == (
@@ -165,7 +186,10 @@ def test_every_resource_created_refreshed_updated_and_destroyed(aws: dict[str, A
     live = ec2.describe_instances(InstanceIds=[first.id])["Reservations"][0]["Instances"][0]
     assert live["InstanceType"] == "p3.8xlarge" and live["KeyName"] == key.outs["key_name"]
     root = next(m for m in live["BlockDeviceMappings"] if m["DeviceName"] == live["RootDeviceName"])
-    assert ec2.describe_volumes(VolumeIds=[root["Ebs"]["VolumeId"]])["Volumes"][0]["Size"] == 100
+    volume = ec2.describe_volumes(VolumeIds=[root["Ebs"]["VolumeId"]])["Volumes"][0]
+    assert volume["Size"] == 100 and volume["Encrypted"] is True
+    # Instance metadata v2 only: no credentials without a session token.
+    assert live["MetadataOptions"]["HttpTokens"] == "required"
     assert {t["Key"]: t["Value"] for t in live["Tags"]}["atlas:stack"] == aws["tags"]["atlas:stack"]
     # The user data EC2 holds is the launch script, with the host key Atlas reports in front of it.
     user_data = ec2.describe_instance_attribute(InstanceId=first.id, Attribute="userData")["UserData"]["Value"]

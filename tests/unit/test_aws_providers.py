@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 import pulumi
@@ -308,8 +309,11 @@ def test_run_instances_arguments_from_the_typed_launch_request() -> None:
     on_demand = run_instances_arguments(LaunchRequest.of(INSTANCE), b"data", "/dev/xvda")
     assert on_demand["BlockDeviceMappings"][0] == {
         "DeviceName": "/dev/xvda",
-        "Ebs": {"VolumeSize": 200, "VolumeType": "gp3", "DeleteOnTermination": True},
+        "Ebs": {"VolumeSize": 200, "VolumeType": "gp3", "DeleteOnTermination": True, "Encrypted": True},
     }
+    # Instance metadata v2 only, one hop: a container on the instance cannot reach the role's keys.
+    assert on_demand["MetadataOptions"] == {"HttpTokens": "required", "HttpPutResponseHopLimit": 1,
+                                            "HttpEndpoint": "enabled"}
     assert "SubnetId" not in on_demand["NetworkInterfaces"][0] and "InstanceMarketOptions" not in on_demand
     assert on_demand["IamInstanceProfile"] == {"Arn": "arn:aws:iam::1:instance-profile/x"}
     spot = run_instances_arguments(
@@ -317,6 +321,32 @@ def test_run_instances_arguments_from_the_typed_launch_request() -> None:
     )
     assert spot["InstanceMarketOptions"]["SpotOptions"]["MaxPrice"] == "3.0000"
     assert spot["NetworkInterfaces"][0]["SubnetId"] == "subnet-1"
+
+
+def test_the_bucket_policy_refuses_plain_http_and_protection_is_read_back() -> None:
+    from infra.aws.providers.answers import WANTED_PROTECTION, bucket_protection
+    from infra.aws.providers.requests import BUCKET_ENCRYPTION, tls_only_policy
+
+    policy = tls_only_policy("atlas-data-1")
+    (statement,) = json.loads(policy)["Statement"]
+    assert statement["Effect"] == "Deny" and statement["Principal"] == "*" and statement["Action"] == "s3:*"
+    assert statement["Resource"] == ["arn:aws:s3:::atlas-data-1", "arn:aws:s3:::atlas-data-1/*"]
+    assert statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    answer = {"ServerSideEncryptionConfiguration": BUCKET_ENCRYPTION}
+    assert bucket_protection(answer, policy) == WANTED_PROTECTION
+    assert bucket_protection(None, None) == {"encryption": None, "tls_only": False}
+    allow_only = json.dumps({"Statement": [{"Effect": "Allow", "Action": "s3:GetObject"}]})
+    assert bucket_protection(answer, allow_only) == {"encryption": "AES256", "tls_only": False}
+    assert bucket_protection(answer, "not json") == {"encryption": "AES256", "tls_only": False}
+
+
+def test_bucket_diff_puts_back_protection_removed_outside() -> None:
+    inputs = {**COMMON}
+    kept = {**inputs, "protection": {"encryption": "AES256", "tls_only": True}}
+    assert not DataBucketProvider().diff("b", kept, inputs).changes
+    stripped = {**inputs, "protection": {"encryption": None, "tls_only": True}}
+    result = DataBucketProvider().diff("b", stripped, inputs)
+    assert result.changes and not result.replaces
 
 
 def test_ready_wait_keeps_the_key_out_of_its_repr() -> None:

@@ -1,8 +1,9 @@
-"""Reading what AWS answers: the tags Atlas manages, a security group's SSH rules, an instance's
-outputs. Pure functions of boto3's response dicts."""
+"""Reading what AWS answers: the tags Atlas manages, what guards a bucket, a security group's SSH
+rules, an instance's outputs. Pure functions of boto3's response dicts."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,6 +17,28 @@ def our_tags(tags: Sequence[Mapping[str, str]] | None, props: Mapping[str, Any])
     (create_tags would never remove it, so counting it would make every later diff an update)."""
     wanted = props.get("tags") or {}
     return {k: v for k, v in _tag_dict(tags).items() if k in wanted}
+
+
+WANTED_PROTECTION = {"encryption": "AES256", "tls_only": True}
+
+
+def bucket_protection(encryption: Mapping[str, Any] | None, policy: str | None) -> dict[str, Any]:
+    """What guards a bucket's data, as read back: its default encryption algorithm (None: none),
+    and whether its policy refuses plain HTTP. Compared with WANTED_PROTECTION for drift."""
+    rules = ((encryption or {}).get("ServerSideEncryptionConfiguration") or {}).get("Rules") or []
+    algorithms = [((r.get("ApplyServerSideEncryptionByDefault") or {}).get("SSEAlgorithm")) for r in rules]
+    tls_only = False
+    if policy:
+        try:
+            statements = json.loads(policy).get("Statement") or []
+        except ValueError:
+            statements = []
+        tls_only = any(
+            s.get("Effect") == "Deny"
+            and str((s.get("Condition") or {}).get("Bool", {}).get("aws:SecureTransport")).lower() == "false"
+            for s in statements
+        )
+    return {"encryption": next((a for a in algorithms if a), None), "tls_only": tls_only}
 
 
 def ssh_cidrs_of(group: Mapping[str, Any]) -> list[str]:

@@ -41,6 +41,34 @@ def read_policy(bucket: str, prefix: str) -> str:
     )
 
 
+# Every object encrypted at rest by default (S3-managed keys: no KMS key to create, rotate or pay
+# for), with S3 Bucket Keys; and no request to the bucket over plain HTTP.
+BUCKET_ENCRYPTION = {
+    "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}, "BucketKeyEnabled": True}]
+}
+
+
+def tls_only_policy(bucket: str) -> str:
+    """A bucket policy that refuses every request not made over TLS (aws:SecureTransport false),
+    whoever makes it; what the instances' role may read is granted by the role (read_policy)."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "AtlasDenyPlainHttp",
+                    "Effect": "Deny",
+                    "Principal": "*",
+                    "Action": "s3:*",
+                    "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"],
+                    "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                }
+            ],
+        },
+        sort_keys=True,
+    )
+
+
 def ssh_permissions(cidrs: Sequence[str]) -> list[dict[str, Any]]:
     v4 = [{"CidrIp": c, "Description": "atlas: SSH"} for c in cidrs if ipaddress.ip_network(c).version == 4]
     v6 = [{"CidrIpv6": c, "Description": "atlas: SSH"} for c in cidrs if ipaddress.ip_network(c).version == 6]
@@ -65,6 +93,8 @@ def run_instances_arguments(launch: LaunchRequest, user_data: bytes, root_device
                     "VolumeSize": launch.root_volume_gib,
                     "VolumeType": "gp3",
                     "DeleteOnTermination": True,
+                    # At rest with the account's default EBS key; the image's snapshot need not be.
+                    "Encrypted": True,
                 },
             }
         ],
@@ -81,7 +111,9 @@ def run_instances_arguments(launch: LaunchRequest, user_data: bytes, root_device
             {"ResourceType": "instance", "Tags": tags},
             {"ResourceType": "volume", "Tags": tags},
         ],
-        "MetadataOptions": {"HttpTokens": "required"},
+        # IMDSv2 only: a token is needed to read the role's credentials, so a request forged through
+        # the instance (SSRF) cannot; one hop, so a container on the instance cannot either.
+        "MetadataOptions": {"HttpTokens": "required", "HttpPutResponseHopLimit": 1, "HttpEndpoint": "enabled"},
     }
     if launch.instance_profile_arn:
         arguments["IamInstanceProfile"] = {"Arn": launch.instance_profile_arn}

@@ -1,4 +1,5 @@
-"""S3: the data bucket, and the files staged into it (each checked by the sha256 in its metadata)."""
+"""S3: the data bucket (public access blocked, encrypted at rest by default, plain HTTP refused),
+and the files staged into it (each checked by the sha256 in its metadata)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ import pulumi
 import pulumi.dynamic
 
 from infra.aws.clients import AwsProviderError, call, client, must
-from infra.aws.providers.answers import our_tags
+from infra.aws.providers.answers import WANTED_PROTECTION, bucket_protection, our_tags
 from infra.aws.providers.common import AwsResource, diff_inputs, drifted, gone, new_name
 from infra.aws.providers.inputs import check_common
-from infra.aws.providers.requests import tag_list
+from infra.aws.providers.requests import BUCKET_ENCRYPTION, tag_list, tls_only_policy
 from infra.dynamic.inputs import is_unknown
 
 
@@ -25,7 +26,11 @@ class DataBucketProvider(pulumi.dynamic.ResourceProvider):
         return pulumi.dynamic.CheckResult(news, check_common(news))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
-        return diff_inputs(olds, news, ())
+        result = diff_inputs(olds, news, ())
+        if olds.get("protection") not in (None, WANTED_PROTECTION):
+            # Refresh found the encryption or the TLS-only policy removed outside: put them back.
+            return drifted(result)
+        return result
 
     def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
         s3 = client(props, "s3")
@@ -47,8 +52,21 @@ class DataBucketProvider(pulumi.dynamic.ResourceProvider):
                 },
             ),
         )
+        self._protect(props, name)
         self._tag(props, name)
-        return pulumi.dynamic.CreateResult(name, {**props, "bucket": name, "arn": f"arn:aws:s3:::{name}"})
+        return pulumi.dynamic.CreateResult(
+            name, {**props, "bucket": name, "arn": f"arn:aws:s3:::{name}", "protection": dict(WANTED_PROTECTION)}
+        )
+
+    def _protect(self, props: Mapping[str, Any], name: str) -> None:
+        """Encrypted at rest by default, and no plain-HTTP request accepted (docs: README, AWS)."""
+        s3 = client(props, "s3")
+        must(
+            f"turning on default encryption of bucket {name}",
+            lambda: s3.put_bucket_encryption(Bucket=name, ServerSideEncryptionConfiguration=BUCKET_ENCRYPTION),
+        )
+        policy = tls_only_policy(name)
+        must(f"refusing plain HTTP to bucket {name}", lambda: s3.put_bucket_policy(Bucket=name, Policy=policy))
 
     def _tag(self, props: Mapping[str, Any], name: str) -> None:
         s3 = client(props, "s3")
@@ -65,11 +83,31 @@ class DataBucketProvider(pulumi.dynamic.ResourceProvider):
         tagging = call(
             f"reading the tags of bucket {id_}", lambda: s3.get_bucket_tagging(Bucket=id_), gone_codes=("NoSuchTagSet",)
         )
-        return pulumi.dynamic.ReadResult(id_, {**props, "tags": our_tags((tagging or {}).get("TagSet"), props)})
+        encryption = call(
+            f"reading the default encryption of bucket {id_}",
+            lambda: s3.get_bucket_encryption(Bucket=id_),
+            gone_codes=("ServerSideEncryptionConfigurationNotFoundError",),
+        )
+        policy = call(
+            f"reading the policy of bucket {id_}",
+            lambda: s3.get_bucket_policy(Bucket=id_),
+            gone_codes=("NoSuchBucketPolicy",),
+        )
+        return pulumi.dynamic.ReadResult(
+            id_,
+            {
+                **props,
+                "tags": our_tags((tagging or {}).get("TagSet"), props),
+                "protection": bucket_protection(encryption, (policy or {}).get("Policy")),
+            },
+        )
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
+        self._protect(news, id_)
         self._tag(news, id_)
-        return pulumi.dynamic.UpdateResult({**news, "bucket": id_, "arn": f"arn:aws:s3:::{id_}"})
+        return pulumi.dynamic.UpdateResult(
+            {**news, "bucket": id_, "arn": f"arn:aws:s3:::{id_}", "protection": dict(WANTED_PROTECTION)}
+        )
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         s3 = client(props, "s3")
@@ -94,9 +132,10 @@ class DataBucketProvider(pulumi.dynamic.ResourceProvider):
 class DataBucket(AwsResource, module="aws", name="DataBucket"):
     bucket: pulumi.Output[str]
     arn: pulumi.Output[str]
+    protection: pulumi.Output[dict[str, Any]]
 
     def __init__(self, name: str, *, common: Mapping[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(DataBucketProvider(), name, {**common}, ("bucket", "arn"), opts)
+        super().__init__(DataBucketProvider(), name, {**common}, ("bucket", "arn", "protection"), opts)
 
 
 # --- S3: the staged files ----------------------------------------------------------------------
