@@ -156,6 +156,40 @@ def _locate(value: Any, project_dir: Path, key: str) -> Path:
         raise AtlasConfigError(str(error)) from None
 
 
+# Fields that hold a secret: set with `pulumi config set --secret`, so the stack file keeps them
+# encrypted. A private key pasted into any other field is found by its armour line.
+SECRET_FIELDS = frozenset({"private_key", "private_key_passphrase", "secret_access_key"})
+
+
+def _secret_paths(value: Any, path: str) -> list[str]:
+    if isinstance(value, Mapping):
+        found = []
+        for name, item in value.items():
+            child = f"{path}.{name}"
+            if name in SECRET_FIELDS and item not in (None, ""):
+                found.append(child)
+            else:
+                found += _secret_paths(item, child)
+        return found
+    if isinstance(value, list):
+        return [p for i, item in enumerate(value) for p in _secret_paths(item, f"{path}[{i}]")]
+    return [path] if isinstance(value, str) and "PRIVATE KEY-----" in value else []
+
+
+def check_secrets_are_secret(values: Mapping[str, Any], secret_keys: frozenset[str]) -> None:
+    """Every secret the config holds was set as a Pulumi secret (its top-level key is in
+    `secret_keys`, what the engine reports as secret): one in plain text would sit readable in
+    Pulumi.<stack>.yaml and in the state. The value is never shown."""
+    for name, value in values.items():
+        if f"{PROJECT}:{name}" in secret_keys:
+            continue
+        for path in _secret_paths(value, _key(name)):
+            raise AtlasConfigError(
+                f"{path}: holds a secret in plain text (value not shown), readable in the stack file; remove it and "
+                f"set it with `pulumi config set --secret --path {path} ...` (a key file: `< ~/.ssh/id_ed25519`)"
+            )
+
+
 def check_local_files(config: StackConfig) -> None:
     """The files the config names on this machine exist, before any resource: a kubeconfig or a
     private key that is not there would otherwise pass `preview` (which plans as if it were) and
@@ -200,7 +234,7 @@ def check_wait_for(config: StackConfig, steps: Sequence[str]) -> None:
 def load_stack_config() -> StackConfig:
     """Read the running stack's config through Pulumi; call once, before any resource."""
     import pulumi
-    from pulumi.runtime.config import CONFIG
+    from pulumi.runtime.config import CONFIG, is_config_secret
 
     config = pulumi.Config(PROJECT)
     values: dict[str, Any] = {}
@@ -209,6 +243,8 @@ def load_stack_config() -> StackConfig:
         project, _, name = full_key.partition(":")
         if project == PROJECT:
             values[name] = config.get_object(name) if name in OBJECT_KEYS else config.get(name)
+    # A secret set in plain text stops preview before it goes further (into state, say).
+    check_secrets_are_secret(values, frozenset(k for k in (f"{PROJECT}:{n}" for n in values) if is_config_secret(k)))
     # Relative paths in config are relative to the project (Pulumi.yaml's folder), not to
     # the program's folder (stacks/), which is the working directory here.
     parsed = parse_stack_config(pulumi.get_stack(), values, Path(pulumi.get_root_directory()))

@@ -104,6 +104,7 @@ _reject_unknown = _fields.reject_unknown
 _bool = _fields.boolean
 _optional_text = _fields.optional_text
 _int = _fields.integer
+MAX_BACKOFF_LIMIT = 20
 
 
 def _mapping(value: Any, key: str) -> Mapping[str, Any]:
@@ -409,7 +410,8 @@ def _pipeline(raw: Any, key: str) -> PipelineSettings:
     _reject_unknown(section, ("backoff_limit", "shm_size", "await_last_step"), key)
     return PipelineSettings(
         # 0: a failed step is looked at, not re-run; BigGAN's main.py without --resume deletes its logs.
-        backoff_limit=_int(section, "backoff_limit", key, 0, minimum=0) or 0,
+        # A failed step retried more than this is a loop, not resilience (each retry is a new pod).
+        backoff_limit=_int(section, "backoff_limit", key, 0, minimum=0, maximum=MAX_BACKOFF_LIMIT) or 0,
         shm_size=_optional_quantity(section, "shm_size", key, "memory size"),
         await_last_step=_bool(section, "await_last_step", key, False),
     )

@@ -56,6 +56,8 @@ def locate_workload(
         path = path / DEFINITION
     if not path.is_file():
         raise WorkloadError(f"{key}: {path} does not exist; {fix}")
+    if path.suffix not in (".yaml", ".yml"):
+        raise WorkloadError(f"{key}: {path} is not a workload definition (a .yaml file); {fix}")
     return path.resolve()
 
 
