@@ -90,9 +90,21 @@ def test_one_up_one_destroy_for_every_side(stack, kube_env, satori_env):
     job_names = {j["metadata"]["name"] for j in jobs}
     for step in envs["openshift"]["steps"]:
         assert step["job"] in job_names
-    for job in jobs:
-        if job["metadata"]["labels"].get("atlas.dev/step") in ("make-hdf5", "inception-moments"):
-            assert any(c["type"] == "Complete" for c in job["status"].get("conditions", []))
+    # `up` returns once each preparation step's pod has succeeded (Atlas's JobCompletion); the Job
+    # controller marks the Job Complete a moment later: the pods first, then that event.
+    preparation = [j["metadata"]["name"] for j in jobs
+                   if j["metadata"]["labels"].get("atlas.dev/step") in ("make-hdf5", "inception-moments")]
+    assert len(preparation) == 2
+    for name in preparation:
+        pods = api(kube_env, f"/api/v1/namespaces/{ns}/pods?labelSelector=job-name={name}")["items"]
+        assert [p["status"]["phase"] for p in pods] == ["Succeeded"], name
+
+    def complete(name: str) -> bool:
+        job = api(kube_env, f"/apis/batch/v1/namespaces/{ns}/jobs/{name}") or {}
+        return any(c["type"] == "Complete" and c["status"] == "True" for c in job["status"].get("conditions", []))
+
+    for name in preparation:
+        wait_until(lambda name=name: complete(name), f"the Job controller to mark {name} Complete", 60)
 
     # The training Job's pods run on the simulated V100 nodes, and only there.
     pods = api(kube_env, f"/api/v1/namespaces/{ns}/pods?labelSelector=atlas.dev/step=train")["items"]
