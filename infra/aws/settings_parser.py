@@ -202,6 +202,12 @@ def parse_aws_settings(raw: Any, project_dir: Path | None = None, key: str = KEY
     anywhere = _fields.boolean(section, "allow_ssh_from_anywhere", key, False)
     cidrs = _cidrs(section, key, anywhere)
     emulated_endpoint = endpoint is not None and any(h in endpoint for h in LOOPBACK_HOSTS)
+    if endpoint is not None and endpoint.startswith("http://") and not emulated_endpoint:
+        raise _fields.fail(
+            f"{key}.endpoint_url",
+            f"{endpoint!r} is plain HTTP to another machine: data and requests would cross the network unencrypted",
+            "use https:// (plain http only for the local stand-in on this machine)",
+        )
     execute = _fields.boolean(section, "execute", key, not emulated_endpoint)
     if execute and emulated_endpoint:
         raise _fields.fail(

@@ -324,7 +324,7 @@ def test_run_instances_arguments_from_the_typed_launch_request() -> None:
 
 
 def test_the_bucket_policy_refuses_plain_http_and_protection_is_read_back() -> None:
-    from infra.aws.providers.answers import WANTED_PROTECTION, bucket_protection
+    from infra.aws.providers.answers import bucket_protection, wanted_protection
     from infra.aws.providers.requests import BUCKET_ENCRYPTION, tls_only_policy
 
     policy = tls_only_policy("atlas-data-1")
@@ -333,7 +333,11 @@ def test_the_bucket_policy_refuses_plain_http_and_protection_is_read_back() -> N
     assert statement["Resource"] == ["arn:aws:s3:::atlas-data-1", "arn:aws:s3:::atlas-data-1/*"]
     assert statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
     answer = {"ServerSideEncryptionConfiguration": BUCKET_ENCRYPTION}
-    assert bucket_protection(answer, policy) == WANTED_PROTECTION
+    assert bucket_protection(answer, policy) == wanted_protection({"aws": {"region": "us-east-1"}})
+    # Over the local stand-in's plain HTTP the policy would refuse Atlas itself: encryption only.
+    assert wanted_protection({"aws": {"endpoint_url": "http://127.0.0.1:16500"}}) == {
+        "encryption": "AES256", "tls_only": False,
+    }  # fmt: skip
     assert bucket_protection(None, None) == {"encryption": None, "tls_only": False}
     allow_only = json.dumps({"Statement": [{"Effect": "Allow", "Action": "s3:GetObject"}]})
     assert bucket_protection(answer, allow_only) == {"encryption": "AES256", "tls_only": False}
@@ -341,7 +345,7 @@ def test_the_bucket_policy_refuses_plain_http_and_protection_is_read_back() -> N
 
 
 def test_bucket_diff_puts_back_protection_removed_outside() -> None:
-    inputs = {**COMMON}
+    inputs = {**COMMON, "aws": {**COMMON["aws"], "endpoint_url": None}}
     kept = {**inputs, "protection": {"encryption": "AES256", "tls_only": True}}
     assert not DataBucketProvider().diff("b", kept, inputs).changes
     stripped = {**inputs, "protection": {"encryption": None, "tls_only": True}}

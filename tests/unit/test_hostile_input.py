@@ -125,6 +125,7 @@ CONFIG_CASES: list[tuple[str, Any, str]] = [
     ("aws.root_volume_gib", -5, "atlas:aws.root_volume_gib"),
     ("aws.secret_access_key", SECRET, "atlas:aws"),
     ("aws.execute", True, "atlas:aws.execute"),
+    ("aws.endpoint_url", "http://s3.example.com", "atlas:aws.endpoint_url"),
     # backfill
     ("backfill", {"gpus": 0}, "atlas:backfill.gpus"),
     ("backfill", {"workload": "../../secret"}, "atlas:backfill.workload"),

@@ -19,12 +19,18 @@ def our_tags(tags: Sequence[Mapping[str, str]] | None, props: Mapping[str, Any])
     return {k: v for k, v in _tag_dict(tags).items() if k in wanted}
 
 
-WANTED_PROTECTION = {"encryption": "AES256", "tls_only": True}
+def wanted_protection(props: Mapping[str, Any]) -> dict[str, Any]:
+    """Encrypted by default always; TLS only wherever the API itself is TLS. The local stand-in
+    (moto, plain HTTP on loopback; settings refuse plain HTTP elsewhere) enforces bucket policies,
+    so a TLS-only policy there would refuse Atlas's own requests: it is left off and the outputs say
+    so (`protection.tls_only: false`)."""
+    endpoint = str((props.get("aws") or {}).get("endpoint_url") or "")
+    return {"encryption": "AES256", "tls_only": not endpoint.startswith("http://")}
 
 
 def bucket_protection(encryption: Mapping[str, Any] | None, policy: str | None) -> dict[str, Any]:
     """What guards a bucket's data, as read back: its default encryption algorithm (None: none),
-    and whether its policy refuses plain HTTP. Compared with WANTED_PROTECTION for drift."""
+    and whether its policy refuses plain HTTP. Compared with `wanted_protection` for drift."""
     rules = ((encryption or {}).get("ServerSideEncryptionConfiguration") or {}).get("Rules") or []
     algorithms = [((r.get("ApplyServerSideEncryptionByDefault") or {}).get("SSEAlgorithm")) for r in rules]
     tls_only = False

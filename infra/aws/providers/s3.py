@@ -14,7 +14,7 @@ import pulumi
 import pulumi.dynamic
 
 from infra.aws.clients import AwsProviderError, call, client, must
-from infra.aws.providers.answers import WANTED_PROTECTION, bucket_protection, our_tags
+from infra.aws.providers.answers import bucket_protection, our_tags, wanted_protection
 from infra.aws.providers.common import AwsResource, diff_inputs, drifted, gone, new_name
 from infra.aws.providers.inputs import check_common
 from infra.aws.providers.requests import BUCKET_ENCRYPTION, tag_list, tls_only_policy
@@ -27,7 +27,7 @@ class DataBucketProvider(pulumi.dynamic.ResourceProvider):
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
         result = diff_inputs(olds, news, ())
-        if olds.get("protection") not in (None, WANTED_PROTECTION):
+        if olds.get("protection") not in (None, wanted_protection(news)):
             # Refresh found the encryption or the TLS-only policy removed outside: put them back.
             return drifted(result)
         return result
@@ -55,18 +55,19 @@ class DataBucketProvider(pulumi.dynamic.ResourceProvider):
         self._protect(props, name)
         self._tag(props, name)
         return pulumi.dynamic.CreateResult(
-            name, {**props, "bucket": name, "arn": f"arn:aws:s3:::{name}", "protection": dict(WANTED_PROTECTION)}
+            name, {**props, "bucket": name, "arn": f"arn:aws:s3:::{name}", "protection": wanted_protection(props)}
         )
 
     def _protect(self, props: Mapping[str, Any], name: str) -> None:
-        """Encrypted at rest by default, and no plain-HTTP request accepted (docs: README, AWS)."""
+        """Encrypted at rest by default, and no plain-HTTP request accepted (wanted_protection says where)."""
         s3 = client(props, "s3")
         must(
             f"turning on default encryption of bucket {name}",
             lambda: s3.put_bucket_encryption(Bucket=name, ServerSideEncryptionConfiguration=BUCKET_ENCRYPTION),
         )
-        policy = tls_only_policy(name)
-        must(f"refusing plain HTTP to bucket {name}", lambda: s3.put_bucket_policy(Bucket=name, Policy=policy))
+        if wanted_protection(props)["tls_only"]:
+            policy = tls_only_policy(name)
+            must(f"refusing plain HTTP to bucket {name}", lambda: s3.put_bucket_policy(Bucket=name, Policy=policy))
 
     def _tag(self, props: Mapping[str, Any], name: str) -> None:
         s3 = client(props, "s3")
@@ -106,7 +107,7 @@ class DataBucketProvider(pulumi.dynamic.ResourceProvider):
         self._protect(news, id_)
         self._tag(news, id_)
         return pulumi.dynamic.UpdateResult(
-            {**news, "bucket": id_, "arn": f"arn:aws:s3:::{id_}", "protection": dict(WANTED_PROTECTION)}
+            {**news, "bucket": id_, "arn": f"arn:aws:s3:::{id_}", "protection": wanted_protection(news)}
         )
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
