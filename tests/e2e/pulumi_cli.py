@@ -12,7 +12,8 @@ from typing import Any
 
 import yaml
 
-from infra.localenv import images, node
+from infra.compare.access import Access
+from infra.localenv import images, node, satori
 from infra.localenv.layout import Layout
 from infra.toolchain.pins import REPO_ROOT, load_pins, toolchain_dir
 
@@ -97,6 +98,40 @@ class PulumiProject:
 
     def outputs(self, stack: str) -> dict[str, Any]:
         return json.loads(self.run("stack", "output", "--json", "--show-secrets", "-s", stack).stdout)
+
+
+def satori_ssh(layout: Layout, command: str, timeout: float = 60) -> str:
+    """`command` on the local Satori's login node over real OpenSSH (the user's own client); its
+    stdout, or AssertionError with both streams when it exits non-zero."""
+    argv = satori.ssh_client_argv(satori.status(layout)["ssh"], command)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    assert proc.returncode == 0, f"{command}: {proc.stdout}{proc.stderr}"
+    return proc.stdout
+
+
+def local_hpc_sections(config: dict[str, Any], layout: Layout, environments: tuple[str, ...], remote: str) -> None:
+    """Point the stack's `atlas:hpc` environments at the local Satori of `layout` (its port, host
+    key and key file), each run under `remote` in the login user's home."""
+    info = satori.status(layout)["ssh"]
+    for name in environments:
+        config["atlas:hpc"][name] = {
+            **config["atlas:hpc"][name],
+            "port": info["port"],
+            "known_hosts_file": info["known_hosts_file"],
+            "private_key_file": info["key_file"],
+            "remote_work_dir": remote,
+        }
+
+
+def local_access(kube: Layout, satori_layout: Layout, environments: tuple[str, ...]) -> Access:
+    """How scripts/compare reaches the local environment: its kubeconfig, and the local Satori's
+    key and host keys for each HPC environment."""
+    info = satori.status(satori_layout)["ssh"]
+    return Access(
+        kubeconfig=kube.kubeconfig,
+        ssh_keys={n: Path(info["key_file"]) for n in environments},
+        known_hosts={n: Path(info["known_hosts_file"]) for n in environments},
+    )
 
 
 def local_openshift(section: dict[str, Any], layout: Layout, namespace: str) -> dict[str, Any]:

@@ -5,7 +5,6 @@ and `pulumi destroy` removes all of it. Checked through the Kubernetes API and o
 from __future__ import annotations
 
 import re
-import subprocess
 import urllib.error
 import uuid
 from typing import Any
@@ -15,6 +14,7 @@ import pytest
 from infra.localenv import kube, satori
 from infra.localenv.layout import Layout
 from tests.e2e.pulumi_cli import PulumiProject, local_openshift
+from tests.e2e.pulumi_cli import satori_ssh as ssh
 from tests.support import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -29,12 +29,6 @@ def api(layout: Layout, path: str) -> Any:
             return None
         raise
 
-
-def ssh(layout: Layout, command: str) -> str:
-    argv = satori.ssh_client_argv(satori.status(layout)["ssh"], command)
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
-    assert proc.returncode == 0, f"{command}: {proc.stdout}{proc.stderr}"
-    return proc.stdout
 
 
 @pytest.fixture

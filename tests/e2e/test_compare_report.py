@@ -38,7 +38,8 @@ from infra.localenv import kube, node, satori
 from infra.localenv.layout import Layout
 from infra.workload.load import load_workload
 from tests import references
-from tests.e2e.pulumi_cli import PulumiProject, local_openshift
+from tests.e2e.pulumi_cli import PulumiProject, local_access, local_hpc_sections, local_openshift
+from tests.e2e.pulumi_cli import satori_ssh as ssh
 from tests.support import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -54,12 +55,6 @@ LIFECYCLE_TIMES = ("requested_at", "started_at", "finished_at")
 RECORDS_PER_SIDE = {"satori": 2, "satori-slurm": 1, "openshift": 1}
 
 
-def ssh(layout: Layout, command: str) -> str:
-    argv = satori.ssh_client_argv(satori.status(layout)["ssh"], command)
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
-    assert proc.returncode == 0, f"{command}: {proc.stdout}{proc.stderr}"
-    return proc.stdout
-
 
 def epoch(text: str, fmt: str) -> float:
     return dt.datetime.strptime(text, fmt).replace(tzinfo=dt.UTC).timestamp()
@@ -74,21 +69,13 @@ def deployed(tmp_path: Path, kube_env: Layout, satori_env: Layout) -> Any:
     proj = PulumiProject.create(tmp_path)
     run = uuid.uuid4().hex[:6]
     ns, remote = f"atlas-cmp-{run}", f"atlas-cmp-{run}"
-    info = satori.status(satori_env)["ssh"]
     config = proj.stack_config(STACK)
     config["atlas:openshift"] = local_openshift(config["atlas:openshift"], kube_env, ns)
-    for name in HPC:
-        config["atlas:hpc"][name] = {
-            **config["atlas:hpc"][name],
-            "port": info["port"],
-            "known_hosts_file": info["known_hosts_file"],
-            "private_key_file": info["key_file"],
-            "remote_work_dir": remote,
-        }
+    local_hpc_sections(config, satori_env, HPC, remote)
     proj.set_stack_config(STACK, config)
     proj.run("stack", "init", STACK)
     proj.run("up", "--yes", "--skip-preview", "-s", STACK)
-    yield proj, proj.outputs(STACK), info
+    yield proj, proj.outputs(STACK)
     proj.run("destroy", "--yes", "-s", STACK, check=False)
     proj.run("stack", "rm", "--yes", "-s", STACK, check=False)
     ssh(satori_env, f"rm -rf ~/{remote}")
@@ -122,14 +109,10 @@ def wait_until_finished(outputs: dict[str, Any], kube_env: Layout, satori_env: L
 def test_report_lifecycle_times_agree_with_the_schedulers_and_the_api(
     deployed: Any, kube_env: Layout, satori_env: Layout, tmp_path: Path
 ) -> None:
-    project, outputs, info = deployed
+    project, outputs = deployed
     workload = load_workload(project.root / "workloads" / outputs["atlas"]["workload"] / "workload.yaml")
     wait_until_finished(outputs, kube_env, satori_env)
-    access = cli.Access(
-        kubeconfig=kube_env.kubeconfig,
-        ssh_keys={n: Path(info["key_file"]) for n in HPC},
-        known_hosts={n: Path(info["known_hosts_file"]) for n in HPC},
-    )
+    access = local_access(kube_env, satori_env, HPC)
     report, written = cli.compare(outputs, tmp_path / "report", access)
     data = json.loads(written.json.read_text())
     envs = {e["name"]: e for e in data["environments"]}

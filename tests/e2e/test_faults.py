@@ -45,6 +45,7 @@ from infra.hpc.job_script import job_name_for
 from infra.localenv import satori
 from infra.localenv.layout import Layout
 from tests.e2e.pulumi_cli import PulumiProject
+from tests.e2e.pulumi_cli import satori_ssh as ssh
 from tests.support import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -59,12 +60,6 @@ LIVE = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "PEND", 
 KILLED = {"CANCELLED", "EXIT"}
 UP = ("up", "--yes", "--skip-preview", "-s", STACK)
 
-
-def ssh(layout: Layout, command: str, timeout: float = 60) -> str:
-    argv = satori.ssh_client_argv(satori.status(layout)["ssh"], command)
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    assert proc.returncode == 0, f"{command}: {proc.stdout}{proc.stderr}"
-    return proc.stdout
 
 
 def local_squeue_names(layout: Layout) -> list[str]:

@@ -8,7 +8,6 @@ over SSH), not through Pulumi's own view.
 from __future__ import annotations
 
 import json
-import subprocess
 import urllib.error
 import uuid
 
@@ -17,18 +16,13 @@ import pytest
 from infra.localenv import kube, satori
 from infra.localenv.layout import Layout
 from tests.e2e.pulumi_cli import PulumiProject, local_openshift
+from tests.e2e.pulumi_cli import satori_ssh as ssh
 from tests.support import wait_until
 
 pytestmark = pytest.mark.e2e
 STACK = "local"
 HPC_ENVIRONMENTS = ("satori", "satori-slurm")
 
-
-def ssh(layout: Layout, command: str) -> str:
-    argv = satori.ssh_client_argv(satori.status(layout)["ssh"], command)
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
-    assert proc.returncode == 0, f"{command}: {proc.stdout}{proc.stderr}"
-    return proc.stdout
 
 
 def api(layout: Layout, path: str) -> dict | None:

@@ -21,6 +21,7 @@ import pytest
 from infra.localenv import satori
 from infra.localenv.layout import Layout
 from tests.e2e.pulumi_cli import PulumiProject, local_openshift
+from tests.e2e.pulumi_cli import satori_ssh as ssh
 
 pytestmark = pytest.mark.e2e
 STACK = "local-hybrid"
@@ -60,12 +61,6 @@ def aws_objects(moto: Layout, secret: str, stack_tag: str, prefix: str) -> dict[
         ],
     }
 
-
-def ssh(layout: Layout, command: str) -> str:
-    argv = satori.ssh_client_argv(satori.status(layout)["ssh"], command)
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
-    assert proc.returncode == 0, f"{command}: {proc.stdout}{proc.stderr}"
-    return proc.stdout
 
 
 def configure(proj: PulumiProject, kube_env: Layout, satori_env: Layout, moto_env: Layout, run: str) -> None:

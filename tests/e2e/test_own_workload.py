@@ -15,7 +15,6 @@ import base64
 import json
 import re
 import shutil
-import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -25,22 +24,17 @@ import yaml
 
 from infra.compare import cli
 from infra.compare.records import NO_TRAINING_LOG
-from infra.localenv import kube, satori
+from infra.localenv import kube
 from infra.localenv.layout import Layout
 from infra.workload.load import folder_files, load_workload
-from tests.e2e.pulumi_cli import PulumiProject, local_openshift
+from tests.e2e.pulumi_cli import PulumiProject, local_access, local_hpc_sections, local_openshift
+from tests.e2e.pulumi_cli import satori_ssh as ssh
 from tests.support import REPO_ROOT, wait_until
 
 pytestmark = pytest.mark.e2e
 STACK = "local"
 HPC = ("satori", "satori-slurm")
 
-
-def ssh(layout: Layout, command: str) -> str:
-    argv = satori.ssh_client_argv(satori.status(layout)["ssh"], command)
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
-    assert proc.returncode == 0, f"{command}: {proc.stdout}{proc.stderr}"
-    return proc.stdout
 
 
 @pytest.fixture
@@ -56,21 +50,13 @@ def deployed(tmp_path: Path, own_workload: Path, kube_env: Layout, satori_env: L
     proj = PulumiProject.create(tmp_path)
     run = uuid.uuid4().hex[:6]
     ns, remote = f"atlas-own-{run}", f"atlas-own-{run}"
-    info = satori.status(satori_env)["ssh"]
     config = proj.stack_config(STACK)
     config["atlas:workload"] = str(own_workload)
     config["atlas:openshift"] = local_openshift(config["atlas:openshift"], kube_env, ns)
-    for name in HPC:
-        config["atlas:hpc"][name] = {
-            **config["atlas:hpc"][name],
-            "port": info["port"],
-            "known_hosts_file": info["known_hosts_file"],
-            "private_key_file": info["key_file"],
-            "remote_work_dir": remote,
-        }
+    local_hpc_sections(config, satori_env, HPC, remote)
     proj.set_stack_config(STACK, config)
     proj.run("stack", "init", STACK)
-    yield proj, ns, remote, info
+    yield proj, ns
     proj.run("destroy", "--yes", "-s", STACK, check=False)
     proj.run("stack", "rm", "--yes", "-s", STACK, check=False)
     ssh(satori_env, f"rm -rf ~/{remote}")
@@ -95,7 +81,7 @@ def finished_everywhere(outputs: dict[str, Any], kube_env: Layout, satori_env: L
 def test_a_workload_outside_atlas_runs_on_every_side_and_is_compared(
     deployed: Any, own_workload: Path, kube_env: Layout, satori_env: Layout, tmp_path: Path
 ) -> None:
-    proj, ns, _remote, info = deployed
+    proj, ns = deployed
     workload = load_workload(own_workload / "workload.yaml")
     steps = [s.name for s in workload.steps]
 
@@ -135,11 +121,7 @@ def test_a_workload_outside_atlas_runs_on_every_side_and_is_compared(
         top = ssh(satori_env, f"cat {run_dir}/results/top.tsv")
         assert top.splitlines() == counts.splitlines()[:20], name
 
-    access = cli.Access(
-        kubeconfig=kube_env.kubeconfig,
-        ssh_keys={n: Path(info["key_file"]) for n in HPC},
-        known_hosts={n: Path(info["known_hosts_file"]) for n in HPC},
-    )
+    access = local_access(kube_env, satori_env, HPC)
     _, written = cli.compare(outputs, tmp_path / "report", access)
     data = json.loads(written.json.read_text())
     reported = {e["name"]: e for e in data["environments"]}

@@ -15,6 +15,7 @@ from infra.config import AtlasConfigError, check_secrets_are_secret, parse_stack
 from infra.workload.model import WorkloadError
 from infra.workload.parse import parse_workload
 from tests.support import REPO_ROOT
+from tests.unit.test_any_workload import folder_definition
 
 SECRET = "hunter2-DO-NOT-ECHO"
 PRIVATE_KEY = (
@@ -133,24 +134,8 @@ CONFIG_CASES: list[tuple[str, Any, str]] = [
 ]
 
 
-def minimal_workload() -> dict[str, Any]:
-    return {
-        "version": 1,
-        "name": "mine",
-        "source": {"folder": "."},
-        "data": {"outputs": [{"name": "out", "path": "results/out.txt"}]},
-        "steps": [
-            {"name": "make", "command": ["sh", "make.sh"], "args": ["--n", 3], "outputs": ["out"],
-             "resources": {"nodes": 1, "gpus_per_node": 0, "cpus_per_task": 1, "memory": "64Mi",
-                           "walltime": "00:01:00"}},
-        ],
-        "logs": {"root": "logs"},
-        "telemetry": {"root": "telemetry"},
-    }
-
-
 def workload_with(path: str, value: Any) -> dict[str, Any]:
-    definition = minimal_workload()
+    definition = folder_definition()
     node: Any = definition
     *parents, last = path.split(".")
     for part in parents:
