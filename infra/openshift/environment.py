@@ -207,6 +207,17 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
             logs=self.claims["logs"].metadata.name,
         )
 
+        # Before any pod: nothing reaches the run's pods but the monitor (manifests.network_policies).
+        self.network_policies = [
+            k8s.networking.v1.NetworkPolicy(
+                f"{name}-{policy['metadata']['labels']['atlas.dev/policy']}",
+                metadata=policy["metadata"],
+                spec=policy["spec"],
+                opts=child,
+            )
+            for policy in manifests.network_policies(settings, identity, namespace)
+        ]
+        constraints += self.network_policies
         component = pulumi.ResourceOptions(parent=self, providers={"kubernetes": self.provider})
         self.image = WorkloadImage(
             f"{name}-image",

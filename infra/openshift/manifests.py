@@ -641,6 +641,57 @@ def staging_job(
 # The monitor
 
 
+# ---------------------------------------------------------------------------------------------
+# Network policy: nothing reaches the run's pods but the monitor, from where it is read
+
+# OpenShift labels the router's namespace, and host-network traffic (kubelet probes, a host-network
+# router), with these policy groups (OpenShift's "allow from the ingress controller" policies).
+OPENSHIFT_INGRESS_GROUP = {"policy-group.network.openshift.io/ingress": ""}
+OPENSHIFT_HOST_NETWORK_GROUP = {"policy-group.network.openshift.io/host-network": ""}
+
+
+def network_policies(
+    settings: OpenShiftSettings, identity: RunIdentity, namespace: pulumi.Input[str]
+) -> list[Manifest]:
+    """Ingress denied to every pod of the namespace (steps, staging, builds); the monitor's port
+    let in only from where it is read: on OpenShift the router (and host network, for the
+    kubelet's probes); on plain Kubernetes from anywhere to that one port, because the API
+    server's service proxy (how scripts/compare reads it) comes from the control plane's own
+    network, which a NetworkPolicy cannot name portably; there no Ingress publishes it unless a
+    host is configured. Egress is left open: steps fetch data, images and the API server."""
+    labels = identity.labels("network-policy")
+    policies: list[Manifest] = [
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": _metadata({**labels, "atlas.dev/policy": "deny-ingress"}, namespace),
+            "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
+        }
+    ]
+    if settings.monitor.enabled:
+        port = [{"protocol": "TCP", "port": MONITOR_PORT}]
+        sources: list[Manifest] = (
+            [{"namespaceSelector": {"matchLabels": dict(OPENSHIFT_INGRESS_GROUP)}},
+             {"namespaceSelector": {"matchLabels": dict(OPENSHIFT_HOST_NETWORK_GROUP)}}]
+            if settings.is_openshift
+            else []
+        )
+        rule: Manifest = {"ports": port, **({"from": sources} if sources else {})}
+        policies.append(
+            {
+                "apiVersion": "networking.k8s.io/v1",
+                "kind": "NetworkPolicy",
+                "metadata": _metadata({**labels, "atlas.dev/policy": "monitor-ingress"}, namespace),
+                "spec": {
+                    "podSelector": {"matchLabels": monitor_selector(identity)},
+                    "policyTypes": ["Ingress"],
+                    "ingress": [rule],
+                },
+            }
+        )
+    return policies
+
+
 def monitor_selector(identity: RunIdentity) -> dict[str, str]:
     # Stable across runs: a Deployment's selector cannot change without replacing it.
     return {"app.kubernetes.io/component": "monitor", "atlas.dev/stack": identity.stack}

@@ -105,6 +105,8 @@ def test_openshift_gpu_declares_every_object(mocks):
             ("Job", "openshift-staging-inception-weights"),
             ("Job", "openshift-staging-volumes"),
             ("LimitRange", "openshift-limits"),
+            ("NetworkPolicy", "openshift-deny-ingress"),
+            ("NetworkPolicy", "openshift-monitor-ingress"),
             ("PersistentVolumeClaim", "openshift-data"),
             ("PersistentVolumeClaim", "openshift-logs"),
             ("PersistentVolumeClaim", "openshift-results"),
@@ -143,6 +145,34 @@ def test_openshift_gpu_declares_every_object(mocks):
         assert outputs["steps"][2]["uid"] == "uid-openshift-pipeline-train"
         assert outputs["telemetry"] == {"pvc": "openshift-results-0a1b2c3d", "path": "telemetry/"}
         assert outputs["logs"] == {"pvc": "openshift-logs-0a1b2c3d", "path": "logs/"}
+
+    return resolved(env).apply(check)
+
+
+@pulumi.runtime.test
+def test_network_policy_denies_ingress_and_lets_the_router_reach_only_the_monitor(mocks):
+    env = environment(example_settings())
+
+    def check(_: dict[str, Any]) -> None:
+        deny = mocks.named("openshift-deny-ingress")
+        assert deny.inputs["spec"] == {"podSelector": {}, "policyTypes": ["Ingress"]}  # no rule: nothing in
+        monitor = mocks.named("openshift-monitor-ingress")
+        (rule,) = monitor.inputs["spec"]["ingress"]
+        assert rule["ports"] == [{"protocol": "TCP", "port": 8080}]
+        assert rule["from"] == [
+            {"namespaceSelector": {"matchLabels": {"policy-group.network.openshift.io/ingress": ""}}},
+            {"namespaceSelector": {"matchLabels": {"policy-group.network.openshift.io/host-network": ""}}},
+        ]
+        # The policy selects the monitor's pods, and only them.
+        deployment = mocks.named("openshift-monitor-deployment")
+        pod_labels = deployment.inputs["spec"]["template"]["metadata"]["labels"]
+        selector = monitor.inputs["spec"]["podSelector"]["matchLabels"]
+        assert selector.items() <= pod_labels.items()
+        for job in mocks.of_kind("Job"):
+            assert not selector.items() <= job.inputs["spec"]["template"]["metadata"]["labels"].items(), job.name
+        # In force before any pod is created.
+        for job in mocks.of_kind("Job"):
+            assert deny.urn in mocks.depends_on(job.name), job.name
 
     return resolved(env).apply(check)
 
@@ -296,6 +326,11 @@ def test_plain_kubernetes_uses_a_namespace_no_ingress_without_a_host_and_the_pre
         for name in ("openshift-monitor-deployment", "openshift-monitor-service"):
             assert mocks.named(name).inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
         assert outputs["monitor_url"] == "http://openshift-monitor-service-0a1b2c3d.atlas-biggan.svc/"
+        # No router to name: the monitor's one port is open (the API server's proxy comes from the
+        # control plane's own network); everything else is still denied.
+        (rule,) = mocks.named("openshift-monitor-ingress").inputs["spec"]["ingress"]
+        assert rule == {"ports": [{"protocol": "TCP", "port": 8080}]}
+        assert mocks.named("openshift-deny-ingress").inputs["spec"]["podSelector"] == {}
         assert outputs["image"] == "registry.local/atlas/biggan:dev"
 
     return resolved(env).apply(check)

@@ -130,6 +130,7 @@ def test_every_openshift_gpu_object_validates_against_the_official_schema(book: 
             "PersistentVolumeClaim",
             "ConfigMap",
             "Service",
+            "NetworkPolicy",
         } <= kinds
         report = {}
         for obj in objects:
@@ -190,6 +191,13 @@ def test_the_check_catches_a_misspelt_field_in_each_kind_of_object(book: SchemaB
     assert 'spec.template.spec.containers[0].resource: unknown field "resource"' in violations(book, job)[0]
     request = {"apiVersion": "project.openshift.io/v1", "kind": "ProjectRequest", "metadata": {}, "displayname": "x"}
     assert violations(book, request)[0] == ['displayname: unknown field "displayname"']
+    policy = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {},
+        "spec": {"podSelector": {}, "policyType": ["Ingress"]},
+    }
+    assert violations(book, policy)[0] == ['spec.policyType: unknown field "policyType"']
 
 
 def test_the_batch_apps_and_networking_kinds_are_checked_whole():
