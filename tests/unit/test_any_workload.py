@@ -162,8 +162,10 @@ def test_outside_the_repository_only_what_does_not_need_atlas_s_tree_is_accepted
 ) -> None:
     path = write_workload(tmp_path / "mine", {**folder_definition(), **change}, {"make.sh": "true\n"})
     with pytest.raises(WorkloadError) as error:
-        load_workload(path)
+        load_workload(path, REPO)
     assert str(error.value).startswith(f"{path}: {message}")
+    # Readers of a run that already stood up (compare, monitor, nodes) hold it to nothing more.
+    assert load_workload(path).name == "mine"
 
 
 # --- the definition's new keys -----------------------------------------------------------------------
