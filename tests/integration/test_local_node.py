@@ -6,6 +6,7 @@ and from this host, as a user of the cluster would."""
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.error
 import urllib.request
 import uuid
@@ -17,7 +18,7 @@ import pytest
 
 from infra.localenv import images, kube, mockgpu, node
 from infra.localenv.layout import Layout
-from infra.localenv.pki_files import NODE_NAME
+from infra.localenv.pki_files import NODE_NAME, Pki
 from infra.toolchain.pins import REPO_ROOT
 from tests.support import wait_until
 
@@ -140,8 +141,39 @@ def test_pods_are_reachable_and_services_route_through_kube_proxy(kube_env: Layo
 
     assert wait_until(through_service, f"the ClusterIP {cluster_ip} to route (kube-proxy's rules)", 60)
     # The API server's service proxy, which scripts/compare reads the monitor through.
-    proxied = kube.api_get(kube_env, f"/api/v1/namespaces/{namespace}/services/web:80/proxy/")
+    proxy_path = f"/api/v1/namespaces/{namespace}/services/web:80/proxy/"
+    proxied = kube.api_get(kube_env, proxy_path)
     assert "infra" in str(proxied)
+    # Who can see what: on Kubernetes the monitor has no Ingress; the proxy is the way in, and it
+    # takes the cluster's own login. No credentials: refused. A real token of a ServiceAccount
+    # that may not read this namespace's Services: refused.
+    assert proxy_status(kube_env, proxy_path, None) in (401, 403)
+    outsider = f"{namespace}-outsider"
+    apply(kube_env, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": outsider}},
+          {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "reader", "namespace": outsider}})
+    try:
+        token = kube.kubectl(kube_env, "create", "token", "reader", "-n", outsider, "--duration=10m").strip()
+        # Valid: API discovery is open to every authenticated user (system:discovery), so the
+        # refusal below is the authorization of this namespace's Services, not a bad token.
+        assert proxy_status(kube_env, "/apis", token) == 200
+        assert proxy_status(kube_env, "/apis", "not-a-token") == 401
+        assert proxy_status(kube_env, proxy_path, token) == 403
+    finally:
+        kube.kubectl(kube_env, "delete", "namespace", outsider, "--wait=false")
+
+
+def proxy_status(layout: Layout, path: str, token: str | None) -> int:
+    """The API server's HTTP status for GET `path`, as a client with `token` (or none) that trusts
+    the cluster's CA."""
+    context = ssl.create_default_context(cafile=str(Pki(layout.kube_dir / "pki").ca_cert))
+    request = urllib.request.Request(layout.api_url + path)  # noqa: S310 (https, the local API server)
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10, context=context) as response:  # noqa: S310
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
 
 
 def test_a_buildconfig_is_built_and_a_broken_one_fails_with_the_log(kube_env: Layout, namespace: str):
