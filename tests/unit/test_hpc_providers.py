@@ -358,4 +358,5 @@ def test_the_whole_pipeline_is_submitted_before_the_preparation_steps_are_awaite
             assert completion.inputs["job_urn"].endswith(f"::satori-slurm-{step}")
         assert "satori-slurm-train-done" not in done
 
-    return env.outputs.apply(check)
+    # After every completion is registered too: the outputs alone do not wait for them.
+    return pulumi.Output.all(env.outputs, *[c.urn for c in env.completions.values()]).apply(check)
