@@ -1,10 +1,13 @@
 """RunMonitor: a small read-only JSON endpoint over the run's telemetry and training log.
 
 A one-replica Deployment runs monitor_app.py (Python's http.server, mounted from a ConfigMap)
-with the results and logs PVCs mounted read-only, behind a Service and a Route (OpenShift)
-or, on plain Kubernetes, an Ingress when `monitor.host` names one (without it, the monitor is
-reached through the API server's service proxy with the user's own credentials, as
-`scripts/compare` does: an Ingress without a host would publish it to anyone).
+with the results and logs PVCs mounted read-only, behind a Service. On OpenShift a reencrypt
+Route leads to OpenShift's oauth-proxy beside it, which sends a browser to the cluster's login
+and lets in only users who may read the project's Services (its ServiceAccount is the OAuth
+client; see manifests.py, "The monitor behind OpenShift's login"). On plain Kubernetes, an
+Ingress when `monitor.host` names one (without it, the monitor is reached through the API
+server's service proxy with the user's own credentials, as `scripts/compare` does: an Ingress
+without a host would publish it to anyone).
 
 Awaiting: pulumi-kubernetes waits for a Deployment to become available and for an Ingress to
 get a load balancer status. The Service is never awaited: the Deployment's wait already covers
@@ -52,12 +55,22 @@ class RunMonitor(pulumi.ComponentResource):
             data={manifests.MONITOR_APP: MONITOR_APP_PATH.read_text()},
             opts=child,
         )
-        deployment = manifests.monitor_deployment(args.workload, settings, context, self.app.metadata.name)
+        depends_on = list(args.depends_on)
+        self.service_account: k8s.core.v1.ServiceAccount | None = None
+        if settings.is_openshift:
+            account = manifests.monitor_service_account(context)
+            self.service_account = k8s.core.v1.ServiceAccount(
+                f"{name}-service-account", metadata=account["metadata"], opts=child
+            )
+            depends_on.append(self.service_account)
+        deployment = manifests.monitor_deployment(
+            args.workload, settings, context, self.app.metadata.name, args.namespace_name
+        )
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
             metadata=deployment["metadata"],
             spec=deployment["spec"],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on),
         )
         service = manifests.monitor_service(settings, context)
         self.service = k8s.core.v1.Service(

@@ -13,7 +13,7 @@ The model of the `atlas:openshift` keys beside the ones `infra/config.py` reads 
     data:     {sources: {<workload input>: pvc://claim/path | https://... | s3://bucket/key},
                s3: {endpoint, credentials_secret, image}, image, timeout_seconds}
     pipeline: {backoff_limit, shm_size, await_last_step}
-    monitor:  {enabled, await, host, ingress_class, image}
+    monitor:  {enabled, await, host, ingress_class, image, proxy_image}
 
 `infra/openshift/settings_parser.py` validates the keys into this model. What the model derives
 lives here too, pure: `required_quota` (what a workload needs at its busiest, the quota's
@@ -176,6 +176,8 @@ class MonitorSettings:
     host: str | None
     ingress_class: str | None
     image: str | None  # None: the workload image (it has Python)
+    # OpenShift only: the oauth-proxy sidecar that puts the monitor behind the cluster's login.
+    proxy_image: str = "quay.io/openshift/origin-oauth-proxy:4.16"
 
 
 @dataclass(frozen=True)
@@ -205,6 +207,9 @@ STAGING_CPU = Quantity("1", Decimal(1))
 STAGING_MEMORY = Quantity("2Gi", Decimal(2) * 2**30)
 MONITOR_CPU = Quantity("100m", Decimal("0.1"))
 MONITOR_MEMORY = Quantity("128Mi", Decimal(128) * 2**20)
+# OpenShift's oauth-proxy beside the monitor (a Go binary: about 30 MiB resident).
+MONITOR_PROXY_CPU = Quantity("50m", Decimal("0.05"))
+MONITOR_PROXY_MEMORY = Quantity("64Mi", Decimal(64) * 2**20)
 MAX_DEFAULT_SHM = 16 * 2**30
 
 
@@ -256,8 +261,12 @@ def required_quota(steps: Sequence[RenderedStep], settings: OpenShiftSettings) -
         before_memory += int(settings.image.build.memory.value)
     step_cpu = max((s.resources.cpus_per_task * 1000 for s in steps), default=0)
     step_memory = max((s.resources.memory_bytes for s in steps), default=0)
-    monitor_cpu = MONITOR_CPU.millis if settings.monitor.enabled else 0
-    monitor_memory = int(MONITOR_MEMORY.value) if settings.monitor.enabled else 0
+    monitor_cpu = monitor_memory = 0
+    if settings.monitor.enabled:
+        monitor_cpu, monitor_memory = MONITOR_CPU.millis, int(MONITOR_MEMORY.value)
+        if settings.is_openshift:
+            monitor_cpu += MONITOR_PROXY_CPU.millis
+            monitor_memory += int(MONITOR_PROXY_MEMORY.value)
     return RequiredQuota(
         gpus=max((s.resources.total_gpus for s in steps), default=0),
         cpu_millis=max(before_cpu, step_cpu) + monitor_cpu,

@@ -417,18 +417,26 @@ def _pipeline(raw: Any, key: str) -> PipelineSettings:
     )
 
 
-def _monitor(raw: Any, key: str) -> MonitorSettings:
+def _monitor(raw: Any, key: str, flavour: str) -> MonitorSettings:
     section = _mapping(raw, key)
-    _reject_unknown(section, ("enabled", "await", "host", "ingress_class", "image"), key)
+    _reject_unknown(section, ("enabled", "await", "host", "ingress_class", "image", "proxy_image"), key)
     host = section.get("host")
     if host is not None:
         _fields.kubernetes_name(host, f"{key}.host", subdomain=True)
+    proxy_image = section.get("proxy_image")
+    if proxy_image is not None and flavour != "openshift":
+        raise _fail(
+            f"{key}.proxy_image",
+            "the oauth-proxy sidecar logs users in through OpenShift's OAuth server, which plain Kubernetes has not",
+            "remove it (on Kubernetes the monitor is read through the API server's service proxy)",
+        )
     return MonitorSettings(
         enabled=_bool(section, "enabled", key, True),
         await_ready=_bool(section, "await", key, True),
         host=host,
         ingress_class=_optional_name(section, "ingress_class", key),
         image=None if section.get("image") is None else _image(section["image"], f"{key}.image"),
+        **({} if proxy_image is None else {"proxy_image": _image(proxy_image, f"{key}.proxy_image")}),
     )
 
 
@@ -459,7 +467,7 @@ def parse_openshift_settings(raw: Mapping[str, Any], key_prefix: str, flavour: s
         image=_image_settings(section.get("image"), f"{key_prefix}.image", flavour),
         data=_data(section.get("data"), f"{key_prefix}.data"),
         pipeline=_pipeline(section.get("pipeline"), f"{key_prefix}.pipeline"),
-        monitor=_monitor(section.get("monitor"), f"{key_prefix}.monitor"),
+        monitor=_monitor(section.get("monitor"), f"{key_prefix}.monitor", flavour),
         key_prefix=key_prefix,
         placement=_placement(section.get("placement"), f"{key_prefix}.placement"),
     )

@@ -88,6 +88,8 @@ CONFIG_CASES: list[tuple[str, Any, str]] = [
     ("openshift.quota", {"gpus": -1}, "atlas:openshift.quota"),
     ("openshift.pipeline", {"backoff_limit": 10**9}, "atlas:openshift.pipeline.backoff_limit"),
     ("openshift.monitor", {"host": "evil.example/../x"}, "atlas:openshift.monitor.host"),
+    # The login proxy is OpenShift's: on plain Kubernetes there is no OAuth server to send users to.
+    ("openshift.monitor", {"proxy_image": "quay.io/openshift/origin-oauth-proxy:4.16"}, "atlas:openshift.monitor"),
     # the HPC side: option injection into ssh, bsub, sbatch; paths; types; ranges; secrets
     ("hpc.satori.host", "-oProxyCommand=sh -c 'id>/tmp/pwned'", "atlas:hpc.satori.host"),
     ("hpc.satori.host", "login.mit.edu extra", "atlas:hpc.satori.host"),

@@ -115,6 +115,7 @@ def test_openshift_gpu_declares_every_object(mocks):
             ("Route", "openshift-monitor-route"),
             ("Service", "openshift-monitor-service"),
             ("ServiceAccount", "openshift-jobs"),
+            ("ServiceAccount", "openshift-monitor-service-account"),
         ]
         # Every namespaced object is in the project and labelled with the stack and the run.
         for r in mocks.registered:
@@ -126,8 +127,10 @@ def test_openshift_gpu_declares_every_object(mocks):
             assert labels["app.kubernetes.io/managed-by"] == "atlas", r.name
             if r.kind != "ProjectRequest":
                 assert r.inputs["metadata"]["namespace"] == "atlas-biggan", r.name
-                # Auto-named, except the ImageStream, whose name the pull spec and the build share.
-                assert ("name" in r.inputs["metadata"]) == (r.kind == "ImageStream"), r.name
+                # Auto-named, except the ImageStream, whose name the pull spec and the build
+                # share, and the monitor's Route and ServiceAccount, which name each other.
+                named = {"openshift-image-stream", "openshift-monitor-route", "openshift-monitor-service-account"}
+                assert ("name" in r.inputs["metadata"]) == (r.name in named), r.name
 
         request = mocks.named("openshift-project")
         assert request.inputs["metadata"]["name"] == "atlas-biggan"
@@ -150,19 +153,27 @@ def test_openshift_gpu_declares_every_object(mocks):
 
 
 @pulumi.runtime.test
-def test_network_policy_denies_ingress_and_lets_the_router_reach_only_the_monitor(mocks):
+def test_network_policy_denies_ingress_and_lets_the_router_reach_only_the_monitors_login(mocks):
     env = environment(example_settings())
 
     def check(_: dict[str, Any]) -> None:
         deny = mocks.named("openshift-deny-ingress")
         assert deny.inputs["spec"] == {"podSelector": {}, "policyTypes": ["Ingress"]}  # no rule: nothing in
         monitor = mocks.named("openshift-monitor-ingress")
-        (rule,) = monitor.inputs["spec"]["ingress"]
-        assert rule["ports"] == [{"protocol": "TCP", "port": 8080}]
-        assert rule["from"] == [
-            {"namespaceSelector": {"matchLabels": {"policy-group.network.openshift.io/ingress": ""}}},
-            {"namespaceSelector": {"matchLabels": {"policy-group.network.openshift.io/host-network": ""}}},
-        ]
+        proxy_rule, monitor_rule = monitor.inputs["spec"]["ingress"]
+        router = {"namespaceSelector": {"matchLabels": {"policy-group.network.openshift.io/ingress": ""}}}
+        host_network = {"namespaceSelector": {"matchLabels": {"policy-group.network.openshift.io/host-network": ""}}}
+        # The login proxy from the router (host-network routers too), the monitor's own plain
+        # port only from host network (the API server's service proxy, the kubelet's probes).
+        assert proxy_rule == {"ports": [{"protocol": "TCP", "port": 8443}], "from": [router, host_network]}
+        assert monitor_rule == {"ports": [{"protocol": "TCP", "port": 8080}], "from": [host_network]}
+        service_ports = {p["targetPort"] for p in mocks.named("openshift-monitor-service").inputs["spec"]["ports"]}
+        container_ports = {
+            p["name"]: p["containerPort"]
+            for c in mocks.named("openshift-monitor-deployment").inputs["spec"]["template"]["spec"]["containers"]
+            for p in c["ports"]
+        }
+        assert {container_ports[name] for name in service_ports} == {8080, 8443}
         # The policy selects the monitor's pods, and only them.
         deployment = mocks.named("openshift-monitor-deployment")
         pod_labels = deployment.inputs["spec"]["template"]["metadata"]["labels"]

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import shlex
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -277,8 +280,9 @@ def test_quota_and_limit_range_are_sized_from_the_workload():
     hard = manifests.quota_hard(settings, required_quota(steps, settings))
     assert hard == {
         "requests.nvidia.com/gpu": "4",  # configured
-        "requests.cpu": "16100m",  # sized from the workload
-        "requests.memory": "131200Mi",
+        # Sized from the workload: the largest step, plus the monitor and its login proxy.
+        "requests.cpu": "16150m",  # 16 + 100m + 50m
+        "requests.memory": "131264Mi",  # 128Gi + 128Mi + 64Mi
         "requests.storage": "800Gi",  # configured: the staged-from claim counts too
         "persistentvolumeclaims": "4",
     }
@@ -299,9 +303,9 @@ def test_pvcs_take_size_class_and_access_mode_from_settings():
 
 def test_monitor_reads_the_volumes_read_only():
     settings = example_settings()
-    deployment = manifests.monitor_deployment(biggan(), settings, context(), "app-cm")
+    deployment = manifests.monitor_deployment(biggan(), settings, context(), "app-cm", "atlas-biggan")
     pod = deployment["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
+    container, _proxy = pod["containers"]
     assert all(m.get("readOnly") for m in container["volumeMounts"])
     assert all(v["persistentVolumeClaim"].get("readOnly") for v in pod["volumes"] if "persistentVolumeClaim" in v)
     assert container["command"][container["command"].index("--telemetry-dir") + 1] == "/atlas/results/telemetry"
@@ -316,7 +320,7 @@ def test_monitor_reads_the_volumes_read_only():
     assert container["readinessProbe"]["periodSeconds"] == 2 and container["livenessProbe"]["periodSeconds"] == 10
     # The Service is never awaited: the Deployment's await already covers its pod's readiness.
     service = manifests.monitor_service(settings, context())
-    assert service["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
+    assert service["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
 
 
 @pytest.mark.parametrize("make", [manifests.monitor_service, manifests.monitor_deployment])
@@ -325,17 +329,86 @@ def test_monitor_skips_awaits_kwok_cannot_satisfy(make):
     rendered = (
         make(settings, context(False))
         if make is manifests.monitor_service
-        else make(biggan(), settings, context(False), "cm")
+        else make(biggan(), settings, context(False), "cm", "atlas-biggan")
     )
     assert rendered["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
     ingress = manifests.monitor_ingress(settings, context(False), "svc")
     assert ingress["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
 
 
-def test_route_is_edge_terminated_to_the_service():
+def test_on_openshift_the_route_reencrypts_to_the_login_proxy_not_to_the_monitor():
     route = manifests.monitor_route(example_settings(), context(), "monitor-svc")
     assert route["spec"]["to"] == {"kind": "Service", "name": "monitor-svc", "weight": 100}
-    assert route["spec"]["tls"]["termination"] == "edge"
+    assert route["spec"]["tls"] == {"termination": "reencrypt", "insecureEdgeTerminationPolicy": "Redirect"}
+    assert route["spec"]["port"] == {"targetPort": "https"}
+    service = manifests.monitor_service(example_settings(), context())
+    https = next(p for p in service["spec"]["ports"] if p["name"] == "https")
+    assert https == {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}
+    deployment = manifests.monitor_deployment(biggan(), example_settings(), context(), "cm", "atlas-biggan")
+    containers = {c["name"]: c for c in deployment["spec"]["template"]["spec"]["containers"]}
+    assert [p["containerPort"] for p in containers["oauth-proxy"]["ports"] if p["name"] == "https"] == [8443]
+    assert "--upstream=http://localhost:8080" in containers["oauth-proxy"]["args"]
+
+
+def test_the_login_proxy_lets_in_only_who_may_read_the_projects_services():
+    settings = example_settings()
+    deployment = manifests.monitor_deployment(biggan(), settings, context(), "cm", "atlas-biggan")
+    pod = deployment["spec"]["template"]["spec"]
+    containers = {c["name"]: c for c in pod["containers"]}
+    proxy = containers["oauth-proxy"]
+    flags = dict(a.partition("=")[::2] for a in proxy["args"])
+    assert flags["--provider"] == "openshift"
+    assert json.loads(flags["--openshift-sar"]) == {"namespace": "atlas-biggan", "resource": "services", "verb": "get"}
+    names = manifests.monitor_names(IDENTITY)
+    # The ServiceAccount is the OAuth client, and its annotation returns logins to the Route.
+    assert flags["--openshift-service-account"] == names.service_account == pod["serviceAccountName"]
+    account = manifests.monitor_service_account(context())
+    assert account["metadata"]["name"] == names.service_account
+    redirect = json.loads(account["metadata"]["annotations"][manifests.OAUTH_REDIRECT_ANNOTATION])
+    route = manifests.monitor_route(settings, context(), "svc")
+    assert redirect["reference"] == {"kind": "Route", "name": route["metadata"]["name"]}
+    # The Route's host, <route>-<namespace>.<domain>, must fit one 63-character DNS label.
+    long_identity = manifests.RunIdentity(stack="s" * 80, run_id="r", workload="w" * 80)
+    assert len(manifests.monitor_names(long_identity).route) + 1 + len("atlas-biggan") <= 63
+    # TLS from the certificate the Service's annotation asks OpenShift's service CA for.
+    service = manifests.monitor_service(settings, context())
+    secret = service["metadata"]["annotations"]["service.beta.openshift.io/serving-cert-secret-name"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["oauth-tls"]["secret"] == {"secretName": secret}
+    assert flags["--tls-cert"].startswith("/etc/tls/private/") and flags["--http-address"] == ""
+    # Only the proxy holds the ServiceAccount's token; the monitor, which serves files, has none.
+    assert pod["automountServiceAccountToken"] is False
+    token_mounts = {
+        name: [m["mountPath"] for m in spec["volumeMounts"] if m["name"] == "oauth-client"]
+        for name, spec in containers.items()
+    }
+    assert token_mounts == {"monitor": [], "oauth-proxy": [manifests.SERVICE_ACCOUNT_DIR]}
+    sources = volumes["oauth-client"]["projected"]["sources"]
+    assert {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}} in sources
+    # The cookie key lives in memory, written by the init container, never in a Secret or the state.
+    assert volumes["oauth-session"]["emptyDir"]["medium"] == "Memory"
+    (init,) = pod["initContainers"]
+    assert init["command"][:2] == ["python3", "-c"]
+
+
+def test_the_cookie_secret_program_writes_a_32_byte_key_only_its_owner_reads(tmp_path):
+    path = tmp_path / "cookie-secret"
+    program = manifests.COOKIE_SECRET_PROGRAM.replace(repr(manifests.PROXY_COOKIE_SECRET), repr(str(path)))
+    assert program != manifests.COOKIE_SECRET_PROGRAM
+    subprocess.run([sys.executable, "-c", program], check=True)
+    key = path.read_text()
+    assert len(key) == 32 and int(key, 16) >= 0
+    assert path.stat().st_mode & 0o777 == 0o600
+    # Never overwritten: a restarted init container fails rather than change a live key.
+    assert subprocess.run([sys.executable, "-c", program], capture_output=True).returncode != 0
+
+
+def test_plain_kubernetes_has_no_login_proxy():
+    settings = parse_openshift_settings(local_raw(), KEY)
+    deployment = manifests.monitor_deployment(biggan(), settings, context(False), "cm", "atlas-biggan")
+    pod = deployment["spec"]["template"]["spec"]
+    assert [c["name"] for c in pod["containers"]] == ["monitor"] and "initContainers" not in pod
+    assert [p["name"] for p in manifests.monitor_service(settings, context(False))["spec"]["ports"]] == ["http"]
 
 
 def test_label_values_are_checked():

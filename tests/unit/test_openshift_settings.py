@@ -116,6 +116,15 @@ def test_invalid_names_name_the_key(change, key):
     assert "lower-case letters" in message
 
 
+def test_the_login_proxy_image_is_openshifts_and_can_be_moved():
+    assert example_settings().monitor.proxy_image.startswith("quay.io/openshift/origin-oauth-proxy:")
+    mirror = "mirror.example/oauth-proxy:4.16"
+    mirrored = parse(modified(example_raw(), lambda r: r["monitor"].update(proxy_image=mirror)))
+    assert mirrored.monitor.proxy_image == "mirror.example/oauth-proxy:4.16"
+    message = error_of(modified(example_raw(), lambda r: r["monitor"].update(proxy_image="x --privileged")))
+    assert message.startswith(f"{KEY}.monitor.proxy_image")
+
+
 def test_missing_image_source_on_openshift_offers_both_fixes():
     message = error_of(modified(example_raw(), lambda r: r.pop("image")))
     assert message.startswith(f"{KEY}.image: no image source")
@@ -183,10 +192,10 @@ def test_required_quota_is_the_busiest_moment():
     steps = render_steps(biggan(), "openshift")
     needed = required_quota(steps, settings)
     # train: 2 GPUs, 16 CPUs, 128Gi; staging (2 x 1 CPU, 2Gi) + build (4 CPU, 8Gi) is smaller;
-    # the monitor (100m, 128Mi) runs throughout.
+    # the monitor (100m, 128Mi) and its login proxy (50m, 64Mi) run throughout.
     assert needed.gpus == 2
-    assert needed.cpu == "16100m"
-    assert needed.memory == f"{128 * 1024 + 128}Mi"
+    assert needed.cpu == "16150m"
+    assert needed.memory == f"{128 * 1024 + 128 + 64}Mi"
     assert needed.storage == "510Gi"
     assert needed.pvcs == 4  # Atlas's three claims and the pvc:// source's
 
@@ -204,7 +213,7 @@ def test_gpus_over_the_quota_name_the_key_the_step_and_the_fix():
 
 @pytest.mark.parametrize(
     ("field", "value", "needed"),
-    [("cpu", "8", "16100m"), ("memory", "64Gi", "131200Mi"), ("storage", "100Gi", "510Gi")],
+    [("cpu", "8", "16150m"), ("memory", "64Gi", "131264Mi"), ("storage", "100Gi", "510Gi")],
 )
 def test_cpu_memory_storage_over_the_quota(field, value, needed):
     settings = parse(modified(example_raw(), lambda r: r["quota"].update({field: value})))
