@@ -24,6 +24,8 @@ from infra.hpc.scheduler import (
     SchedulerError,
     StatusQuery,
     UnsupportedOutput,
+    has_text,
+    unreadable_answer,
     validate_job_ids,
 )
 
@@ -184,9 +186,10 @@ class LsfScheduler(Scheduler):
         return f"cd -- {shlex.quote(workdir)} && {command} < {shlex.quote(script)}"
 
     def parse_submission(self, result: RemoteResult) -> str:
-        match = SUBMITTED.search(result.stdout)
-        if result.exit_code == 0 and match:
-            return match.group(1)
+        # The last such line: anything before it (a wrapper's or profile's chatter) is not bsub's.
+        matches = list(SUBMITTED.finditer(result.stdout))
+        if result.exit_code == 0 and matches:
+            return matches[-1].group(1)
         raise self.submission_refused(result)
 
     # --- status ---------------------------------------------------------------------------------
@@ -245,7 +248,11 @@ class LsfScheduler(Scheduler):
         except json.JSONDecodeError as error:
             raise UnsupportedOutput(f"bjobs -json printed invalid JSON: {error}") from None
         states: dict[str, JobState] = {}
-        for record in document.get("RECORDS", []):
+        # bjobs -json always writes a "RECORDS" list (empty for none): without one it is not bjobs'.
+        records = document.get("RECORDS") if isinstance(document, dict) else None
+        if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+            raise unreadable_answer("bjobs -json", text)
+        for record in records:
             if "ERROR" in record or not record.get("JOBID"):
                 continue  # "Job <N> is not found"
             state = self._state({k: str(v) for k, v in record.items()})
@@ -270,6 +277,8 @@ class LsfScheduler(Scheduler):
             complaints = [line for line in result.stderr.splitlines() if line.strip()]
             if result.exit_code != 255 or not complaints or not all(_NOT_FOUND.search(c) for c in complaints):
                 raise UnsupportedOutput(result.stderr.strip())
+        if not states and result.exit_code == 0 and has_text(result.stdout):
+            raise unreadable_answer("bjobs", result.stdout)
         return states
 
     def parse_bhist_long(self, result: RemoteResult) -> dict[str, JobState]:

@@ -71,8 +71,16 @@ def query_states(scheduler: Scheduler, runner: Runner, job_ids: Sequence[str]) -
 
 
 def lookup_by_name(scheduler: Scheduler, runner: Runner, job_name: str) -> list[JobState]:
+    """The login user's jobs named `job_name`. An answer that cannot be read is an error, never
+    "none": a submission decided on it could duplicate a job already there."""
     query = scheduler.lookup_by_name_query(job_name)
-    states = query.parse(runner(query.command))
+    try:
+        states = query.parse(runner(query.command))
+    except UnsupportedOutput as error:
+        raise SchedulerError(
+            f"{scheduler.name} could not say whether job {job_name} exists (`{query.command}`: {error}); "
+            "nothing was submitted: check the scheduler, then run `pulumi up` again"
+        ) from None
     return sorted((s for s in states.values() if s.name == job_name), key=lambda s: int(s.job_id))
 
 

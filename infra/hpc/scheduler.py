@@ -62,6 +62,18 @@ class UnsupportedOutput(Exception):
     """This query's output is not what this parser reads (an older scheduler): try the next query."""
 
 
+def unreadable_answer(command: str, stdout: str) -> UnsupportedOutput:
+    """An answer that exited 0 but has not one line a parser reads: garbage, not "no jobs"
+    (which is empty output), so the caller tries another query or stops instead of taking the
+    jobs for gone."""
+    first = next((line.strip() for line in stdout.splitlines() if line.strip()), "")
+    return UnsupportedOutput(f"{command} printed nothing Atlas can read (first line: {first[:200]!r})")
+
+
+def has_text(stdout: str) -> bool:
+    return any(line.strip() for line in stdout.splitlines())
+
+
 class SchedulerError(Exception):
     """The scheduler refused or failed; the message quotes it and names the fix where known."""
 

@@ -25,6 +25,8 @@ from infra.hpc.scheduler import (
     SchedulerError,
     StatusQuery,
     UnsupportedOutput,
+    has_text,
+    unreadable_answer,
     validate_job_ids,
 )
 
@@ -211,8 +213,12 @@ class SlurmScheduler(Scheduler):
         ]
 
     def lookup_by_name_query(self, job_name: str) -> StatusQuery:
+        # The login user's jobs only: squeue lists every user's by default, and another user's
+        # job of the same name (a colleague's clone of the same stack) is not this resource's.
+        # (bjobs -J shows only the user's own.) `--me` is Slurm 20.11+; -u works everywhere.
         return StatusQuery(
-            f"squeue -h -t all --name={shlex.quote(job_name)} -o {shlex.quote(TEXT_FORMAT)}", self.parse_squeue_text
+            f'squeue -h -t all -u "$(id -un)" --name={shlex.quote(job_name)} -o {shlex.quote(TEXT_FORMAT)}',
+            self.parse_squeue_text,
         )
 
     def parse_squeue_json(self, result: RemoteResult) -> dict[str, JobState]:
@@ -224,13 +230,20 @@ class SlurmScheduler(Scheduler):
             document = json.loads(result.stdout)
         except json.JSONDecodeError:
             raise UnsupportedOutput("squeue --json printed no JSON (Slurm older than 21.08?)") from None
+        if not isinstance(document, dict):
+            raise unreadable_answer("squeue --json", result.stdout)
         errors = [e.get("error") or e.get("description") for e in document.get("errors") or [] if isinstance(e, dict)]
         if errors and not document.get("jobs"):
             # 22.05 exits 0 with no jobs and an "errors" list when slurmctld cannot be reached:
             # not "no such jobs". The text form then fails with slurm's own message.
             raise UnsupportedOutput(f"squeue --json: {'; '.join(str(e) for e in errors)}")
+        # squeue --json always writes a "jobs" list (empty for none): without one it is not squeue's.
+        if not isinstance(document.get("jobs"), list):
+            raise unreadable_answer("squeue --json", result.stdout)
         states: dict[str, JobState] = {}
         for job in document.get("jobs", []):
+            if not isinstance(job, dict) or _number(job.get("job_id")) is None:
+                raise unreadable_answer("squeue --json", result.stdout)
             raw_state = job.get("job_state", "")
             native = raw_state[0] if isinstance(raw_state, list) and raw_state else str(raw_state)  # 23.02+: a list
             job_id = str(_number(job.get("job_id")))
@@ -268,6 +281,8 @@ class SlurmScheduler(Scheduler):
                 name=name,
                 reason="" if reason == "None" else reason,
             )
+        if not states and has_text(result.stdout):
+            raise unreadable_answer("squeue", result.stdout)
         return states
 
     def parse_sacct(self, result: RemoteResult) -> dict[str, JobState]:
@@ -292,6 +307,8 @@ class SlurmScheduler(Scheduler):
                 start_time=start if start != "Unknown" else "",
                 finish_time=end if end != "Unknown" else "",
             )
+        if not states and has_text(result.stdout):
+            raise unreadable_answer("sacct", result.stdout)
         return states
 
     # --- cancel ---------------------------------------------------------------------------------

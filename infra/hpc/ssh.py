@@ -10,7 +10,10 @@ Rules kept here, each from a failure seen in other tools (Pulumi's command provi
   with the host and the known_hosts source named (never AutoAddPolicy);
 - credentials arrive as values (Pulumi secrets), are never logged, never in a repr;
 - connect, banner and auth timeouts, transport keepalive;
-- every command runs as `bash -lc <shlex-quoted>` so the scheduler's profile is loaded;
+- every command runs as `bash -lc <shlex-quoted>` so the scheduler's profile is loaded, and
+  what the profile prints (a site's banner, quota notices, module chatter) is cut off at a
+  marker the command prints first, so it can never be read as a job id or a state;
+- a command's output is capped (MAX_OUTPUT_BYTES): a runaway answer is an error, not memory;
 - stdout and stderr are read fully before the exit status;
 - a command is retried after a dropped connection only when the caller says it is safe.
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
+import secrets
 import select
 import shlex
 import socket
@@ -57,6 +61,9 @@ log = logging.getLogger(__name__)
 DEFAULT_COMMAND_TIMEOUT_S = 120.0
 SAFE_RETRIES = 2  # extra attempts for commands that are safe to repeat
 EXIT_EOF_GRACE_S = 5.0  # how long output may trail the exit status (see _read_all)
+# Far above any scheduler answer Atlas asks for (a squeue --json of thousands of jobs is a few
+# MiB; files travel over SFTP, not through commands): more is a runaway or hostile answer.
+MAX_OUTPUT_BYTES = 64 * 2**20
 
 
 class SshError(Exception):
@@ -84,6 +91,14 @@ class ConnectionLostError(SshError):
 
 
 class RemoteTimeoutError(SshError):
+    def __init__(self, message: str, command: str) -> None:
+        super().__init__(message)
+        self.command = command
+
+
+class RemoteOutputTooLargeError(SshError):
+    """A command printed more than MAX_OUTPUT_BYTES; it was abandoned, its output discarded."""
+
     def __init__(self, message: str, command: str) -> None:
         super().__init__(message)
         self.command = command
@@ -302,9 +317,25 @@ def close_all() -> None:
         _POOL.clear()
 
 
-def login_shell_command(command: str) -> str:
-    """There is no login-shell flag in SSH: `bash -lc` loads profile.lsf and module setups."""
-    return f"bash -lc {shlex.quote(command)}"
+def login_shell_command(command: str, marker: str) -> str:
+    """There is no login-shell flag in SSH: `bash -lc` loads profile.lsf and module setups.
+
+    The profile runs before the command, and whatever it prints arrives first: the command
+    starts by printing `marker` on stdout and stderr, and `after_marker` keeps what follows."""
+    begin = f"printf '%s\\n' {marker} && printf '%s\\n' {marker} >&2 && {{ {command}\n}}"
+    return f"bash -lc {shlex.quote(begin)}"
+
+
+def new_marker() -> str:
+    # Random per command: no banner, file or job output can contain it by chance or design.
+    return f"atlas-output-{secrets.token_hex(8)}"
+
+
+def after_marker(output: bytes, marker: str) -> bytes:
+    """The command's own output: what follows the marker's line. Without the marker (the
+    profile exited before the command ran), everything, so the profile's complaint is seen."""
+    _profile, found, tail = output.partition(marker.encode() + b"\n")
+    return tail if found else output
 
 
 def _wait_readable(channel: paramiko.Channel, timeout: float) -> None:
@@ -326,6 +357,14 @@ def _read_all(channel: paramiko.Channel, command: str, deadline: float, host: st
         if channel.recv_stderr_ready():
             stderr += channel.recv_stderr(65536)
             progressed = True
+        if len(stdout) + len(stderr) > MAX_OUTPUT_BYTES:
+            channel.close()
+            raise RemoteOutputTooLargeError(
+                f"`{command}` on {host} printed more than {MAX_OUTPUT_BYTES // 2**20} MiB; it was abandoned "
+                "and its output not read (a scheduler answering this much is misconfigured or hostile: "
+                "ask the site's admins)",
+                command,
+            )
         if progressed:
             pause = 0.001
             continue
@@ -369,8 +408,9 @@ def _run_once(conn: PooledConnection, command: str, stdin: bytes | None, timeout
         # Nothing was sent yet: reconnecting and trying again is safe for any command.
         conn.drop()
         channel = conn.transport().open_session(timeout=conn.endpoint.connect_timeout_s)
+    marker = new_marker()
     try:
-        channel.exec_command(login_shell_command(command))
+        channel.exec_command(login_shell_command(command, marker))
         if stdin:
             channel.sendall(stdin)
         channel.shutdown_write()
@@ -387,6 +427,7 @@ def _run_once(conn: PooledConnection, command: str, stdin: bytes | None, timeout
         raise
     finally:
         channel.close()
+    out, err = after_marker(out, marker), after_marker(err, marker)
     return RemoteResult(command, code, out.decode(errors="replace"), err.decode(errors="replace"))
 
 

@@ -8,10 +8,12 @@ engine calls them.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
+import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ from infra.hpc.job_script import render_job_script
 from infra.hpc.polling import lookup_by_name
 from infra.hpc.providers import BatchJobProvider, HpcProviderError, JobCompletionProvider, StagedFilesProvider
 from infra.hpc.registry import scheduler_for
-from infra.hpc.scheduler import NO_SITE_DIRECTIVES, JobSpec, SiteDirectives
+from infra.hpc.scheduler import NO_SITE_DIRECTIVES, JobSpec, SchedulerError, SiteDirectives
 from infra.localenv import satori
 from infra.localenv.layout import Layout, Ports
 from infra.localenv.procs import port_open
@@ -364,6 +366,133 @@ def test_remote_command_errors_carry_everything(conn: ssh.PooledConnection) -> N
     assert error.command == "echo out; echo err >&2; exit 7"
     big = ssh.run_remote(conn, "head -c 3000000 /dev/zero | tr '\\0' x; head -c 3000000 /dev/zero | tr '\\0' y >&2")
     assert (len(big.stdout), len(big.stderr)) == (3_000_000, 3_000_000)
+
+
+# --- Hostile output from the other side ----------------------------------------------------------
+
+
+@pytest.fixture
+def login_profile(layout: Layout) -> Iterator[Callable[[str], None]]:
+    """What this Satori's login shells run from /etc/profile.d, as a site's banner or module
+    wrappers do; only sessions of this test's sshd (its SLURM_CONF) run it."""
+    conf = satori.status(layout)["slurm"]["conf"]
+    path = Path("/etc/profile.d") / f"zz-atlas-test-{os.getpid()}.sh"
+
+    def install(text: str) -> None:
+        path.write_text(f'if [ "${{SLURM_CONF:-}}" = {shlex.quote(conf)} ]; then\n{text}\nfi\n')
+        polling.reset_boards()  # the next status read asks the scheduler, not the board's memory
+
+    try:
+        yield install
+    finally:
+        path.unlink(missing_ok=True)
+        polling.reset_boards()
+
+
+# A site's login banner with lines a parser could take for an answer: a submission of either
+# scheduler, a job id alone, a status line; and a notice on stderr.
+BANNER = """
+echo '*** Welcome to Satori (POWER9 + V100). Maintenance Friday 08:00. ***'
+echo 'Submitted batch job 999999'
+echo 424242
+echo 'Job <31337> is submitted to queue <normal>.'
+echo '777|RUNNING|normal|atlas-it-slurm-0|None'
+echo 'quota: 92% of /home used' >&2
+"""
+BANNER_IDS = {"999999", "424242", "31337", "777"}
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_a_login_banner_is_never_read_as_an_answer(
+    target: dict[str, Any], conn: ssh.PooledConnection, login_profile: Callable[[str], None], scheduler: str
+) -> None:
+    login_profile(BANNER)
+    # The banner is there: a login shell inside the command prints it.
+    assert "Submitted batch job 999999" in ssh.run_remote(conn, "bash -lc true").stdout
+    provider = BatchJobProvider()
+    props = make_job(target, scheduler, ("echo", "hello"), wait=True, wait_timeout_s=60)  # staged, sha256 checked
+    created = provider.create(props)
+    assert str(created.id) not in BANNER_IDS
+    assert created.outs and (created.outs["state"], created.outs["exit_code"]) == ("succeeded", 0)
+    found = lookup_by_name(scheduler_for(scheduler), lambda c: ssh.run_remote(conn, c, check=False), props["job_name"])
+    assert [s.job_id for s in found] == [str(created.id)]
+    assert (provider.read(str(created.id), props).outs or {})["state"] == "succeeded"
+    assert ssh.run_remote(conn, "echo out; echo err >&2").stderr == "err\n"  # the notice is cut too
+    provider.delete(str(created.id), props)
+
+
+def test_another_users_job_of_the_same_name_is_not_adopted(
+    target: dict[str, Any], layout: Layout, conn: ssh.PooledConnection
+) -> None:
+    """A colleague's clone of the same stack names its jobs as this one does; squeue lists
+    every user's jobs by default. Theirs, held in the queue, must be neither adopted nor touched."""
+    colleague = "atlas-colleague"
+    if subprocess.run(["id", colleague], capture_output=True, check=False).returncode != 0:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", colleague], check=True)
+    env = {**os.environ, "SLURM_CONF": satori.status(layout)["slurm"]["conf"]}
+
+    def slurm(*argv: str) -> str:
+        return subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout
+
+    props = make_job(target, "slurm", ("echo", "mine"))
+    name = props["job_name"]
+    theirs = slurm(
+        "runuser", "-u", colleague, "--", "sbatch", "--parsable", f"--job-name={name}", "--chdir=/tmp",
+        "--output=/dev/null", "--hold", "--wrap", "sleep 300",
+    ).strip()  # fmt: skip
+    try:
+        # Visible to every user, as on a real cluster.
+        assert f"{theirs} {colleague}" in slurm("squeue", "-h", "-t", "all", f"--name={name}", "-o", "%i %u")
+        provider = BatchJobProvider()
+        created = provider.create(props)
+        assert str(created.id) != theirs
+        assert read_until(props, str(created.id), {"succeeded"})["exit_code"] == 0
+        provider.delete(str(created.id), props)
+        # Theirs untouched by Atlas's delete.
+        assert slurm("squeue", "-h", "-j", theirs, "-o", "%T %u").split() == ["PENDING", colleague]
+    finally:
+        subprocess.run(["scancel", theirs], env=env, check=False)
+
+
+GARBAGE = {
+    "slurm": "squeue() { echo '<html><body>502 Bad Gateway</body></html>'; }\n"
+    "sacct() { echo 'Traceback (most recent call last):'; }",
+    "lsf": "bjobs() { echo '<html><body>502 Bad Gateway</body></html>'; }\nbhist() { echo '<html>'; }",
+}
+# More than ssh.MAX_OUTPUT_BYTES (64 MiB) from the live query.
+HUGE = {
+    "slurm": "squeue() { head -c 80000000 /dev/zero | tr '\\\\0' x; }",
+    "lsf": "bjobs() { head -c 80000000 /dev/zero | tr '\\\\0' x; }",
+}
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_a_scheduler_answering_garbage_or_too_much_stops_atlas_without_a_wrong_state(
+    target: dict[str, Any], conn: ssh.PooledConnection, login_profile: Callable[[str], None], scheduler: str
+) -> None:
+    provider = BatchJobProvider()
+    props = make_job(target, scheduler, ("true",))
+    created = provider.create(props)
+    done = read_until(props, str(created.id), {"succeeded"})
+    unsubmitted = make_job(target, scheduler, ("true",))
+
+    login_profile(GARBAGE[scheduler])
+    # A refresh fails (Pulumi keeps the state it had) instead of reading the job as gone.
+    with pytest.raises(SchedulerError, match="did not answer a status query"):
+        provider.read(str(created.id), done)
+    # An up submits nothing it cannot check is not already there.
+    with pytest.raises(SchedulerError, match="nothing was submitted"):
+        provider.create(unsubmitted)
+
+    login_profile(HUGE[scheduler])
+    with pytest.raises(ssh.RemoteOutputTooLargeError, match="printed more than 64 MiB"):
+        provider.read(str(created.id), done)
+
+    login_profile("")
+    # The same connection answers again, and the scheduler tells the same story as before.
+    assert (provider.read(str(created.id), done).outs or {})["state"] == "succeeded"
+    runner = lambda c: ssh.run_remote(conn, c, check=False)  # noqa: E731
+    assert lookup_by_name(scheduler_for(scheduler), runner, unsubmitted["job_name"]) == []
 
 
 def test_one_connection_per_host_for_everything() -> None:

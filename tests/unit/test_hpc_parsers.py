@@ -336,7 +336,8 @@ def test_lookup_by_name_keeps_only_exact_names() -> None:
     found = lookup_by_name(SLURM, lambda _c: res(out), "atlas-a-1")
     assert [s.job_id for s in found] == ["5"]
     query = SLURM.lookup_by_name_query("atlas-a-1")
-    assert query.command == "squeue -h -t all --name=atlas-a-1 -o '%i|%T|%P|%j|%r'"
+    # The login user's own jobs: squeue lists every user's by default (bjobs only one's own).
+    assert query.command == "squeue -h -t all -u \"$(id -un)\" --name=atlas-a-1 -o '%i|%T|%P|%j|%r'"
     assert isinstance(query, StatusQuery)
     assert LSF.lookup_by_name_query("atlas-a-1").command.startswith("bjobs -a -J atlas-a-1 -o ")
     empty = '{\n  "COMMAND":"bjobs",\n  "JOBS":0,\n  "RECORDS":[\n  ]\n}'
@@ -408,3 +409,61 @@ def test_scancel(result: RemoteResult, outcome: CancelOutcome) -> None:
 def test_unparseable_status_is_reported_not_guessed() -> None:
     with pytest.raises(UnsupportedOutput):
         LSF.parse_bjobs_json(res("garbage", rc=0))
+
+
+# What a broken or hostile scheduler may print with exit code 0: never "these jobs are gone".
+GARBAGE = [
+    "\x00\x01\x02binary\xff",
+    "<html><body>502 Bad Gateway</body></html>",
+    "Traceback (most recent call last):\n  File \"squeue\", line 1",
+    "42",
+    "[1, 2, 3]",
+    '{"jobs": "all of them"}',
+    '{"jobs": [{"name": "no id"}]}',
+    '{"RECORDS": "x"}',
+    '{"RECORDS": ["JOBID"]}',
+    "1|2|3",
+    "x" * 5000,
+]
+
+
+@pytest.mark.parametrize("stdout", GARBAGE)
+@pytest.mark.parametrize(
+    "parse",
+    [SLURM.parse_squeue_json, SLURM.parse_squeue_text, SLURM.parse_sacct, LSF.parse_bjobs_json, LSF.parse_bjobs_text],
+    ids=["squeue-json", "squeue-text", "sacct", "bjobs-json", "bjobs-text"],
+)
+def test_garbage_is_unreadable_not_an_empty_answer(parse, stdout: str) -> None:
+    with pytest.raises(UnsupportedOutput) as caught:
+        parse(res(stdout))
+    assert len(str(caught.value)) < 400  # quoted, not dumped
+
+
+@pytest.mark.parametrize("scheduler", [SLURM, LSF], ids=["slurm", "lsf"])
+def test_live_queries_answering_garbage_stop_with_an_error_instead_of_losing_the_jobs(scheduler) -> None:
+    with pytest.raises(SchedulerError, match="did not answer a status query"):
+        query_states(scheduler, lambda _c: res("<html>maintenance</html>"), ["5"])
+
+
+@pytest.mark.parametrize("scheduler", [SLURM, LSF], ids=["slurm", "lsf"])
+def test_a_name_lookup_answering_garbage_submits_nothing(scheduler) -> None:
+    with pytest.raises(SchedulerError, match="could not say whether job atlas-a-1 exists.*nothing was submitted"):
+        lookup_by_name(scheduler, lambda _c: res("<html>maintenance</html>"), "atlas-a-1")
+
+
+def test_empty_answers_are_still_no_jobs() -> None:
+    assert SLURM.parse_squeue_text(res("")) == {} and SLURM.parse_sacct(res("\n")) == {}
+    assert LSF.parse_bjobs_text(res("")) == {}
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "stdout", "job_id"),
+    [
+        (SLURM, "Submitted batch job 999\n5\n", "5"),
+        (LSF, "Job <999> is submitted to queue <x>.\nJob <5> is submitted to queue <normal>.\n", "5"),
+    ],
+    ids=["sbatch", "bsub"],
+)
+def test_the_last_submission_line_is_the_submission(scheduler, stdout: str, job_id: str) -> None:
+    # Anything printed before it (a wrapper's chatter) is not the scheduler's answer.
+    assert scheduler.parse_submission(res(stdout)) == job_id

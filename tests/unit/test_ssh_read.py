@@ -7,6 +7,8 @@ on a fake clock, in the orders a server may send them.
 
 from __future__ import annotations
 
+import os
+import subprocess
 from dataclasses import dataclass, field
 
 import pytest
@@ -140,3 +142,60 @@ def test_a_command_that_runs_past_its_deadline_is_abandoned(clock: FakeClock) ->
     with pytest.raises(ssh.RemoteTimeoutError, match="did not finish in time"):
         ssh._read_all(channel, "sleep 1000", deadline=10.0, host="login")  # type: ignore[arg-type]
     assert channel.closed_by_us
+
+
+def test_a_runaway_answer_is_abandoned_at_the_cap_not_held_in_memory(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ssh, "MAX_OUTPUT_BYTES", 1000)
+    channel = ScriptedChannel(clock, stdout=[(0.01 * i, b"x" * 300) for i in range(10)], exit_at=1.0, eof_at=1.0)
+    with pytest.raises(ssh.RemoteOutputTooLargeError, match="printed more than"):
+        ssh._read_all(channel, "squeue --json", deadline=60.0, host="login")  # type: ignore[arg-type]
+    assert channel.closed_by_us
+    # Stopped at the chunk that crossed the cap, not after reading the rest.
+    assert len(channel.stdout) == 6
+
+
+# What `bash -l` prints before the command: a site's banner, with lines a parser could take for
+# an answer (a submission, a job id alone, a status line), on stdout and stderr.
+BANNER = (
+    "echo 'Welcome to Satori. Maintenance Friday.'; echo 'Submitted batch job 999999'; echo 424242; "
+    "echo '777|RUNNING|normal|atlas-train-0123456789|None'; echo 'Job <31337> is submitted to queue <normal>.'; "
+    "echo 'module: ignoring unknown module' >&2\n"
+)
+
+
+def login(tmp_path, command: str, profile: str = BANNER, stdin: bytes | None = None):
+    """`command` as ssh.py runs it, through a real `bash -l` whose profile is `profile`."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    (home / ".bash_profile").write_text(profile)
+    marker = ssh.new_marker()
+    done = subprocess.run(  # noqa: S602 (the command line ssh.py sends, run by a shell as sshd does)
+        ssh.login_shell_command(command, marker),
+        shell=True,
+        input=stdin,
+        capture_output=True,
+        env={"HOME": str(home), "PATH": os.environ["PATH"]},
+        check=False,
+    )
+    return ssh.after_marker(done.stdout, marker), ssh.after_marker(done.stderr, marker), done.returncode
+
+
+def test_a_login_banner_is_cut_off_and_the_commands_output_exit_code_and_stdin_kept(tmp_path) -> None:
+    out, err, code = login(tmp_path, "echo 'Submitted batch job 5'; echo oops >&2; exit 3")
+    assert (out, err, code) == (b"Submitted batch job 5\n", b"oops\n", 3)
+    out, _err, code = login(tmp_path, "cat && echo done", stdin=b"payload\n")
+    assert (out, code) == (b"payload\ndone\n", 0)
+    # A command ending in a comment or with its own && chain stays one command.
+    out, _err, code = login(tmp_path, "false || echo fallback # trailing comment")
+    assert (out, code) == (b"fallback\n", 0)
+
+
+def test_a_profile_that_fails_before_the_command_is_shown_whole(tmp_path) -> None:
+    out, err, code = login(tmp_path, "echo never", profile="echo 'quota exceeded' >&2; exit 12\n")
+    assert (out, err, code) == (b"", b"quota exceeded\n", 12)
+
+
+def test_the_marker_differs_every_time() -> None:
+    assert len({ssh.new_marker() for _ in range(100)}) == 100
