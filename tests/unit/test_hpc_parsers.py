@@ -447,7 +447,7 @@ def test_live_queries_answering_garbage_stop_with_an_error_instead_of_losing_the
 
 @pytest.mark.parametrize("scheduler", [SLURM, LSF], ids=["slurm", "lsf"])
 def test_a_name_lookup_answering_garbage_submits_nothing(scheduler) -> None:
-    with pytest.raises(SchedulerError, match="could not say whether job atlas-a-1 exists.*nothing was submitted"):
+    with pytest.raises(SchedulerError, match=r"could not say whether job atlas-a-1 exists.*nothing was submitted"):
         lookup_by_name(scheduler, lambda _c: res("<html>maintenance</html>"), "atlas-a-1")
 
 
