@@ -238,13 +238,16 @@ def load_stack_config() -> StackConfig:
 
     config = pulumi.Config(PROJECT)
     values: dict[str, Any] = {}
+    secret_keys: set[str] = set()
     # Every `atlas:` key the stack sets, so an unknown or misspelt one is reported.
     for full_key in CONFIG.get():
         project, _, name = full_key.partition(":")
         if project == PROJECT:
             values[name] = config.get_object(name) if name in OBJECT_KEYS else config.get(name)
+            if is_config_secret(full_key):
+                secret_keys.add(full_key)
     # A secret set in plain text stops preview before it goes further (into state, say).
-    check_secrets_are_secret(values, frozenset(k for k in (f"{PROJECT}:{n}" for n in values) if is_config_secret(k)))
+    check_secrets_are_secret(values, frozenset(secret_keys))
     # Relative paths in config are relative to the project (Pulumi.yaml's folder), not to
     # the program's folder (stacks/), which is the working directory here.
     parsed = parse_stack_config(pulumi.get_stack(), values, Path(pulumi.get_root_directory()))

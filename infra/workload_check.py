@@ -23,18 +23,17 @@ from infra.hpc.job_script import RunIdentity, step_scripts
 from infra.hpc.registry import SCHEDULER_NAMES, scheduler_for
 from infra.openshift import manifests
 from infra.openshift.settings_parser import parse_openshift_settings
-from infra.workload.load import REPO_ROOT, SHIPPED, folder_files, load_workload, locate_workload
+from infra.workload.load import REPO_ROOT, SHIPPED, FolderFile, folder_files, load_workload, locate_workload
 from infra.workload.model import FOLDER_LIMITS, FolderSource, GitSource, InTreeSource, Workload, WorkloadError
-from infra.workload.render import render_step, report_contract
+from infra.workload.render import render_step
 
 # What the printed Job stands on: the objects `pulumi up` creates beside it, by role.
 PLACEHOLDER_CLAIMS = manifests.Claims(data="<data PVC>", results="<results PVC>", logs="<logs PVC>")
 
 
-def source_lines(workload: Workload) -> list[str]:
+def source_lines(workload: Workload, files: tuple[FolderFile, ...]) -> list[str]:
     source = workload.source
     if isinstance(source, FolderSource):
-        files = folder_files(workload)
         total = sum(f.size for f in files)
         lines = [
             f"source: folder {source.folder} (beside the definition): {len(files)} files, {total:,} bytes "
@@ -51,8 +50,7 @@ def source_lines(workload: Workload) -> list[str]:
 
 
 def report_lines(workload: Workload) -> list[str]:
-    contract = report_contract(workload)
-    lines = [f"report: measures step {contract['step']!r} (its time, CPU, memory and GPU use)"]
+    lines = [f"report: measures step {workload.measured_step!r} (its time, CPU, memory and GPU use)"]
     lines.append(
         f"report: reads the BigGAN-style training log {workload.logs.jsonl}"
         if workload.logs.experiment is not None
@@ -69,12 +67,13 @@ def report_lines(workload: Workload) -> list[str]:
     return lines
 
 
-def kubernetes_job(workload: Workload, step: str, environment: str) -> str:
+def kubernetes_jobs(workload: Workload, steps: list[str], files: tuple[FolderFile, ...], environment: str) -> list[str]:
+    """Each step's Job as YAML, as `pulumi up` would create it (placeholders where it names objects)."""
     section = {"namespace": "atlas-check", "image": {"reference": "example.org/atlas/runtime:latest"}}
     settings = parse_openshift_settings(section, "atlas:openshift", "kubernetes")
     source = None
-    if isinstance(workload.source, FolderSource):
-        _, items = manifests.source_config_map_data([(f.path, b"", f.mode) for f in folder_files(workload)])
+    if files:
+        _, items = manifests.source_config_map_data([(f.path, b"", f.mode) for f in files])
         source = manifests.SourceVolume("<source ConfigMap>", items)
     context = manifests.PodContext(
         identity=manifests.RunIdentity("<stack>", "1", workload.name),
@@ -86,8 +85,8 @@ def kubernetes_job(workload: Workload, step: str, environment: str) -> str:
         openshift=False,
         source=source,
     )
-    job = manifests.step_job(render_step(workload, step, environment), workload, settings, context)
-    return yaml.safe_dump(job, sort_keys=False, width=120)
+    jobs = [manifests.step_job(render_step(workload, step, environment), workload, settings, context) for step in steps]
+    return [yaml.safe_dump(job, sort_keys=False, width=120) for job in jobs]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,7 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         workload = load_workload(locate_workload(args.path, Path.cwd(), "PATH", SHIPPED), REPO_ROOT)
-        for line in source_lines(workload):
+        # The folder is walked once: its listing and the Jobs' source volume both come from it.
+        files = folder_files(workload) if isinstance(workload.source, FolderSource) else ()
+        for line in source_lines(workload, files):
             print(line)
         steps = args.step or [s.name for s in workload.steps]
         for name in steps:
@@ -118,9 +119,9 @@ def main(argv: list[str] | None = None) -> int:
             for name in steps:
                 print(f"\n===== step {name}: {scheduler_name} job script ({scripts[name].path}) =====")
                 print(scripts[name].script, end="")
-        for name in steps:
+        for name, job in zip(steps, kubernetes_jobs(workload, steps, files, "openshift"), strict=True):
             print(f"\n===== step {name}: Kubernetes Job (environment openshift) =====")
-            print(kubernetes_job(workload, name, "openshift"), end="")
+            print(job, end="")
     except WorkloadError as error:
         print(f"workload check: refused: {error}", file=sys.stderr)
         return 1

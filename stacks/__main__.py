@@ -14,9 +14,9 @@ from infra.config import AtlasConfigError, check_wait_for, load_stack_config
 from infra.hpc.components import HpcEnvironment, HpcEnvironmentArgs, workload_source_files
 from infra.hpc.registry import scheduler_class
 from infra.openshift.environment import OpenShiftEnvironment, OpenShiftEnvironmentArgs
-from infra.workload.load import check_staged_size, folder_files, load_workload
-from infra.workload.model import FolderSource, GitSource, WorkloadError
-from infra.workload.render import report_contract
+from infra.workload.load import check_staged_size, load_workload
+from infra.workload.model import GitSource, WorkloadError
+from infra.workload.render import report_output
 from infra.workload_source import SourceError, check_local
 
 OUTPUTS_VERSION = 1
@@ -35,18 +35,9 @@ try:
             )
         # Before any resource: a clone or bundle without the pinned commit stops preview here.
         check_local(config.workload_source, workload.source.commit)
-    if isinstance(workload.source, FolderSource):
-        folder_files(workload)  # missing, too large, a link out: stops preview here
-except (AtlasConfigError, WorkloadError, SourceError) as bad:
-    # RunError: the message alone, no traceback; nothing has been registered yet.
-    raise pulumi.RunError(f"invalid stack configuration: {bad}") from None
-
-environments: dict[str, pulumi.Input[object]] = {}
-openshift: OpenShiftEnvironment | None = None
-
-try:
     # Staged where a batch side runs the steps, and on Kubernetes for a workload that runs in
     # Atlas's runtime image (its code in a ConfigMap); an image of its own carries its code.
+    # Listed here, so a missing or oversized folder stops preview before any resource.
     runtime_image_code = config.openshift is not None and workload.runs_in_runtime_image
     source_files = (
         workload_source_files(workload, PROJECT_ROOT, config.workload_source)
@@ -55,8 +46,12 @@ try:
     )
     if runtime_image_code:
         check_staged_size([f.source.stat().st_size for f in source_files], f"workload {workload.name!r}'s code")
-except (AtlasConfigError, WorkloadError) as bad:
+except (AtlasConfigError, WorkloadError, SourceError) as bad:
+    # RunError: the message alone, no traceback; nothing has been registered yet.
     raise pulumi.RunError(f"invalid stack configuration: {bad}") from None
+
+environments: dict[str, pulumi.Input[object]] = {}
+openshift: OpenShiftEnvironment | None = None
 
 if config.openshift is not None:
     openshift = OpenShiftEnvironment(
@@ -175,7 +170,7 @@ pulumi.export(
         "definition": str(config.workload_file),
         "run_id": config.run_id,
         # What scripts/compare measures, so the outputs alone are enough to compare the sides.
-        "report": report_contract(workload),
+        "report": report_output(workload),
     },
 )
 pulumi.export("environments", environments)

@@ -109,7 +109,7 @@ def sampled_argv(workload: Workload, rendered: RenderedStep, interval_seconds: f
     return tuple(argv)
 
 
-def report_contract(workload: Workload) -> dict[str, object]:
+def report_output(workload: Workload) -> dict[str, object]:
     """What the comparison report needs from the definition, as the stack's `atlas.report` output:
     the measured step, whether a BigGAN-style training log is written, the throughput line."""
     throughput = workload.report.throughput if workload.report is not None else None

@@ -22,7 +22,7 @@ from infra.openshift import manifests
 from infra.workload.load import check_staged_size, folder_files, load_workload, locate_workload, shipped_workloads
 from infra.workload.model import FOLDER_LIMITS, RUNTIME_BUILD, FolderSource, WorkloadError
 from infra.workload.parse import parse_workload
-from infra.workload.render import report_contract as render_contract
+from infra.workload.render import report_output
 
 REPO = Path(__file__).resolve().parents[2]
 WORDFREQ = REPO / "workloads" / "wordfreq"
@@ -225,12 +225,12 @@ def test_a_git_source_without_build_runs_in_the_runtime_image_and_its_size_is_ch
 def test_the_report_defaults_to_the_last_step_and_no_training_log() -> None:
     workload = parse_workload(folder_definition())
     assert workload.measured_step == "use" and workload.logs.experiment is None
-    assert render_contract(workload) == {"step": "use", "training_log": False, "throughput": None}
+    assert report_output(workload) == {"step": "use", "training_log": False, "throughput": None}
 
 
 def test_the_report_contract_travels_through_the_outputs_to_the_comparison() -> None:
     workload = load_workload(WORDFREQ / "workload.yaml")
-    exported = render_contract(workload)
+    exported = report_output(workload)
     # Relative to the logs folder, where each side reads it.
     assert exported["throughput"] == {"file": "wordfreq.log", "pattern": "rate (?P<value>[0-9.]+) words/s",
                                       "unit": "words/s"}
@@ -328,7 +328,7 @@ def test_wordfreq_runs_as_its_definition_says_and_logs_a_rate_the_report_reads(t
     corpus_words = len(re.findall(r"[A-Za-z]+", (run / "data" / "corpus.txt").read_text()))
     assert sum(int(n) for n in counts.values()) == corpus_words
     assert (run / "results" / "top.tsv").read_text().splitlines()[0] == f"a\t{counts['a']}"
-    contract = report_contract({"atlas": {"report": render_contract(workload)}})
+    contract = report_contract({"atlas": {"report": report_output(workload)}})
     assert contract.throughput is not None
     reading = read_throughput((run / "logs" / contract.throughput.file).read_text(), contract.throughput, "log")
     assert isinstance(reading, ThroughputReading) and reading.value > 0 and reading.unit == "words/s"
