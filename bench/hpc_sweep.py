@@ -95,20 +95,30 @@ def script_path(sched: Scheduler) -> str:
     return f".atlas/jobs/sweep{sched.script_suffix}"
 
 
+# Where the Atlas side's seconds go, per sweep (the last sweep's; run_sweeps keeps each round's).
+ATLAS_PHASES = ("login and staging", "submissions", "status query")
+atlas_phase_s: dict[str, float] = {}
+
+
 def sweep_atlas(info: dict[str, Any], sched: Scheduler, script: str, jobs: int) -> list[str]:
+    started = time.perf_counter()
     ssh.close_all()
     polling.reset_boards()
     conn = ssh.connection(endpoint(info))
     ssh.make_directories(conn, [RUN_DIR, f"{RUN_DIR}/.atlas/jobs", f"{RUN_DIR}/logs"])
     ssh.upload_bytes(conn, script.encode(), f"{RUN_DIR}/{script_path(sched)}")
+    staged = time.perf_counter()
     ids = []
     for _ in range(jobs):
         result = ssh.run_remote(conn, sched.submit_command(RUN_DIR, script_path(sched), []), check=False)
         ids.append(sched.parse_submission(result))
+    submitted = time.perf_counter()
     board = polling.board_for(conn.endpoint.pool_key, 1.0)
     states = board.states(sched, lambda c: ssh.run_remote(conn, c, check=False, safe_to_retry=True), ids)
     if any(s is None for s in states.values()):
         raise SystemExit(f"atlas sweep: some jobs unknown to the scheduler: {states}")
+    marks = (started, staged, submitted, time.perf_counter())
+    atlas_phase_s.update({phase: marks[i + 1] - marks[i] for i, phase in enumerate(ATLAS_PHASES)})
     return ids
 
 
@@ -257,7 +267,10 @@ def run_sweeps(info: dict[str, Any], sshd_log: Path, scheduler: str, jobs: int, 
                 opened = logins(sshd_log) - before
                 if len(set(ids)) != jobs:
                     raise SystemExit(f"{side}: expected {jobs} distinct job ids, got {len(set(ids))}")
-                samples.append({"round": round_index, "side": side, "seconds": round(elapsed, 4), "logins": opened})
+                sample = {"round": round_index, "side": side, "seconds": round(elapsed, 4), "logins": opened}
+                if side == "atlas":
+                    sample["phases_s"] = {phase: round(s, 4) for phase, s in atlas_phase_s.items()}
+                samples.append(sample)
                 cancel_all(info)
             print(
                 f"round {round_index + 1}/{rounds}: "
@@ -290,6 +303,14 @@ def summarise(samples: list[dict[str, Any]], scheduler: str, jobs: int, rounds: 
         "logins_per_sweep": logins_by_side,
         # Above 1: Atlas's sweep took less time than the baseline's.
         "baseline_over_atlas": {side: paired_ratio(seconds[side], seconds["atlas"]) for side in sides_here[1:]},
+        # Atlas's sweep split: its fixed cost (a login in Python, SFTP staging, the status query
+        # through the board, which gathers callers for polling.GATHER_S first; no baseline asks
+        # for status) beside the submissions themselves.
+        "atlas_phase_median_s": {
+            phase: round(statistics.median(split[phase] for split in splits), 4) for phase in ATLAS_PHASES
+        }
+        if (splits := [s["phases_s"] for s in samples if "phases_s" in s])
+        else {},
         "samples": samples,
     }
 
@@ -373,6 +394,8 @@ def main() -> int:
             f"{side:<10} median {result['median_s'][side]:7.2f} s for {args.jobs} jobs "
             f"({result['per_job_median_ms'][side]:6.1f} ms/job), logins per sweep {result['logins_per_sweep'][side]}"
         )
+    split = ", ".join(f"{phase} {s:.2f} s" for phase, s in result["atlas_phase_median_s"].items())
+    print(f"atlas split (medians): {split or 'not measured (no Atlas sweep)'}")
     for side, ratio in result["baseline_over_atlas"].items():
         low, high = ratio["ci95"]
         verdict = "Atlas faster" if low > 1 else "Atlas slower" if high < 1 else "no clear winner"

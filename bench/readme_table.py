@@ -126,6 +126,13 @@ def hpc_sweep_rows(data: dict[str, Any], name: str) -> list[Row]:
             "the sweep's difference is Atlas's fixed cost: login, SFTP staging checked by sha256, "
             "the status query"
         )
+    split = data.get("atlas_phase_median_s") or {}
+    if split:
+        parts.append(
+            "Atlas's sweep split (medians): "
+            + ", ".join(f"{phase} {seconds:.2f} s" for phase, seconds in split.items())
+            + " (no baseline asks for status)"
+        )
     scheduler = "Slurm" if data["scheduler"] == "slurm" else "LSF's command set (stand-in) over Slurm"
     return [
         (
