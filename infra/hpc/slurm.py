@@ -33,6 +33,12 @@ from infra.hpc.scheduler import (
 PARSABLE = re.compile(r"^(\d+)(?:;\S+)?$")
 SUBMITTED = re.compile(r"Submitted batch job (\d+)")
 TEXT_FORMAT = "%i|%T|%P|%j|%r"
+# The live status query's fields (`squeue -O`, each ended by `|`): state, exit code and times in
+# one line per asked-for job. Not `squeue --json`: through 22.05 it ignores -j and -t ("all other
+# formatting and filtering arguments will be ignored") and prints every job the controller holds
+# (0.32 s and every user's jobs for 3,000 jobs on the local Satori, against 0.02 s for these).
+STATUS_FIELDS = ("JobID", "State", "Partition", "Name", "Reason", "exit_code", "SubmitTime", "StartTime", "EndTime")
+STATUS_FORMAT = ",".join(f"{field}:|" for field in STATUS_FIELDS)
 SACCT_FIELDS = "JobID,JobName,Partition,State,ExitCode,Submit,Start,End"
 
 STATE_PHASES: dict[str, Phase] = {
@@ -79,6 +85,11 @@ def _epoch_text(value: Any) -> str:
     if not epoch:
         return ""
     return datetime.datetime.fromtimestamp(epoch, tz=datetime.UTC).isoformat().replace("+00:00", "Z")
+
+
+def _time_text(value: str) -> str:
+    """squeue's and sacct's times as written (the cluster's local time); unset ones are empty."""
+    return "" if value in ("", "N/A", "Unknown", "None") else value
 
 
 def _exit_code_from_json(value: Any) -> int | None:
@@ -200,7 +211,8 @@ class SlurmScheduler(Scheduler):
         ids = ",".join(validate_job_ids(job_ids))
         return [
             # -t all: finished jobs stay visible for MinJobAge (300 s by default).
-            StatusQuery(f"squeue --json -t all -j {ids}", self.parse_squeue_json),
+            StatusQuery(f"squeue -h -t all -j {ids} -O {shlex.quote(STATUS_FORMAT)}", self.parse_squeue_fields),
+            # A Slurm whose -O lacks a field: the short form (no exit code or times).
             StatusQuery(f"squeue -h -t all -j {ids} -o {shlex.quote(TEXT_FORMAT)}", self.parse_squeue_text),
         ]
 
@@ -220,6 +232,38 @@ class SlurmScheduler(Scheduler):
             f'squeue -h -t all -u "$(id -un)" --name={shlex.quote(job_name)} -o {shlex.quote(TEXT_FORMAT)}',
             self.parse_squeue_text,
         )
+
+    def parse_squeue_fields(self, result: RemoteResult) -> dict[str, JobState]:
+        """`squeue -h -O STATUS_FORMAT`: `id|state|partition|name|reason|exit|submit|start|end|`."""
+        if result.exit_code != 0:
+            if "Invalid job id specified" in result.stderr:
+                return {}  # every id asked for is unknown
+            # An older -O without one of the fields, or the controller down: the short form
+            # tries next and, if the controller is down, fails with Slurm's own message.
+            raise UnsupportedOutput(result.stderr.strip())
+        states: dict[str, JobState] = {}
+        for line in result.stdout.splitlines():
+            parts = [p.strip() for p in line.split("|")]
+            if len(parts) != len(STATUS_FIELDS) + 1 or parts[-1] or not parts[0].isdigit():
+                continue
+            job_id, native, queue, name, reason, exit_text, submit, start, end = parts[:-1]
+            phase = self.phase_of(native)
+            status = int(exit_text) if exit_text.isdigit() else None
+            states[job_id] = JobState(
+                job_id=job_id,
+                phase=phase,
+                native_state=native,
+                exit_code=_exit_code_from_json(status) if phase.finished else None,
+                queue=queue,
+                name=name,
+                submit_time=_time_text(submit),
+                start_time=_time_text(start) if native != "PENDING" else "",
+                finish_time=_time_text(end) if phase.finished else "",
+                reason="" if reason == "None" else reason,
+            )
+        if not states and has_text(result.stdout):
+            raise unreadable_answer("squeue", result.stdout)
+        return states
 
     def parse_squeue_json(self, result: RemoteResult) -> dict[str, JobState]:
         if result.exit_code != 0:

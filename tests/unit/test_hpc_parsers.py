@@ -18,7 +18,7 @@ from infra.hpc.scheduler import (
     StatusQuery,
     UnsupportedOutput,
 )
-from infra.hpc.slurm import SlurmScheduler
+from infra.hpc.slurm import STATUS_FORMAT, SlurmScheduler
 
 LSF = LsfScheduler()
 SLURM = SlurmScheduler()
@@ -304,20 +304,54 @@ def test_sacct() -> None:
     ]
 
 
+# `squeue -h -t all -j 7765,7766,7767 -O STATUS_FORMAT` on the local Satori (Slurm 22.05.8): `exit 3`,
+# a job killed by signal 9, one held; the exit column is the raw wait status.
+SQUEUE_FIELDS = (
+    "7765|FAILED|normal|wrap|NonZeroExitCode|768|2026-12-04T06:22:26|2026-12-04T06:22:27|2026-12-04T06:22:27|\n"
+    "7766|FAILED|normal|wrap|JobLaunchFailure|9|2026-12-04T06:22:26|2026-12-04T06:22:27|2026-12-04T06:22:27|\n"
+    "7767|PENDING|normal|atlas-train-0123456789|JobHeldUser|0|2026-12-04T06:22:26|N/A|N/A|\n"
+)
+
+
+def test_squeue_fields_give_state_exit_code_and_times_in_one_line_per_job() -> None:
+    states = SLURM.parse_squeue_fields(res(SQUEUE_FIELDS))
+    assert [(s.job_id, s.phase, s.exit_code, s.reason) for s in states.values()] == [
+        ("7765", Phase.FAILED, 3, "NonZeroExitCode"),
+        ("7766", Phase.FAILED, 137, "JobLaunchFailure"),
+        ("7767", Phase.PENDING, None, "JobHeldUser"),
+    ]
+    held = states["7767"]
+    assert (held.name, held.queue, held.submit_time, held.start_time, held.finish_time) == (
+        "atlas-train-0123456789", "normal", "2026-12-04T06:22:26", "", "",
+    )  # fmt: skip
+    assert states["7765"].finish_time == "2026-12-04T06:22:27"
+    # Unknown ids: exit 1 and Slurm's message, not an error.
+    assert SLURM.parse_squeue_fields(res(stderr="slurm_load_jobs error: Invalid job id specified\n", rc=1)) == {}
+    # A Slurm whose -O lacks a field: the short form is tried next.
+    with pytest.raises(UnsupportedOutput):
+        SLURM.parse_squeue_fields(res(stderr="Invalid job format specification: exit_code\n", rc=1))
+
+
+def test_the_status_query_never_asks_for_squeue_json() -> None:
+    # squeue --json (through 22.05) ignores -j and -t and prints every job the controller holds.
+    commands = [q.command for q in SLURM.status_queries(["5", "6"])]
+    assert not [c for c in commands if "--json" in c] and all(" -j 5,6 " in c for c in commands)
+
+
 def test_slurm_falls_back_to_the_completion_log_when_accounting_is_off() -> None:
     calls: list[str] = []
 
     def runner(command: str) -> RemoteResult:
         calls.append(command)
-        if command.startswith("squeue --json"):
-            return res(json.dumps({"jobs": []}))
+        if command.startswith("squeue"):
+            return res("")
         if command.startswith("sacct -n"):
             return res(stderr="Slurm accounting storage is disabled\n", rc=1)
         return res(SACCT)
 
     outcome = query_states(SLURM, runner, ["5", "7"])
     assert {k: v.phase for k, v in outcome.states.items()} == {"5": Phase.FAILED, "7": Phase.SUCCEEDED}
-    assert [c.split(" ")[0:2] for c in calls] == [["squeue", "--json"], ["sacct", "-n"], ["sacct", "-c"]]
+    assert [c.split(" ")[0:2] for c in calls] == [["squeue", "-h"], ["sacct", "-n"], ["sacct", "-c"]]
 
 
 def test_one_query_for_many_jobs() -> None:
@@ -325,10 +359,10 @@ def test_one_query_for_many_jobs() -> None:
 
     def runner(command: str) -> RemoteResult:
         calls.append(command)
-        return res(SQUEUE_JSON)
+        return res(SQUEUE_FIELDS)
 
-    outcome = query_states(SLURM, runner, ["3", "1", "2"])
-    assert calls == ["squeue --json -t all -j 1,2,3"] and len(outcome.states) == 3
+    outcome = query_states(SLURM, runner, ["7765", "7767", "7766"])
+    assert calls == [f"squeue -h -t all -j 7765,7766,7767 -O '{STATUS_FORMAT}'"] and len(outcome.states) == 3
 
 
 def test_lookup_by_name_keeps_only_exact_names() -> None:
@@ -430,8 +464,15 @@ GARBAGE = [
 @pytest.mark.parametrize("stdout", GARBAGE)
 @pytest.mark.parametrize(
     "parse",
-    [SLURM.parse_squeue_json, SLURM.parse_squeue_text, SLURM.parse_sacct, LSF.parse_bjobs_json, LSF.parse_bjobs_text],
-    ids=["squeue-json", "squeue-text", "sacct", "bjobs-json", "bjobs-text"],
+    [
+        SLURM.parse_squeue_fields,
+        SLURM.parse_squeue_json,
+        SLURM.parse_squeue_text,
+        SLURM.parse_sacct,
+        LSF.parse_bjobs_json,
+        LSF.parse_bjobs_text,
+    ],
+    ids=["squeue-fields", "squeue-json", "squeue-text", "sacct", "bjobs-json", "bjobs-text"],
 )
 def test_garbage_is_unreadable_not_an_empty_answer(parse, stdout: str) -> None:
     with pytest.raises(UnsupportedOutput) as caught:

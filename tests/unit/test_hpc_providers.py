@@ -185,11 +185,8 @@ class FakeClock:
 
 
 def squeue(ids: list[str]) -> str:
-    import json
-
-    return json.dumps(
-        {"jobs": [{"job_id": int(i), "job_state": "RUNNING", "partition": "normal", "name": "n"} for i in ids]}
-    )
+    """What the status query (`squeue -h -O ...`) prints for running jobs."""
+    return "".join(f"{i}|RUNNING|normal|n|None|0|2026-12-04T06:00:00|2026-12-04T06:00:01|N/A|\n" for i in ids)
 
 
 def test_board_answers_many_readers_with_one_query_and_respects_the_interval() -> None:
@@ -199,7 +196,7 @@ def test_board_answers_many_readers_with_one_query_and_respects_the_interval() -
 
     def runner(command: str) -> RemoteResult:
         commands.append(command)
-        ids = command.split(" -j ")[1].split(",")
+        ids = command.split(" -j ")[1].split(" ")[0].split(",")
         return RemoteResult(command, 0, squeue(ids), "")
 
     slurm = scheduler_for("slurm")
@@ -209,7 +206,7 @@ def test_board_answers_many_readers_with_one_query_and_respects_the_interval() -
     assert again["2"] is not None and len(commands) == 1
     clock.now += 61
     board.states(slurm, runner, ["1"])
-    assert len(commands) == 2 and commands[1].endswith("-j 1,2,3")  # all tracked jobs, one query
+    assert len(commands) == 2 and " -j 1,2,3 " in commands[1]  # all tracked jobs, one query
 
 
 def test_board_waits_for_the_interval_before_a_fresh_answer() -> None:
@@ -234,7 +231,7 @@ def test_board_keeps_unknown_jobs_as_none() -> None:
     board = polling.StatusBoard(min_interval_s=1.0, clock=clock, sleep=clock.sleep)
 
     def runner(command: str) -> RemoteResult:
-        if command.startswith("squeue --json"):
+        if command.startswith("squeue"):
             return RemoteResult(command, 1, "", "slurm_load_jobs error: Invalid job id specified\n")
         return RemoteResult(command, 1, "", "Slurm accounting storage is disabled\n")
 

@@ -24,8 +24,6 @@ CONNECT_FAILURE = "slurm_load_jobs error: Unable to contact slurm controller (co
 
 def test_slurm_controller_down_raises_instead_of_reporting_jobs_gone() -> None:
     def runner(command: str) -> RemoteResult:
-        if command.startswith("squeue --json"):
-            return RemoteResult(command, 0, SQUEUE_JSON_CONTROLLER_DOWN, "")
         if command.startswith("squeue"):
             return RemoteResult(command, 1, "", CONNECT_FAILURE)
         raise AssertionError(f"accounting must not be asked to stand in for a live query: {command}")
@@ -48,8 +46,8 @@ def test_lsf_down_raises_instead_of_reporting_jobs_gone() -> None:
 
 def test_unknown_jobs_are_still_just_unknown() -> None:
     def runner(command: str) -> RemoteResult:
-        if command.startswith("squeue --json"):
-            return RemoteResult(command, 0, json.dumps({"errors": [], "jobs": []}), "")
+        if command.startswith("squeue"):
+            return RemoteResult(command, 0, "", "")  # no line: none of the ids is in the controller
         return RemoteResult(command, 1, "", "Slurm accounting storage is disabled\n")
 
     assert query_states(SlurmScheduler(), runner, ["5"]).states == {}
@@ -71,3 +69,10 @@ def test_bjobs_text_exit_255_reads_as_unknown_only_when_every_complaint_is_not_f
     down = RemoteResult("bjobs", 255, "", "Cannot connect to LSF. Please wait ...\n")
     with pytest.raises(UnsupportedOutput):
         lsf.parse_bjobs_text(down)
+
+
+def test_squeue_json_with_the_controller_down_is_no_answer_not_no_jobs() -> None:
+    # scripts/compare still reads squeue --json (for TRES and nodes): there, too, "no jobs" with an
+    # errors list is the controller down.
+    with pytest.raises(UnsupportedOutput, match="squeue --json: Unspecified error"):
+        SlurmScheduler().parse_squeue_json(RemoteResult("squeue --json", 0, SQUEUE_JSON_CONTROLLER_DOWN, ""))
