@@ -1,7 +1,7 @@
 """Records the tests check Atlas's report against, parsed: ones the collectors never read.
 
 - Slurm's job-completion log (JobCompType=jobcomp/filetxt): one line per job, written by
-  slurmctld's jobcomp plugin when the job ends. The collector reads `squeue --json` instead.
+  slurmctld's jobcomp plugin when the job ends. The collector reads `squeue -O` instead.
 - containerd's CRI status checkpoint of a container (`<root>/io.containerd.grpc.v1.cri/
   containers/<id>/status`): the start and exit times containerd itself recorded, in
   nanoseconds. The collector reads the API server's pod status, which the kubelet copies from

@@ -2,10 +2,12 @@
 
 The queries print times under `TZ=UTC` so they read back exactly, whatever the login node's
 zone: LSF `bjobs -a -hms -o ... -json` (bhist -l when bjobs has forgotten a job), Slurm
-`squeue --json -t all` (epochs; finished jobs stay MinJobAge) then `sacct` (with slurmdbd) or
-`sacct -c` (jobcomp). States, exit codes and the bhist events are read by infra.hpc's parsers
-(`LsfScheduler`, `SlurmScheduler`, `parse_bhist_event_times`); what is read here is only what
-the comparison needs beyond them: times as Unix seconds, pending reasons, hosts, GPU counts.
+`squeue -h -t all -O <fields> -j <ids>` (finished jobs stay MinJobAge) then `sacct` (with
+slurmdbd) or `sacct -c` (jobcomp). Not `squeue --json`: through 22.05 it ignores -j and -t and
+prints every user's job, each poll of the monitor. States, exit codes and the bhist events are
+read by infra.hpc's parsers (`LsfScheduler`, `SlurmScheduler`, `parse_bhist_event_times`); what
+is read here is only what the comparison needs beyond them: times as Unix seconds, pending
+reasons, hosts, GPU counts.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,16 +24,32 @@ from infra.compare.timeparse import iso_utc, lsf_short
 from infra.hpc.lsf import LsfScheduler, parse_bhist_event_times
 from infra.hpc.remote import RemoteResult
 from infra.hpc.scheduler import JobState, UnsupportedOutput
-from infra.hpc.slurm import SlurmScheduler
+from infra.hpc.slurm import STATUS_FIELDS, SlurmScheduler, squeue_field_rows
 
 LSF_FIELDS = "jobid stat queue exit_code job_name submit_time start_time finish_time exit_reason pend_reason exec_host"
 SACCT_FIELDS = "JobID,JobName,Partition,State,ExitCode,Submit,Start,End"
+# What Slurm allocated, where the site accounts GPUs (AccountingStorageTRES=gres/gpu, which
+# needs slurmdbd): `cpu=2,mem=2G,node=1,billing=2,gres/gpu=1`.
 GPU_TRES = re.compile(r"gres/gpu(?::[^=,]+)?=(\d+)")
+# What the job asked for, whatever the accounting: `gres:gpu:2`, `gres:gpu:v100:2` (22.05),
+# `gres/gpu:2` (23.02+), one entry of a comma-separated list.
+GPU_REQUEST = re.compile(r"gres[:/]gpu(?::[^:,]*[^:,\d][^:,]*)?:(\d+)")
+# The status query's fields, then what the comparison needs beyond them.
+SQUEUE_FIELDS = (
+    *STATUS_FIELDS,
+    "tres-alloc",
+    "tres-per-job",
+    "tres-per-node",
+    "tres-per-task",
+    "tres-per-socket",
+    "NumNodes",
+    "NodeList",
+)
 
 # The commands, less their job ids; the records name them as their source.
 BJOBS_QUERY = f"TZ=UTC bjobs -a -hms -o '{LSF_FIELDS}' -json"
 BHIST_QUERY = "TZ=UTC bhist -l"
-SQUEUE_QUERY = "squeue --json -t all -j"
+SQUEUE_QUERY = "TZ=UTC squeue -h -t all -O " + shlex.quote(",".join(f"{f}:|" for f in SQUEUE_FIELDS)) + " -j"
 SACCT_QUERY = f"TZ=UTC sacct -n -P -X -o {SACCT_FIELDS} -j"
 # Without slurmdbd: the jobcomp file still has finished jobs.
 SACCT_JOBCOMP_QUERY = f"TZ=UTC sacct -c -n -P -o {SACCT_FIELDS} -j"
@@ -143,34 +162,26 @@ def lsf_steps(
     return tuple(steps)
 
 
-def _squeue_jobs(squeue: RemoteResult) -> dict[str, Mapping[str, Any]]:
-    """squeue's JSON jobs by id, for the fields `parse_squeue_json` leaves out (TRES, nodes)."""
-    jobs: dict[str, Mapping[str, Any]] = {}
-    for job in json.loads(squeue.stdout).get("jobs", []):
-        job_id = job.get("job_id")
-        jobs[str(job_id.get("number") if isinstance(job_id, dict) else job_id)] = job
-    return jobs
+def _squeue_rows(squeue: RemoteResult) -> dict[str, dict[str, str]]:
+    """squeue's lines by job id; none where squeue could not answer (sacct is asked instead)."""
+    try:
+        return {row["JobID"]: row for row in squeue_field_rows(squeue, SQUEUE_FIELDS)}
+    except UnsupportedOutput:
+        return {}
 
 
 def squeue_forgot(squeue: RemoteResult, ids: Sequence[str]) -> list[str]:
-    """The jobs `squeue --json` printed no record of (past MinJobAge, or squeue failed): sacct's."""
-    try:
-        known = _squeue_jobs(squeue)
-    except json.JSONDecodeError:
-        known = {}
+    """The jobs `squeue` printed no line for (past MinJobAge, or squeue failed): sacct's."""
+    known = _squeue_rows(squeue)
     return [i for i in ids if i not in known]
 
 
 def slurm_steps(
     outputs: Mapping[str, Any], squeue: RemoteResult, sacct: RemoteResult | None, argv: Argv
 ) -> tuple[StepRecord, ...]:
-    """Steps from `squeue --json -t all -j ...` (epochs, reasons, TRES) and `sacct` for what squeue forgot."""
+    """Steps from `SQUEUE_QUERY ids` (times, reasons, GPUs, nodes) and `sacct` for what squeue forgot."""
     slurm = SlurmScheduler()
-    try:
-        states = slurm.parse_squeue_json(squeue)
-        jobs = _squeue_jobs(squeue)
-    except (UnsupportedOutput, json.JSONDecodeError):
-        states, jobs = {}, {}
+    rows = _squeue_rows(squeue)
     accounted = {}
     if sacct is not None:
         try:
@@ -181,19 +192,20 @@ def slurm_steps(
     steps = []
     for step in outputs.get("steps", []):
         job_id = str(step["job_id"])
-        if job_id in states:
-            state, job = states[job_id], jobs[job_id]
+        if job_id in rows:
+            row = rows[job_id]
+            state = slurm.state_from_fields(row)
             steps.append(
                 _job_step(
                     step,
                     argv,
                     state,
-                    f"Slurm: `{SQUEUE_QUERY} {job_id}` on {host} (submit_time, start_time, end_time)",
+                    f"Slurm: `{SQUEUE_QUERY} {job_id}` on {host} (SubmitTime, StartTime, EndTime)",
                     **_slurm_times(state),
-                    pending_reason="" if state.reason in ("None", "") else state.reason,
-                    gpus_requested=_tres_gpus(str(job.get("tres_req_str", ""))),
-                    gpus_allocated=_tres_gpus(str(job.get("tres_alloc_str", ""))) if state.start_time else None,
-                    node=str(job.get("nodes", "")),
+                    pending_reason=state.reason,
+                    gpus_requested=_requested_gpus(row),
+                    gpus_allocated=_tres_gpus(row["tres-alloc"]) if state.start_time else None,
+                    node=_text(row["NodeList"]),
                 )
             )
         elif job_id in accounted:
@@ -224,6 +236,26 @@ def _slurm_times(state: JobState) -> dict[str, float | None]:
 
 
 def _tres_gpus(text: str) -> int | None:
-    """`cpu=2,mem=2G,node=1,billing=2,gres/gpu=1`: None where the job asked for no GPU through gres."""
+    """`cpu=2,mem=2G,node=1,billing=2,gres/gpu=1`: None where no GPU is accounted."""
     match = GPU_TRES.search(text)
     return int(match.group(1)) if match else None
+
+
+def _requested_gpus(row: Mapping[str, str]) -> int | None:
+    """`--gpus` (tres-per-job), or `--gres=gpu:N` on each of NumNodes nodes (tres-per-node); 0
+    where no form of the request names a GPU; None for a per-task or per-socket request, whose
+    count depends on the layout Atlas does not read."""
+    per_job = GPU_REQUEST.search(row["tres-per-job"])
+    if per_job:
+        return int(per_job.group(1))
+    per_node = GPU_REQUEST.search(row["tres-per-node"])
+    if per_node:
+        return int(per_node.group(1)) * int(row["NumNodes"]) if row["NumNodes"].isdigit() else None
+    if "gpu" in row["tres-per-task"] or "gpu" in row["tres-per-socket"]:
+        return None
+    return 0
+
+
+def _text(value: str) -> str:
+    """squeue's field as written, its unset values (`N/A`, `(null)`) empty."""
+    return "" if value in ("N/A", "(null)", "None") else value

@@ -1,18 +1,16 @@
 """Slurm: `#SBATCH` scripts, sbatch/squeue/sacct/scancel command lines and their output.
 
-Formats were recorded on Debian bookworm's slurm-wlm 22.05.8 (tests/unit/data holds the recordings);
-newer releases' JSON shapes (exit_code as an object, numbers as {"set", "number"}) are read
-too. Pure: no I/O.
+Formats were recorded on Debian bookworm's slurm-wlm 22.05.8 (tests/unit/data holds the recordings).
+Status is read from `squeue -O` fields and `sacct -P`, never `squeue --json` (see STATUS_FIELDS).
+Pure: no I/O.
 """
 
 from __future__ import annotations
 
-import datetime
-import json
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from infra.hpc.remote import RemoteResult
 from infra.hpc.scheduler import (
@@ -69,41 +67,16 @@ STATE_PHASES: dict[str, Phase] = {
 }
 
 
-def _number(value: Any) -> int | None:
-    """22.05 writes plain integers; 23.02+ writes {"set": bool, "infinite": bool, "number": int}."""
-    if isinstance(value, dict):
-        if not value.get("set", True) or value.get("infinite"):
-            return None
-        value = value.get("number")
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    return value
-
-
-def _epoch_text(value: Any) -> str:
-    epoch = _number(value)
-    if not epoch:
-        return ""
-    return datetime.datetime.fromtimestamp(epoch, tz=datetime.UTC).isoformat().replace("+00:00", "Z")
-
-
 def _time_text(value: str) -> str:
     """squeue's and sacct's times as written (the cluster's local time); unset ones are empty."""
     return "" if value in ("", "N/A", "Unknown", "None") else value
 
 
-def _exit_code_from_json(value: Any) -> int | None:
-    if isinstance(value, dict):  # 23.02+: {"status": [...], "return_code": {...}, "signal": {...}}
-        code = _number(value.get("return_code"))
-        signal = value.get("signal", {})
-        signal_id = _number(signal.get("id") if isinstance(signal, dict) else None)
-        if signal_id:
-            return 128 + signal_id
-        return code
-    status = _number(value)
+def _exit_code_from_status(status: int | None) -> int | None:
+    """squeue's `exit_code` field: the raw wait status (768 for `exit 3`); a signal shows in the
+    low 7 bits and reads as the shell's 128 + signal."""
     if status is None:
         return None
-    # 22.05: the raw wait status (768 for `exit 3`); a signal shows in the low 7 bits.
     if status & 0x7F:
         return 128 + (status & 0x7F)
     return status >> 8
@@ -116,6 +89,29 @@ def _exit_code_from_text(text: str) -> int | None:
         return None
     code, signal = int(match.group(1)), int(match.group(2))
     return 128 + signal if signal else code
+
+
+def squeue_field_rows(result: RemoteResult, fields: Sequence[str]) -> list[dict[str, str]]:
+    """`squeue -h -O "<field>:|,..."` output as one dict per job, keyed by `fields`.
+
+    Exit 1 with "Invalid job id specified" is no jobs (every id asked for is unknown). Another
+    failure (an older -O without one of the fields, or the controller down) raises
+    UnsupportedOutput, so the caller tries its next query; so does output with not one line
+    of this shape, which is garbage rather than "no jobs" (empty output).
+    """
+    if result.exit_code != 0:
+        if "Invalid job id specified" in result.stderr:
+            return []
+        raise UnsupportedOutput(result.stderr.strip())
+    rows = []
+    for line in result.stdout.splitlines():
+        parts = [p.strip() for p in line.split("|")]
+        if len(parts) != len(fields) + 1 or parts[-1] or not parts[0].isdigit():
+            continue
+        rows.append(dict(zip(fields, parts[:-1], strict=True)))
+    if not rows and has_text(result.stdout):
+        raise unreadable_answer("squeue", result.stdout)
+    return rows
 
 
 class SlurmScheduler(Scheduler):
@@ -235,76 +231,26 @@ class SlurmScheduler(Scheduler):
 
     def parse_squeue_fields(self, result: RemoteResult) -> dict[str, JobState]:
         """`squeue -h -O STATUS_FORMAT`: `id|state|partition|name|reason|exit|submit|start|end|`."""
-        if result.exit_code != 0:
-            if "Invalid job id specified" in result.stderr:
-                return {}  # every id asked for is unknown
-            # An older -O without one of the fields, or the controller down: the short form
-            # tries next and, if the controller is down, fails with Slurm's own message.
-            raise UnsupportedOutput(result.stderr.strip())
-        states: dict[str, JobState] = {}
-        for line in result.stdout.splitlines():
-            parts = [p.strip() for p in line.split("|")]
-            if len(parts) != len(STATUS_FIELDS) + 1 or parts[-1] or not parts[0].isdigit():
-                continue
-            job_id, native, queue, name, reason, exit_text, submit, start, end = parts[:-1]
-            phase = self.phase_of(native)
-            status = int(exit_text) if exit_text.isdigit() else None
-            states[job_id] = JobState(
-                job_id=job_id,
-                phase=phase,
-                native_state=native,
-                exit_code=_exit_code_from_json(status) if phase.finished else None,
-                queue=queue,
-                name=name,
-                submit_time=_time_text(submit),
-                start_time=_time_text(start) if native != "PENDING" else "",
-                finish_time=_time_text(end) if phase.finished else "",
-                reason="" if reason == "None" else reason,
-            )
-        if not states and has_text(result.stdout):
-            raise unreadable_answer("squeue", result.stdout)
-        return states
+        return {row["JobID"]: self.state_from_fields(row) for row in squeue_field_rows(result, STATUS_FIELDS)}
 
-    def parse_squeue_json(self, result: RemoteResult) -> dict[str, JobState]:
-        if result.exit_code != 0:
-            if "Invalid job id specified" in result.stderr:
-                return {}  # every id asked for is unknown
-            raise UnsupportedOutput(result.stderr.strip())
-        try:
-            document = json.loads(result.stdout)
-        except json.JSONDecodeError:
-            raise UnsupportedOutput("squeue --json printed no JSON (Slurm older than 21.08?)") from None
-        if not isinstance(document, dict):
-            raise unreadable_answer("squeue --json", result.stdout)
-        errors = [e.get("error") or e.get("description") for e in document.get("errors") or [] if isinstance(e, dict)]
-        if errors and not document.get("jobs"):
-            # 22.05 exits 0 with no jobs and an "errors" list when slurmctld cannot be reached:
-            # not "no such jobs". The text form then fails with slurm's own message.
-            raise UnsupportedOutput(f"squeue --json: {'; '.join(str(e) for e in errors)}")
-        # squeue --json always writes a "jobs" list (empty for none): without one it is not squeue's.
-        if not isinstance(document.get("jobs"), list):
-            raise unreadable_answer("squeue --json", result.stdout)
-        states: dict[str, JobState] = {}
-        for job in document.get("jobs", []):
-            if not isinstance(job, dict) or _number(job.get("job_id")) is None:
-                raise unreadable_answer("squeue --json", result.stdout)
-            raw_state = job.get("job_state", "")
-            native = raw_state[0] if isinstance(raw_state, list) and raw_state else str(raw_state)  # 23.02+: a list
-            job_id = str(_number(job.get("job_id")))
-            exit_code = _exit_code_from_json(job.get("exit_code")) if native not in ("PENDING", "RUNNING") else None
-            states[job_id] = JobState(
-                job_id=job_id,
-                phase=self.phase_of(native),
-                native_state=native,
-                exit_code=exit_code,
-                queue=str(job.get("partition", "")),
-                name=str(job.get("name", "")),
-                submit_time=_epoch_text(job.get("submit_time")),
-                start_time=_epoch_text(job.get("start_time")) if native != "PENDING" else "",
-                finish_time=_epoch_text(job.get("end_time")) if self.phase_of(native).finished else "",
-                reason=str(job.get("state_reason", "")),
-            )
-        return states
+    def state_from_fields(self, row: Mapping[str, str]) -> JobState:
+        """One `squeue -O` line read by `squeue_field_rows`, with at least STATUS_FIELDS."""
+        native = row["State"]
+        phase = self.phase_of(native)
+        exit_text = row["exit_code"]
+        status = int(exit_text) if exit_text.isdigit() else None
+        return JobState(
+            job_id=row["JobID"],
+            phase=phase,
+            native_state=native,
+            exit_code=_exit_code_from_status(status) if phase.finished else None,
+            queue=row["Partition"],
+            name=row["Name"],
+            submit_time=_time_text(row["SubmitTime"]),
+            start_time=_time_text(row["StartTime"]) if native != "PENDING" else "",
+            finish_time=_time_text(row["EndTime"]) if phase.finished else "",
+            reason="" if row["Reason"] == "None" else row["Reason"],
+        )
 
     def parse_squeue_text(self, result: RemoteResult) -> dict[str, JobState]:
         if result.exit_code != 0:

@@ -61,8 +61,8 @@ log = logging.getLogger(__name__)
 DEFAULT_COMMAND_TIMEOUT_S = 120.0
 SAFE_RETRIES = 2  # extra attempts for commands that are safe to repeat
 EXIT_EOF_GRACE_S = 5.0  # how long output may trail the exit status (see _read_all)
-# Far above any scheduler answer Atlas asks for (a squeue --json of thousands of jobs is a few
-# MiB; files travel over SFTP, not through commands): more is a runaway or hostile answer.
+# Far above any scheduler answer Atlas asks for (even `squeue --json` of thousands of jobs is a
+# few MiB; files travel over SFTP, not through commands): more is a runaway or hostile answer.
 MAX_OUTPUT_BYTES = 64 * 2**20
 
 

@@ -2,7 +2,7 @@
 
 One poll of an environment is two remote commands, whatever the number of jobs:
 1. the status of every step's job in one query, under TZ=UTC so times read back exactly
-   (LSF `bjobs -a -hms -o ... -json ids`, Slurm `squeue --json -t all -j ids`), parsed by the
+   (LSF `bjobs -a -hms -o ... -json ids`, Slurm `squeue -h -t all -O ... -j ids`), parsed by the
    comparison's own parsers (infra.compare.hpc_records);
 2. one script printing, in marked sections, the nodes' GPUs (Slurm `sinfo -N -O ...`;
    LSF `lsload -gpu`, `lsload -gpuload`, `bhosts -w`) and the last lines of each running

@@ -5,7 +5,7 @@ Satori over SSH with LSF and with Slurm), then `infra.compare.cli.compare` as sc
 runs it. The report's lifecycle times are checked against records the collectors never read:
 
 - Slurm (and the LSF stand-in, whose jobs are Slurm's): slurmctld's job-completion log
-  (jobcomp/filetxt), written once per job at its end; the collector reads `squeue --json`.
+  (jobcomp/filetxt), written once per job at its end; the collector reads `squeue -O`.
   Both hold whole seconds of the same clock: they must be equal.
 - Kubernetes: containerd's own record of each step's container (its CRI status checkpoint,
   nanoseconds); the collector reads the pod status the kubelet copied from it into the API
@@ -153,7 +153,7 @@ def test_report_lifecycle_times_agree_with_the_schedulers_and_the_api(
         near(step["started_at"], events["Starting"], f"lsf {step['step']} started", BHIST_TOLERANCE_S)
         near(step["finished_at"], events["Done"], f"lsf {step['step']} finished", BHIST_TOLERANCE_S)
     # Slurm, and the LSF stand-in's jobs (Slurm jobs under LSF's commands): the job-completion
-    # log (the collector read squeue --json). Its times are in slurmctld's local zone: the
+    # log (the collector read squeue -O). Its times are in slurmctld's local zone: the
     # daemon's own TZ, else the machine's.
     slurm = satori.status(satori_env)
     environ = Path(f"/proc/{slurm['daemons']['slurmctld']['pid']}/environ").read_bytes()

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from infra.compare.hpc_records import SQUEUE_QUERY
 from infra.hpc import ssh
 from infra.localenv import kube, kwok, satori
 from infra.localenv.layout import Layout
@@ -411,13 +412,13 @@ def test_polling_keeps_to_the_interval_under_a_200_job_run(login: tuple[dict[str
         elapsed = time.monotonic() - started
         server.shutdown()
 
-        status = [t for t, c in sent if c.startswith("squeue --json")]
+        status = [t for t, c in sent if c.startswith(SQUEUE_QUERY)]
         polls = int(elapsed // interval) + 1
         assert 2 <= len(status) <= polls, (len(status), elapsed)
         assert len(sent) == 2 * len(status)  # one status query and one node/queue script per poll
         assert all(b - a >= interval for a, b in itertools.pairwise(status))
         # Each status query names every job: one batch, not one query per job.
-        assert all(set(c.split(" -j ")[1].split(",")) == set(ids) for _, c in sent if c.startswith("squeue --json"))
+        assert all(set(c.split(" -j ")[1].split(",")) == set(ids) for _, c in sent if c.startswith(SQUEUE_QUERY))
         last = snapshots[-1].environments[0]
         assert len(last.steps) == 200 and {s.native_state for s in last.steps} == {"PENDING"}
         assert {s.reason for s in last.steps} == {"JobHeldUser"}

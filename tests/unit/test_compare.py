@@ -2,8 +2,9 @@
 
 The recorded inputs in tests/unit/data/compare/ come from one `pulumi up -s local` (probe workload)
 against the local environment: the Kubernetes API's Jobs, pods, events and nodes; LSF's
-`bjobs -a -hms -o ... -json` and `bhist -l`; Slurm's `squeue --json` and `sacct -c`; the
-sampler's JSONL and the training logs of the LSF side.
+`bjobs -a -hms -o ... -json` and `bhist -l`; the sampler's JSONL and the training logs of the LSF
+side. The Slurm side's (its steps in stack_outputs.json, `squeue -O` and `sacct -c`) come from a
+later `scripts/demo` (2026-12-04), when the collector stopped asking `squeue --json`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pytest
 from infra.compare import cli, cost_files, costs, metrics, render, report_model, stack_files, telemetry
 from infra.compare.charts import all_charts
 from infra.compare.hpc_collector import collect_hpc
-from infra.compare.hpc_records import LSF_FIELDS, lsf_steps, slurm_steps
+from infra.compare.hpc_records import LSF_FIELDS, SQUEUE_QUERY, lsf_steps, slurm_steps
 from infra.compare.kube_collector import collect_kubernetes
 from infra.compare.kube_records import records_from_api
 from infra.compare.records import (
@@ -51,6 +52,10 @@ def utc(text: str) -> float:
 
 def result(name: str, code: int = 0, stderr: str = "") -> RemoteResult:
     return RemoteResult("recorded", code, (REC / name).read_text(), stderr)
+
+
+def raw(stdout: str) -> RemoteResult:
+    return RemoteResult("recorded", 0, stdout, "")
 
 
 # --- timestamps ---------------------------------------------------------------------------------
@@ -223,10 +228,10 @@ def test_slurm_asks_sacct_only_for_jobs_squeue_forgot(tmp_path: Path) -> None:
 
     def runner(command: str) -> RemoteResult:
         commands.append(command)
-        return result("squeue.json")
+        return result("squeue_fields.txt")
 
     collect_hpc("satori-slurm", ENVS["satori-slurm"], runner, LocalFiles(tmp_path), tmp_path / "raw")
-    assert [c.split()[0] for c in commands] == ["squeue"]  # squeue knows all three
+    assert commands == [f"{SQUEUE_QUERY} 1,2,3"]  # squeue knows all three
 
     def forgetful(command: str) -> RemoteResult:
         commands.append(command)
@@ -237,7 +242,7 @@ def test_slurm_asks_sacct_only_for_jobs_squeue_forgot(tmp_path: Path) -> None:
     commands.clear()
     records = collect_hpc("satori-slurm", ENVS["satori-slurm"], forgetful, LocalFiles(tmp_path), tmp_path / "raw")
     assert [c.split()[:3] for c in commands] == [
-        ["squeue", "--json", "-t"],
+        ["TZ=UTC", "squeue", "-h"],
         ["TZ=UTC", "sacct", "-n"],
         ["TZ=UTC", "sacct", "-c"],  # no slurmdbd: the jobcomp file
     ]
@@ -250,16 +255,52 @@ def test_an_hpc_side_with_a_scheduler_atlas_does_not_drive_is_an_error(tmp_path:
         collect_hpc("satori", outputs, lambda _command: result("bjobs.json"), LocalFiles(tmp_path), tmp_path / "raw")
 
 
-def test_slurm_squeue_json_epochs_and_sacct_fallback_agree() -> None:
-    from_squeue = {s.step: s for s in slurm_steps(ENVS["satori-slurm"], result("squeue.json"), None, {})}
+def test_slurm_squeue_fields_and_sacct_fallback_agree() -> None:
+    from_squeue = {s.step: s for s in slurm_steps(ENVS["satori-slurm"], result("squeue_fields.txt"), None, {})}
     train = from_squeue["train"]
-    assert (train.job, train.state, train.exit_code) == ("17", "COMPLETED", 0)
-    assert (train.requested_at, train.started_at, train.finished_at) == (1796227008.0, 1796227009.0, 1796227020.0)
+    assert (train.job, train.state, train.exit_code, train.node) == ("3", "COMPLETED", 0, "vm")
+    assert (train.requested_at, train.started_at, train.finished_at) == (
+        utc("2026-12-04T12:01:16Z"), utc("2026-12-04T12:01:22Z"), utc("2026-12-04T12:01:32Z"),
+    )  # fmt: skip
     gone = RemoteResult("squeue", 1, "", "slurm_load_jobs error: Invalid job id specified")
     from_sacct = {s.step: s for s in slurm_steps(ENVS["satori-slurm"], gone, result("sacct_c.txt"), {})}
     assert from_sacct["train"].started_at == train.started_at
     assert from_sacct["train"].finished_at == train.finished_at
     assert "sacct" in from_sacct["train"].source
+
+
+def test_slurm_gpus_asked_for_come_from_the_request_and_given_only_where_gpus_are_accounted() -> None:
+    steps = {s.step: s for s in slurm_steps(ENVS["satori-slurm"], result("squeue_fields.txt"), None, {})}
+    # `--gres=gpu:1` (tres-per-node) on one node; the other steps asked for none.
+    assert {name: s.gpus_requested for name, s in steps.items()} == {"make-hdf5": 0, "inception-moments": 0, "train": 1}
+    # The local Slurm has no slurmdbd, so no gres/gpu TRES: what was given is not recorded.
+    assert {s.gpus_allocated for s in steps.values()} == {None}
+    # A site with AccountingStorageTRES=gres/gpu: the allocation's TRES names the GPUs.
+    recorded = result("squeue_fields.txt").stdout
+    accounted = recorded.replace("billing=1|N/A|gres:gpu:1", "billing=1,gres/gpu=1|N/A|gres:gpu:1")
+    assert accounted != recorded
+    given = {s.step: s.gpus_allocated for s in slurm_steps(ENVS["satori-slurm"], raw(accounted), None, {})}
+    assert given == {"make-hdf5": None, "inception-moments": None, "train": 1}
+
+
+@pytest.mark.parametrize(
+    ("per_job", "per_node", "per_task", "nodes", "asked"),
+    [
+        ("N/A", "gres:gpu:2", "N/A", "2", 4),  # --gres=gpu:2 -N 2
+        ("N/A", "gres:gpu:v100:1", "N/A", "1", 1),  # a typed gres (22.05)
+        ("N/A", "gres/gpu:4", "N/A", "1", 4),  # 23.02+ spelling
+        ("gres:gpu:3", "N/A", "N/A", "2", 3),  # --gpus=3: per job, however many nodes
+        ("N/A", "N/A", "gres:gpu:1", "1", None),  # per task: depends on the task layout
+        ("N/A", "N/A", "N/A", "1", 0),
+    ],
+)
+def test_slurm_gpus_asked_for_in_each_form_of_request(
+    per_job: str, per_node: str, per_task: str, nodes: str, asked: int | None
+) -> None:
+    times = "2026-12-04T12:01:16|2026-12-04T12:01:16|2026-12-04T12:01:18"
+    line = f"9|COMPLETED|normal|x|None|0|{times}|cpu=1|{per_job}|{per_node}|{per_task}|N/A|{nodes}|vm|\n"
+    outputs = {"host": "h", "steps": [{"name": "s", "job_id": "9"}]}
+    assert slurm_steps(outputs, raw(line), None, {})[0].gpus_requested == asked
 
 
 def mirror_run_dir(home: Path, run_dir: str) -> None:

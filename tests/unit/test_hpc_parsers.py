@@ -198,76 +198,9 @@ def test_bhist_long_accounting() -> None:
     ]
 
 
-SQUEUE_JSON = json.dumps(
-    {
-        "meta": {"Slurm": {"release": "22.05.8"}},
-        "errors": [],
-        "jobs": [
-            {
-                "job_id": 1,
-                "job_state": "FAILED",
-                "partition": "normal",
-                "name": "wrap",
-                "exit_code": 768,
-                "submit_time": 1796223395,
-                "start_time": 1796223397,
-                "end_time": 1796223397,
-                "state_reason": "NonZeroExitCode",
-            },
-            {
-                "job_id": 2,
-                "job_state": "RUNNING",
-                "partition": "normal",
-                "name": "wrap",
-                "exit_code": 0,
-                "submit_time": 1796223395,
-                "start_time": 1796223397,
-                "end_time": 1827759397,
-                "state_reason": "None",
-            },
-            {
-                "job_id": 3,
-                "job_state": "CANCELLED",
-                "partition": "debug",
-                "name": "x",
-                "exit_code": 15,
-                "submit_time": 1796223395,
-                "start_time": 1796223397,
-                "end_time": 1796223399,
-                "state_reason": "None",
-            },
-            # 23.02+ shapes: state lists, numbers as objects, exit_code as an object.
-            {
-                "job_id": {"set": True, "number": 4},
-                "job_state": ["COMPLETED"],
-                "partition": "normal",
-                "name": "n",
-                "exit_code": {"status": ["SUCCESS"], "return_code": {"set": True, "number": 0}},
-                "submit_time": {"set": True, "number": 1796223395},
-                "start_time": {"set": True, "number": 1796223397},
-                "end_time": {"set": True, "number": 1796223398},
-                "state_reason": "None",
-            },
-        ],
-    }
-)
-
-
-def test_squeue_json_exit_codes_are_decoded_from_wait_status() -> None:
-    states = SLURM.parse_squeue_json(res(SQUEUE_JSON))
-    assert (states["1"].phase, states["1"].exit_code, states["1"].finish_time) == (
-        Phase.FAILED,
-        3,
-        "2026-12-02T14:56:37Z",
-    )
-    assert (states["2"].phase, states["2"].exit_code, states["2"].finish_time) == (Phase.RUNNING, None, "")
-    assert (states["3"].phase, states["3"].exit_code, states["3"].queue) == (Phase.CANCELLED, 143, "debug")
-    assert (states["4"].phase, states["4"].exit_code) == (Phase.SUCCEEDED, 0)
-
-
 def test_squeue_with_only_unknown_ids() -> None:
     err = "slurm_load_jobs error: Invalid job id specified\n"
-    assert SLURM.parse_squeue_json(res(stderr=err, rc=1)) == {}
+    assert SLURM.parse_squeue_fields(res(stderr=err, rc=1)) == {}
     assert SLURM.parse_squeue_text(res(stderr=err, rc=1)) == {}
 
 
@@ -466,13 +399,12 @@ GARBAGE = [
     "parse",
     [
         SLURM.parse_squeue_fields,
-        SLURM.parse_squeue_json,
         SLURM.parse_squeue_text,
         SLURM.parse_sacct,
         LSF.parse_bjobs_json,
         LSF.parse_bjobs_text,
     ],
-    ids=["squeue-fields", "squeue-json", "squeue-text", "sacct", "bjobs-json", "bjobs-text"],
+    ids=["squeue-fields", "squeue-text", "sacct", "bjobs-json", "bjobs-text"],
 )
 def test_garbage_is_unreadable_not_an_empty_answer(parse, stdout: str) -> None:
     with pytest.raises(UnsupportedOutput) as caught:

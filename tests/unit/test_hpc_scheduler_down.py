@@ -3,8 +3,6 @@ scheduler that does not know the jobs, and one login node may serve two schedule
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from infra.hpc import polling
@@ -14,11 +12,6 @@ from infra.hpc.remote import RemoteResult
 from infra.hpc.scheduler import SchedulerError, UnsupportedOutput
 from infra.hpc.slurm import SlurmScheduler
 
-# What Slurm 22.05.8's `squeue --json` prints, exit 0, when slurmctld is down (recorded locally).
-SQUEUE_JSON_CONTROLLER_DOWN = json.dumps(
-    {"errors": [{"description": "Failed while looking for jobs", "error_number": -1,
-                 "error": "Unspecified error", "source": "slurm_load_jobs"}], "jobs": []}
-)
 CONNECT_FAILURE = "slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n"
 
 
@@ -69,10 +62,3 @@ def test_bjobs_text_exit_255_reads_as_unknown_only_when_every_complaint_is_not_f
     down = RemoteResult("bjobs", 255, "", "Cannot connect to LSF. Please wait ...\n")
     with pytest.raises(UnsupportedOutput):
         lsf.parse_bjobs_text(down)
-
-
-def test_squeue_json_with_the_controller_down_is_no_answer_not_no_jobs() -> None:
-    # scripts/compare still reads squeue --json (for TRES and nodes): there, too, "no jobs" with an
-    # errors list is the controller down.
-    with pytest.raises(UnsupportedOutput, match="squeue --json: Unspecified error"):
-        SlurmScheduler().parse_squeue_json(RemoteResult("squeue --json", 0, SQUEUE_JSON_CONTROLLER_DOWN, ""))

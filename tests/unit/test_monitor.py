@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from infra.compare.hpc_records import SQUEUE_QUERY
 from infra.compare.timeparse import rfc3339
 from infra.hpc.remote import RemoteResult
 from infra.monitor import hpc_reads
@@ -182,12 +183,12 @@ def slurm_outputs(count: int) -> dict[str, Any]:
 
 
 def fake_slurm_runner(commands: list[str]) -> Any:
-    squeue = json.loads((REC / "squeue.json").read_text())
+    squeue = (REC / "squeue_fields.txt").read_text()
 
     def run(command: str) -> RemoteResult:
         commands.append(command)
-        if command.startswith("squeue --json"):
-            return RemoteResult(command, 0, json.dumps(squeue), "")
+        if command.startswith(SQUEUE_QUERY):
+            return RemoteResult(command, 0, squeue, "")
         return RemoteResult(command, 0, "", "")
 
     return run
@@ -201,7 +202,7 @@ def test_an_hpc_source_asks_twice_per_interval_whatever_the_number_of_jobs_and_r
         source.poll()
     assert source.calls == 2 and source.polls == 1
     status = commands[0]
-    assert status.startswith("squeue --json -t all -j ") and status.count(",") == 199  # one batched query
+    assert status.startswith(SQUEUE_QUERY + " ") and status.split()[-1].count(",") == 199  # one batched query
     clock.now += 29.9
     source.poll()
     assert source.calls == 2
