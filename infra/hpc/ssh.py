@@ -15,7 +15,9 @@ Rules kept here, each from a failure seen in other tools (Pulumi's command provi
   marker the command prints first, so it can never be read as a job id or a state;
 - a command's output is capped (MAX_OUTPUT_BYTES): a runaway answer is an error, not memory;
 - stdout and stderr are read fully before the exit status;
-- a command is retried after a dropped connection only when the caller says it is safe.
+- a command is retried after a dropped connection only when the caller says it is safe;
+- at most MAX_COMMAND_SESSIONS commands run at once on a connection, fewer once sshd refuses a
+  session (its MaxSessions): a refused session waits for a slot, it is not a lost connection.
 """
 
 from __future__ import annotations
@@ -64,6 +66,11 @@ EXIT_EOF_GRACE_S = 5.0  # how long output may trail the exit status (see _read_a
 # Far above any scheduler answer Atlas asks for (even `squeue --json` of thousands of jobs is a
 # few MiB; files travel over SFTP, not through commands): more is a runaway or hostile answer.
 MAX_OUTPUT_BYTES = 64 * 2**20
+# Commands running at once on one connection. OpenSSH's sshd refuses a connection's session past
+# MaxSessions (10 unless the site lowers it, and then Atlas comes down to it), and the SFTP
+# subsystem holds one: 8 leaves room for it and for a closed session sshd has not yet counted
+# off. Past the limit, a command waits for a slot.
+MAX_COMMAND_SESSIONS = 8
 
 
 class SshError(Exception):
@@ -120,6 +127,9 @@ class RemoteCommandError(SshError):
 
 # Connections opened per (host, port, user) in this process: the bench and tests read it.
 CONNECTIONS_OPENED: Counter[tuple[str, int, str]] = Counter()
+# Why each open connection was closed, per (host, port, user) and reason: a test that counts
+# logins says which reconnect it did not expect.
+CONNECTIONS_DROPPED: Counter[tuple[tuple[str, int, str], str]] = Counter()
 
 
 def _reject_with_source(source: str) -> paramiko.MissingHostKeyPolicy:
@@ -197,6 +207,11 @@ class PooledConnection:
         # paramiko's SFTPClient is not safe for concurrent requests, and the engine runs
         # several resources' operations at once in one provider process: one at a time.
         self.sftp_lock = threading.Lock()
+        # Commands' sessions open now, and how many may be: MAX_COMMAND_SESSIONS, or fewer once
+        # sshd has refused one (the site's MaxSessions, found by meeting it).
+        self.sessions = threading.Condition()
+        self.open_sessions = 0
+        self.session_limit = MAX_COMMAND_SESSIONS
         self._client: paramiko.SSHClient | None = None
         self._sftp: paramiko.SFTPClient | None = None
 
@@ -259,7 +274,7 @@ class PooledConnection:
             client = self._client
             transport = client.get_transport() if client is not None else None
             if client is None or transport is None or not transport.is_active():
-                self._drop_locked()
+                self._drop_locked("the transport was no longer active")
                 client = self._connect()
                 self._client = client
             return client
@@ -270,6 +285,19 @@ class PooledConnection:
             raise SshConnectError(f"no transport to {self.endpoint.address}")
         return transport
 
+    def open_session(self) -> paramiko.Channel:
+        """A session channel, one open at a time: paramiko keeps a failed open's reason in one
+        slot per transport, so two opens refused at once can swap it or lose it (the loser sees
+        a bare "Unable to open channel.", as if the connection had failed)."""
+        with self._lock:
+            return self.transport().open_session(timeout=self.endpoint.connect_timeout_s)
+
+    def is_active(self) -> bool:
+        """Whether the connection is up, without reconnecting."""
+        with self._lock:
+            transport = self._client.get_transport() if self._client is not None else None
+            return transport is not None and transport.is_active()
+
     def sftp(self) -> paramiko.SFTPClient:
         with self._lock:
             client = self.client()
@@ -278,7 +306,9 @@ class PooledConnection:
                 self._sftp = client.open_sftp()
             return self._sftp
 
-    def _drop_locked(self) -> None:
+    def _drop_locked(self, why: str) -> None:
+        if self._client is not None:
+            CONNECTIONS_DROPPED[self.endpoint.pool_key, why] += 1
         if self._sftp is not None:
             self._sftp.close()
         if self._client is not None:
@@ -286,10 +316,10 @@ class PooledConnection:
         self._sftp = None
         self._client = None
 
-    def drop(self) -> None:
+    def drop(self, why: str) -> None:
         """Close the connection; the next use reconnects."""
         with self._lock:
-            self._drop_locked()
+            self._drop_locked(why)
 
 
 _POOL: dict[tuple[str, int, str], PooledConnection] = {}
@@ -302,7 +332,7 @@ def connection(endpoint: SshEndpoint) -> PooledConnection:
         pooled = _POOL.get(endpoint.pool_key)
         if pooled is not None and pooled.endpoint.identity() != endpoint.identity():
             # Same host and user, new key or known_hosts: never reuse a login made with the old ones.
-            pooled.drop()
+            pooled.drop("a new key or known_hosts for the same login")
             pooled = None
         if pooled is None:
             pooled = PooledConnection(endpoint)
@@ -313,7 +343,7 @@ def connection(endpoint: SshEndpoint) -> PooledConnection:
 def close_all() -> None:
     with _POOL_LOCK:
         for pooled in _POOL.values():
-            pooled.drop()
+            pooled.drop("close_all")
         _POOL.clear()
 
 
@@ -399,15 +429,71 @@ def _read_all(channel: paramiko.Channel, command: str, deadline: float, host: st
             _wait_readable(channel, 0.05)
 
 
+def _take_slot(conn: PooledConnection) -> None:
+    with conn.sessions:
+        while conn.open_sessions >= conn.session_limit:
+            conn.sessions.wait()
+        conn.open_sessions += 1
+
+
+def _give_slot(conn: PooledConnection) -> None:
+    with conn.sessions:
+        conn.open_sessions -= 1
+        conn.sessions.notify_all()
+
+
+def _open_session(conn: PooledConnection) -> paramiko.Channel:
+    """A session channel for a command that holds a slot; nothing has been sent yet, so any
+    command may be tried again. sshd refusing one more session is not a lost connection
+    (dropping it would cut every other command on it): it is the site's MaxSessions, below
+    MAX_COMMAND_SESSIONS. The limit comes down to the sessions of ours sshd had open, and this
+    command waits for a slot under it."""
+    timeout = conn.endpoint.connect_timeout_s
+    deadline = time.monotonic() + timeout
+    pause = 0.05
+    while True:
+        try:
+            return conn.open_session()
+        except paramiko.ChannelException as refused:
+            if not conn.is_active():
+                why = f"the connection closed while a session was refused ({refused})"
+                break
+            with conn.sessions:
+                others = conn.open_sessions - 1
+                if others > 0:
+                    conn.session_limit = min(conn.session_limit, others)
+            if others > 0:
+                _give_slot(conn)
+                _take_slot(conn)
+                continue
+            # Refused with no other command of ours open: sshd has not yet counted off a session
+            # we closed, or it allows none beside the SFTP one.
+            if time.monotonic() + pause > deadline:
+                raise SshConnectError(
+                    f"{conn.endpoint.address} refused every new session on an open connection for {timeout:.0f} s "
+                    f"({refused}) with no other command running: its sshd allows too few sessions per "
+                    "connection (MaxSessions): ask the site's admins for at least 2"
+                ) from None
+            time.sleep(pause)  # nothing of ours to wait for: sshd's own bookkeeping
+            pause = min(pause * 2, 1.0)
+        except (paramiko.SSHException, OSError, EOFError) as error:
+            why = f"opening a session failed: {error or type(error).__name__}"
+            break
+    conn.drop(why)
+    return conn.open_session()
+
+
 def _run_once(conn: PooledConnection, command: str, stdin: bytes | None, timeout: float) -> RemoteResult:
-    host = conn.endpoint.address
-    transport = conn.transport()
+    _take_slot(conn)
     try:
-        channel = transport.open_session(timeout=conn.endpoint.connect_timeout_s)
-    except (paramiko.SSHException, OSError, EOFError):
-        # Nothing was sent yet: reconnecting and trying again is safe for any command.
-        conn.drop()
-        channel = conn.transport().open_session(timeout=conn.endpoint.connect_timeout_s)
+        return _run_in_session(conn, command, stdin, timeout)
+    finally:
+        _give_slot(conn)
+
+
+def _run_in_session(conn: PooledConnection, command: str, stdin: bytes | None, timeout: float) -> RemoteResult:
+    host = conn.endpoint.address
+    channel = _open_session(conn)
     marker = new_marker()
     try:
         channel.exec_command(login_shell_command(command, marker))
@@ -416,14 +502,14 @@ def _run_once(conn: PooledConnection, command: str, stdin: bytes | None, timeout
         channel.shutdown_write()
         out, err, code = _read_all(channel, command, time.monotonic() + timeout, host)
     except (paramiko.SSHException, OSError, EOFError) as error:
-        conn.drop()
+        conn.drop(f"`{command}` failed: {error or type(error).__name__}")
         raise ConnectionLostError(
             f"the SSH connection to {host} failed while `{command}` ran ({error or type(error).__name__}); "
             "it may or may not have run",
             command,
         ) from None
     except ConnectionLostError:
-        conn.drop()
+        conn.drop(f"the connection dropped while `{command}` ran")
         raise
     finally:
         channel.close()
@@ -509,7 +595,7 @@ def upload_bytes(conn: PooledConnection, content: bytes, remote_path: str, mode:
                 sftp.posix_rename(partial, remote_path)
             break
         except (paramiko.SSHException, EOFError, TimeoutError, ConnectionError) as error:
-            conn.drop()
+            conn.drop(f"SFTP upload of {remote_path} failed: {error or type(error).__name__}")
             if attempt >= SAFE_RETRIES:
                 raise ConnectionLostError(
                     f"upload of {remote_path} to {conn.endpoint.address} failed: {error}", "sftp put"

@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from infra.hpc.scheduler import NO_SITE_DIRECTIVES, JobSpec, SchedulerError, Sit
 from infra.localenv import satori
 from infra.localenv.layout import Layout, Ports
 from infra.localenv.procs import port_open
+from infra.localenv.satori_config import SatoriPaths
 from tests.support import wait_until
 
 pytestmark = [
@@ -495,8 +497,57 @@ def test_a_scheduler_answering_garbage_or_too_much_stops_atlas_without_a_wrong_s
     assert lookup_by_name(scheduler_for(scheduler), runner, unsubmitted["job_name"]) == []
 
 
+def run_at_once(conn: ssh.PooledConnection, count: int) -> list[ssh.RemoteResult]:
+    """`count` commands on one pooled connection at the same time, each holding its session
+    open for half a second, as the engine's parallel resource operations do."""
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        return list(pool.map(lambda i: ssh.run_remote(conn, f"sleep 0.5; echo {i}"), range(count)))
+
+
+def test_more_commands_at_once_than_sshd_allows_sessions_share_one_login(conn: ssh.PooledConnection) -> None:
+    """This sshd keeps OpenSSH's default MaxSessions (10): an eleventh session on one connection
+    is refused. Atlas keeps to MAX_COMMAND_SESSIONS at once instead of losing the connection under
+    every command running on it."""
+    opened = sum(ssh.CONNECTIONS_OPENED.values())
+    results = run_at_once(conn, 30)
+    assert [r.stdout for r in results] == [f"{i}\n" for i in range(30)]
+    assert sum(ssh.CONNECTIONS_OPENED.values()) == opened, ssh.CONNECTIONS_DROPPED
+
+
+@pytest.fixture
+def strict_login(layout: Layout, target: dict[str, Any]) -> Iterator[ssh.PooledConnection]:
+    """The same login node behind a second sshd that allows 2 sessions a connection, as a site
+    may set MaxSessions; same host key, users and Slurm."""
+    paths = SatoriPaths(layout.satori_dir)
+    port = PORT_BASE + 23
+    config = paths.root / "sshd_config.strict"
+    text = paths.sshd_config.read_text()
+    text = text.replace(f"Port {layout.ports.sshd}\n", f"Port {port}\n").replace("sshd.pid", "sshd-strict.pid")
+    config.write_text(text + "\nMaxSessions 2\n")
+    daemon = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(config)], stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: port_open(port), f"the strict sshd on {port}", 10)
+        known = target["ssh"]["known_hosts"].replace(f"[127.0.0.1]:{layout.ports.sshd}", f"[127.0.0.1]:{port}")
+        strict = {**target, "ssh": {**target["ssh"], "port": port, "known_hosts": known}}
+        yield ssh.connection(providers.endpoint_from(strict))
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=10)
+        config.unlink()
+
+
+def test_a_site_allowing_fewer_sessions_than_atlas_runs_at_once_is_waited_on(
+    strict_login: ssh.PooledConnection,
+) -> None:
+    """A refused session is not a lost connection: the command waits for one of its neighbours to
+    end, on the same login, and nothing running is cut."""
+    results = run_at_once(strict_login, 6)
+    assert [r.stdout for r in results] == [f"{i}\n" for i in range(6)]
+    assert ssh.CONNECTIONS_OPENED[strict_login.endpoint.pool_key] == 1, ssh.CONNECTIONS_DROPPED
+
+
 def test_one_connection_per_host_for_everything() -> None:
     """Every test above went through the pool: one login (plus the simulated drops' reconnects)."""
     opened = [count for key, count in ssh.CONNECTIONS_OPENED.items() if key[1] == PORT_BASE + 22]
-    assert opened and opened[0] <= 1 + len(SCHEDULERS), ssh.CONNECTIONS_OPENED
+    assert opened and opened[0] <= 1 + len(SCHEDULERS), (ssh.CONNECTIONS_OPENED, ssh.CONNECTIONS_DROPPED)
     polling.reset_boards()
