@@ -14,6 +14,9 @@ Rules kept here, each from a failure seen in other tools (Pulumi's command provi
   what the profile prints (a site's banner, quota notices, module chatter) is cut off at a
   marker the command prints first, so it can never be read as a job id or a state;
 - a command's output is capped (MAX_OUTPUT_BYTES): a runaway answer is an error, not memory;
+- a command abandoned while output still streams (the cap, a deadline) closes its channel only:
+  the reader waits on an event, not paramiko's OS pipe, which close() shut under the transport
+  thread and ended the whole login;
 - stdout and stderr are read fully before the exit status;
 - a command is retried after a dropped connection only when the caller says it is safe;
 - at most MAX_COMMAND_SESSIONS commands run at once on a connection, fewer once sshd refuses a
@@ -26,7 +29,6 @@ import hashlib
 import io
 import logging
 import secrets
-import select
 import shlex
 import socket
 import threading
@@ -274,7 +276,8 @@ class PooledConnection:
             client = self._client
             transport = client.get_transport() if client is not None else None
             if client is None or transport is None or not transport.is_active():
-                self._drop_locked("the transport was no longer active")
+                ended = transport.get_exception() if transport is not None else None
+                self._drop_locked(f"the transport was no longer active ({ended!r})")
                 client = self._connect()
                 self._client = client
             return client
@@ -368,18 +371,37 @@ def after_marker(output: bytes, marker: str) -> bytes:
     return tail if found else output
 
 
-def _wait_readable(channel: paramiko.Channel, timeout: float) -> None:
-    """Return the moment output or the EOF arrives (paramiko signals the channel's pipe for stdout
-    and stderr alike), or after `timeout`, to look at the exit status, the connection and the
-    deadline: no sleep adds its latency to every command."""
-    select.select([channel], [], [], timeout)
+class _OutputArrived(threading.Event):
+    """Set the moment output or the EOF arrives on either of a channel's buffers, with no file
+    descriptor. paramiko's own wake-up (`channel.fileno()`, for select) is an OS pipe that
+    `Channel.close()` shuts while the transport thread may still be writing to it: a command
+    abandoned mid-output (too much of it, a deadline) then ended the whole login with EBADF on
+    the transport, cutting every other command on it (paramiko issues 692 and 2271, unfixed).
+
+    The buffers call set() on output and clear() when read empty; one buffer read empty says
+    nothing of the other, so only the reader clears, with arm(), before it looks at both. The
+    reader's wait() also returns after its timeout, to look at the exit status, the connection
+    and the deadline: no sleep adds its latency to every command."""
+
+    def __init__(self, channel: paramiko.Channel) -> None:
+        super().__init__()
+        channel.in_buffer.set_event(self)
+        channel.in_stderr_buffer.set_event(self)
+
+    def clear(self) -> None:
+        pass
+
+    def arm(self) -> None:
+        super().clear()
 
 
 def _read_all(channel: paramiko.Channel, command: str, deadline: float, host: str) -> tuple[bytes, bytes, int]:
     stdout, stderr = bytearray(), bytearray()
     exited_at: float | None = None
     pause = 0.001
+    arrived = _OutputArrived(channel)
     while True:
+        arrived.arm()
         progressed = False
         if channel.recv_ready():
             stdout += channel.recv(65536)
@@ -426,7 +448,7 @@ def _read_all(channel: paramiko.Channel, command: str, deadline: float, host: st
             time.sleep(pause)
             pause = min(pause * 2, 0.02)
         else:
-            _wait_readable(channel, 0.05)
+            arrived.wait(0.05)
 
 
 def _take_slot(conn: PooledConnection) -> None:

@@ -497,6 +497,23 @@ def test_a_scheduler_answering_garbage_or_too_much_stops_atlas_without_a_wrong_s
     assert lookup_by_name(scheduler_for(scheduler), runner, unsubmitted["job_name"]) == []
 
 
+def test_commands_abandoned_while_output_streams_leave_the_login_up(
+    conn: ssh.PooledConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Atlas closes a channel the server is still writing to (too much output, a deadline): paramiko
+    goes on feeding that channel from its transport thread. Waking the reader through an OS pipe
+    that close() shuts under the feeder killed the whole login at random (EBADF on the transport,
+    in two CI runs of five); every command on it was cut. Fails within 200 tries without the fix."""
+    monkeypatch.setattr(ssh, "MAX_OUTPUT_BYTES", 2**16)
+    opened = sum(ssh.CONNECTIONS_OPENED.values())
+    for _ in range(200):
+        # Line by line, as a scheduler writes: the reader keeps up, so each packet wakes it.
+        with pytest.raises(ssh.RemoteOutputTooLargeError):
+            ssh.run_remote(conn, "while :; do echo atlas-abandoned-output; done")
+    assert ssh.run_remote(conn, "echo still here").stdout == "still here\n"
+    assert sum(ssh.CONNECTIONS_OPENED.values()) == opened, ssh.CONNECTIONS_DROPPED
+
+
 def run_at_once(conn: ssh.PooledConnection, count: int) -> list[ssh.RemoteResult]:
     """`count` commands on one pooled connection at the same time, each holding its session
     open for half a second, as the engine's parallel resource operations do."""

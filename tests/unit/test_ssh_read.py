@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 import subprocess
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import pytest
+from paramiko.buffered_pipe import BufferedPipe
 
 from infra.hpc import ssh
 
@@ -82,8 +84,8 @@ class ScriptedChannel:
         self.closed_by_us = True
 
     def wait_readable(self, timeout: float) -> None:
-        """As select() on a paramiko channel: wakes at the next output chunk or the EOF (not at the
-        exit status, which does not signal the channel's pipe), or after `timeout`."""
+        """As paramiko's buffers wake ssh._OutputArrived: at the next output chunk or the EOF (not
+        at the exit status, which no buffer signals), or after `timeout`."""
         events = [t for t, _ in self.stdout + self.stderr] + ([self.eof_at] if self.eof_at is not None else [])
         upcoming = [t for t in events if t > self.clock.now]
         self.clock.now = min([self.clock.now + timeout, *upcoming])
@@ -93,8 +95,21 @@ class ScriptedChannel:
 def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     fake = FakeClock()
     monkeypatch.setattr(ssh, "time", fake)
-    monkeypatch.setattr(ssh, "_wait_readable", lambda channel, timeout: channel.wait_readable(timeout))
+    monkeypatch.setattr(ssh, "_OutputArrived", ScriptedArrival)
     return fake
+
+
+class ScriptedArrival:
+    """ssh._OutputArrived on a scripted channel's fake clock."""
+
+    def __init__(self, channel: ScriptedChannel) -> None:
+        self.channel = channel
+
+    def arm(self) -> None:
+        pass
+
+    def wait(self, timeout: float) -> None:
+        self.channel.wait_readable(timeout)
 
 
 LINES = [f"{i:064x}  /home/atlas/run/file{i}.py\n".encode() for i in range(17)]
@@ -199,3 +214,19 @@ def test_a_profile_that_fails_before_the_command_is_shown_whole(tmp_path) -> Non
 
 def test_the_marker_differs_every_time() -> None:
     assert len({ssh.new_marker() for _ in range(100)}) == 100
+
+
+def test_output_on_either_buffer_wakes_the_reader_until_it_rearms() -> None:
+    """paramiko's buffers clear their event when read empty; stdout read empty must not hide
+    stderr's waiting output (a lost wake-up costs a command 50 ms)."""
+    channel = SimpleNamespace(in_buffer=BufferedPipe(), in_stderr_buffer=BufferedPipe())
+    arrived = ssh._OutputArrived(channel)  # type: ignore[arg-type]
+    assert not arrived.is_set()
+    channel.in_stderr_buffer.feed(b"warning\n")
+    channel.in_buffer.feed(b"x")
+    assert channel.in_buffer.read(1) == b"x"  # stdout now empty: paramiko clears its event
+    assert arrived.is_set()
+    arrived.arm()
+    assert not arrived.is_set()
+    channel.in_buffer.close()  # the EOF
+    assert arrived.is_set()
