@@ -8,4 +8,5 @@ Pulumi plugin processes it runs from the stack's virtual environment.
 - `language_host.py`: Pulumi's Python language runtime, launched from the stack's virtual environment.
 - `program_exec.py`: runs Pulumi's program executor and leaves without the interpreter's teardown.
 - `dynamic_host.py`: Pulumi's dynamic-provider host, with a worker thread for every wait.
+- `plugin_signals.py`: both plugin hosts stop on the engine's SIGINT, even where it was ignored at launch.
 """

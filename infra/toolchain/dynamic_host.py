@@ -21,6 +21,8 @@ import runpy
 from concurrent import futures
 from typing import Any
 
+from infra.toolchain.plugin_signals import interrupt_on_sigint
+
 WORKERS = 64
 
 
@@ -32,6 +34,7 @@ class WidePool(futures.ThreadPoolExecutor):
 
 
 def main() -> None:
+    interrupt_on_sigint()  # the engine stops this plugin with SIGINT; the module stops on KeyboardInterrupt
     futures.ThreadPoolExecutor = WidePool  # type: ignore[misc]
     runpy.run_module("pulumi.dynamic", run_name="__main__", alter_sys=True)
 

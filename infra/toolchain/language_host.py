@@ -61,6 +61,8 @@ from pulumi.runtime._grpc_settings import _GRPC_CHANNEL_OPTIONS  # noqa: E402
 from pulumi.runtime.proto import language_pb2, language_pb2_grpc, plugin_pb2  # noqa: E402
 from pulumi.runtime.proto.language_pb2_grpc import LanguageRuntimeServicer  # noqa: E402
 
+from infra.toolchain.plugin_signals import interrupt_on_sigint  # noqa: E402
+
 # The executor's own exit code for "the error was already shown to the user".
 EXIT_CODE_USER_ACTIONABLE = 32
 
@@ -164,6 +166,7 @@ class LanguageHost(LanguageRuntimeServicer):
 
 
 def main(argv: list[str]) -> int:
+    interrupt_on_sigint()  # the engine stops this plugin with SIGINT
     # Flags (-root, -tracing, ...) come first; the engine's address is the last argument.
     positional = [a for a in argv if not a.startswith("-")]
     engine_address = positional[-1] if positional else ""
@@ -171,11 +174,12 @@ def main(argv: list[str]) -> int:
     language_pb2_grpc.add_LanguageRuntimeServicer_to_server(LanguageHost(engine_address), server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
-    sys.stdout.write(f"{port}\n")
-    sys.stdout.flush()
     stop = Event()
     Thread(target=_exit_with_parent, args=(os.getppid(), stop), daemon=True).start()
+    # Ready before the port is announced: the engine's SIGINT may follow at once.
     with contextlib.suppress(KeyboardInterrupt):
+        sys.stdout.write(f"{port}\n")
+        sys.stdout.flush()
         stop.wait()
     server.stop(0)
     return 0
