@@ -221,12 +221,18 @@ def local_vs_script_rows(data: dict[str, Any], name: str) -> list[Row]:
         else ""
     )
     noop = data.get("atlas_noop_up_s") or []
+    busy = data.get("atlas_noop_up_during_steps_s") or []
     fixed = (
         f"; a no-change `pulumi up` {statistics.median(noop):.2f} s (median of {len(noop)}: {_seconds(noop)}), "
         "Atlas's fixed cost per invocation"
         if noop
         else "; no-change `pulumi up`: not measured in this run"
     )
+    if noop and busy:
+        fixed += (
+            f", measured once the warm-up's steps had ended; {statistics.median(busy):.2f} s while they still "
+            f"trained on the same 2 cores (median of {len(busy)}: {_seconds(busy)})"
+        )
     return [
         (
             "stand-up of the probe run: `pulumi up -s local` (OpenShift side on the real local node with mock GPUs, "
