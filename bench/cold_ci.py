@@ -36,9 +36,30 @@ from infra.toolchain.pins import REPO_ROOT
 # `scripts/test`'s progress lines: "test <seconds>s <what>".
 TEST_LINE = re.compile(r"^test (\d+)s (.+)$", re.M)
 PYTEST_SUMMARY = re.compile(r"=+ (.*(?:passed|failed).*) in ([\d.]+)s")
+# apt's own record of what it installed: /var/log/apt/history.log, one block per apt-get run.
+APT_HISTORY = Path("/var/log/apt/history.log")
+APT_BLOCK = re.compile(r"^Start-Date: (\S+)\s+(\S+)\n(.*?)^End-Date:", re.M | re.S)
+APT_INSTALLED = re.compile(r"([\w.+-]+):\w+ \(([^)]*)\)")
 
 
-def summarise(log: str, phases: dict[str, float], total_s: float, returncode: int, commit: str) -> dict[str, Any]:
+def apt_installs(history: str, start: str, end: str) -> dict[str, Any]:
+    """What apt installed between two UTC times (apt writes local time; CI machines run in UTC)."""
+    asked: list[str] = []
+    total = 0
+    for day, clock, body in APT_BLOCK.findall(history):
+        if not start[:19] <= f"{day}T{clock}" <= end[:19]:  # ISO to the second, zone left off
+            continue
+        for line in body.splitlines():
+            if line.startswith("Install: "):
+                for package, version in APT_INSTALLED.findall(line):
+                    total += 1
+                    if "automatic" not in version:
+                        asked.append(package)
+    return {"asked_for": sorted(asked), "packages_with_dependencies": total}
+
+
+def summarise(log: str, phases: dict[str, float], total_s: float, returncode: int, commit: str,
+              apt: dict[str, Any] | None = None) -> dict[str, Any]:
     marks = {what: int(seconds) for seconds, what in TEST_LINE.findall(log)}
     bootstrap_s = next((s for what, s in marks.items() if what.startswith("ruff")), None)
     pytest_start = next((s for what, s in marks.items() if what.startswith("pytest")), None)
@@ -50,9 +71,9 @@ def summarise(log: str, phases: dict[str, float], total_s: float, returncode: in
         "commit": commit,
         "what": "git clone, every cache empty, then .ci/run (scripts/test: bootstrap, ruff, mypy, pytest)",
         "started": started[1] if (started := re.search(r"^start (\S+)", log, re.M)) else None,
-        # Not cold here: the Debian packages the scripts install with apt-get (Slurm, OpenSSH,
-        # buildah, runc, chromium, ...) were already on this machine.
-        "already_installed": "Debian packages installed by the scripts (apt-get found them)",
+        # The Debian packages the scripts install with apt-get (Slurm, OpenSSH, buildah, runc,
+        # chromium, ...): installed by the run (from apt's history), or already on the machine.
+        "apt_installed_by_run": apt if apt is not None else "not recorded: apt's history not read",
         "returncode": returncode,
         "total_s": round(total_s, 1),
         # scripts/test's own marks: seconds since it started, when each part began.
@@ -79,18 +100,28 @@ def run_cold(commit: str) -> tuple[str, dict[str, float], float, int]:
         env.pop("VIRTUAL_ENV", None)
         print(f"bench: .ci/run in a fresh clone at {clone}, every cache empty", flush=True)
         start = time.monotonic()
+        started = now_utc()
         proc = subprocess.Popen([str(clone / ".ci" / "run")], cwd=clone, env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         assert proc.stdout is not None
-        lines = [f"start {now_utc()}\n"]
+        lines = [f"start {started}\n"]
         for line in proc.stdout:
             print(line, end="", flush=True)
             lines.append(line)
         code = proc.wait()
         total = time.monotonic() - start
         phases = json.loads(timings.read_text()) if timings.exists() else {}
+        lines.append(f"end {now_utc()} rc={code} elapsed={round(total)}s\n")
         subprocess.run(["chmod", "-R", "u+w", str(root / "gomod")], check=False)  # Go's cache is read-only
     return "".join(lines), phases, total, code
+
+
+def _apt_during(log: str, history: Path) -> dict[str, Any] | None:
+    start = re.search(r"^start (\S+)", log, re.M)
+    end = re.search(r"^end (\S+)", log, re.M)
+    if start is None or end is None or not history.exists():
+        return None
+    return apt_installs(history.read_text(), start[1], end[1])
 
 
 def main() -> int:
@@ -100,6 +131,8 @@ def main() -> int:
     parser.add_argument("--timings", type=Path, help="with --record: the bootstrap's timings file")
     parser.add_argument("--commit", default="HEAD")
     parser.add_argument("--warm", action="store_true", help="with --record: the clone ran on the machine's warm caches")
+    parser.add_argument("--apt-history", type=Path, default=APT_HISTORY,
+                        help="apt's history log, read for what the run installed (default %(default)s)")
     args = parser.parse_args()
     if args.warm and not args.record:
         parser.error("--warm records a run made by hand: give --record LOG")
@@ -111,13 +144,14 @@ def main() -> int:
         if end is None:
             raise SystemExit(f"{args.record}: no `end ... rc=N elapsed=Ns` line: the run has not finished")
         phases = json.loads(args.timings.read_text()) if args.timings else {}
-        result = summarise(log, phases, float(end[2]), int(end[1]), commit)
+        result = summarise(log, phases, float(end[2]), int(end[1]), commit, _apt_during(log, args.apt_history))
         if args.warm:
             result["bench"] = "warm_ci"
             result["what"] = ("git clone, then .ci/run on this machine's warm caches (toolchain, Go modules and "
                               "builds, pip): what a developer's second clone costs")
     else:
-        result = summarise(*run_cold(commit), commit)
+        log, phases, total, code = run_cold(commit)
+        result = summarise(log, phases, total, code, commit, _apt_during(log, args.apt_history))
     kind = "warm-ci" if result["bench"] == "warm_ci" else "cold-ci"
     out = write_result(result, RESULTS / f"{kind}-{result['date'][:10]}.json")
     print(json.dumps({k: v for k, v in result.items() if k != "bootstrap_phases_s"}, indent=2))

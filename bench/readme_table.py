@@ -144,6 +144,17 @@ def hpc_sweep_rows(data: dict[str, Any], name: str) -> list[Row]:
     ]
 
 
+def _apt_text(data: dict[str, Any]) -> str:
+    """What the run found of the Debian packages the scripts install (older files: already there)."""
+    apt = data.get("apt_installed_by_run")
+    if isinstance(apt, dict) and apt["asked_for"]:
+        return (f"the Debian packages installed by the run with apt-get too ({', '.join(apt['asked_for'])}: "
+                f"{apt['packages_with_dependencies']} packages with their dependencies)")
+    if isinstance(apt, str):
+        return f"the Debian packages the scripts install with apt-get: {apt}"
+    return "the Debian packages the scripts install with apt-get were already on the machine"
+
+
 def cold_ci_rows(data: dict[str, Any], name: str) -> list[Row]:
     phases = data["bootstrap_phases_s"]
     compile_phases = ", ".join(
@@ -159,8 +170,8 @@ def cold_ci_rows(data: dict[str, Any], name: str) -> list[Row]:
             f"`bench/cold_ci.py`, `{name}`",
         ),
         (
-            "a fresh clone's whole `.ci/run` (bootstrap, ruff, mypy, every test), every cache empty; the Debian "
-            "packages the scripts install with apt-get were already on the machine",
+            "a fresh clone's whole `.ci/run` (bootstrap, ruff, mypy, every test), every cache empty; "
+            + _apt_text(data),
             f"**{_minutes(data['total_s'])}** (goal ≤ {_minutes(goals['total'])}), exit {data['returncode']}: "
             f"pytest {data['pytest_result']} in {_minutes(data['pytest_s'] or 0)}",
             f"`bench/cold_ci.py`, `{name}`",

@@ -234,3 +234,31 @@ def test_warm_ci_row_says_it_ran_on_warm_caches_and_its_commit() -> None:
     assert "warm caches" in what
     assert figure.startswith("**34 min 44 s**, exit 0: pytest 930 passed in 25 min 0 s; commit abc1234")
     assert how == "`bench/cold_ci.py --warm`, `bench/results/warm-ci-2026-12-03.json`"
+
+
+COLD_CI = {
+    "bootstrap_phases_s": {"venv": 38.0, "pulumi compile": 180.0, "total": 930.0},
+    "bootstrap_s": 935,
+    "goals_s": {"bootstrap": 1200, "total": 3600},
+    "total_s": 2940.0,
+    "returncode": 0,
+    "pytest_result": "1519 passed",
+    "pytest_s": 1980.0,
+}
+
+
+@pytest.mark.parametrize(
+    ("apt", "says"),
+    [
+        ({"asked_for": ["chromium", "slurmctld"], "packages_with_dependencies": 212},
+         "installed by the run with apt-get too (chromium, slurmctld: 212 packages with their dependencies)"),
+        ({"asked_for": [], "packages_with_dependencies": 0}, "were already on the machine"),
+        ("not recorded: apt's history not read", "apt-get: not recorded: apt's history not read"),
+        (None, "were already on the machine"),
+    ],
+)
+def test_cold_ci_row_says_whether_the_run_installed_the_debian_packages(apt: Any, says: str) -> None:
+    data = dict(COLD_CI, apt_installed_by_run=apt) if apt is not None else COLD_CI
+    _, (what, figure, _) = readme_table.cold_ci_rows(data, "bench/results/cold-ci-2026-12-05.json")
+    assert says in what
+    assert figure.startswith("**49 min 0 s** (goal ≤ 60 min 0 s), exit 0: pytest 1519 passed")
