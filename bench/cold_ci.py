@@ -3,8 +3,8 @@
 `git clone` of this repository's HEAD into a temporary folder, every cache pointed at empty
 folders (the toolchain and images: `ATLAS_CACHE`; Go: `GOMODCACHE`, `GOCACHE`; pip:
 `PIP_CACHE_DIR`; the rest of `XDG_CACHE_HOME`), then `.ci/run` as CI runs it. Only Go, Python
-and the Debian packages the scripts install (already installed here: `apt-get` finds them) are
-the machine's own. The bootstrap's phases come from its own `--timings` (ATLAS_BOOTSTRAP_TIMINGS);
+and, where already installed, the Debian packages the scripts install are the machine's own: apt's
+history (/var/log/apt/history.log) says which of those the run installed itself. The bootstrap's phases come from its own `--timings` (ATLAS_BOOTSTRAP_TIMINGS);
 `scripts/test`'s own progress lines give when lint, type check and pytest began.
 
     .venv/bin/python -m bench.cold_ci              (about an hour on 2 cores; run it on an idle machine)
