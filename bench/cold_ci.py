@@ -4,8 +4,9 @@
 folders (the toolchain and images: `ATLAS_CACHE`; Go: `GOMODCACHE`, `GOCACHE`; pip:
 `PIP_CACHE_DIR`; the rest of `XDG_CACHE_HOME`), then `.ci/run` as CI runs it. Only Go, Python
 and, where already installed, the Debian packages the scripts install are the machine's own: apt's
-history (/var/log/apt/history.log) says which of those the run installed itself. The bootstrap's phases come from its own `--timings` (ATLAS_BOOTSTRAP_TIMINGS);
-`scripts/test`'s own progress lines give when lint, type check and pytest began.
+history (/var/log/apt/history.log) says which of those the run installed itself. The bootstrap's
+phases come from its own `--timings` (ATLAS_BOOTSTRAP_TIMINGS); `scripts/test`'s own progress
+lines give when lint, type check and pytest began.
 
     .venv/bin/python -m bench.cold_ci              (about an hour on 2 cores; run it on an idle machine)
     .venv/bin/python -m bench.cold_ci --record LOG --timings FILE --commit SHA

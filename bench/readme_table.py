@@ -173,7 +173,7 @@ def cold_ci_rows(data: dict[str, Any], name: str) -> list[Row]:
             "a fresh clone's whole `.ci/run` (bootstrap, ruff, mypy, every test), every cache empty; "
             + _apt_text(data),
             f"**{_minutes(data['total_s'])}** (goal ≤ {_minutes(goals['total'])}), exit {data['returncode']}: "
-            f"pytest {data['pytest_result']} in {_minutes(data['pytest_s'] or 0)}",
+            f"pytest {data['pytest_result']} in {_minutes(data['pytest_s'] or 0)}; commit {str(data['commit'])[:7]}",
             f"`bench/cold_ci.py`, `{name}`",
         ),
     ]

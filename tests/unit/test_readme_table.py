@@ -244,6 +244,7 @@ COLD_CI = {
     "returncode": 0,
     "pytest_result": "1519 passed",
     "pytest_s": 1980.0,
+    "commit": "2e07b4e0123",
 }
 
 
@@ -261,4 +262,6 @@ def test_cold_ci_row_says_whether_the_run_installed_the_debian_packages(apt: Any
     data = dict(COLD_CI, apt_installed_by_run=apt) if apt is not None else COLD_CI
     _, (what, figure, _) = readme_table.cold_ci_rows(data, "bench/results/cold-ci-2026-12-05.json")
     assert says in what
-    assert figure.startswith("**49 min 0 s** (goal ≤ 60 min 0 s), exit 0: pytest 1519 passed")
+    assert figure.startswith(
+        "**49 min 0 s** (goal ≤ 60 min 0 s), exit 0: pytest 1519 passed in 33 min 0 s; commit 2e07b4e"
+    )
