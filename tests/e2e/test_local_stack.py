@@ -70,6 +70,22 @@ def test_preview_up_refresh_destroy(project, kube_env):
     assert {s["name"] for s in env["steps"]} == {"make-hdf5", "inception-moments", "train"}
     assert env["flavour"] == "kubernetes"
 
+    # Ingress denied to every pod and the monitor's port let in, in force before any pod started:
+    # the API server accepted both policies, and each pod was created after the last of them.
+    policies = kube.api_get(kube_env, f"/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies")["items"]
+    by_role = {policy["metadata"]["labels"]["atlas.dev/policy"]: policy["spec"] for policy in policies}
+    assert by_role.keys() == {"deny-ingress", "monitor-ingress"}, policies
+    assert by_role["deny-ingress"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
+    pods = kube.api_get(kube_env, f"/api/v1/namespaces/{ns}/pods")["items"]
+    selector = by_role["monitor-ingress"]["podSelector"]["matchLabels"]
+    monitors = [pod for pod in pods if selector.items() <= pod["metadata"]["labels"].items()]
+    assert monitors, f"the monitor policy selects no pod: {selector}"
+    served = {p["containerPort"] for c in monitors[0]["spec"]["containers"] for p in c.get("ports", [])}
+    allowed = {port["port"] for rule in by_role["monitor-ingress"]["ingress"] for port in rule["ports"]}
+    assert allowed and allowed <= served, (allowed, served)
+    last_policy = max(policy["metadata"]["creationTimestamp"] for policy in policies)
+    assert all(pod["metadata"]["creationTimestamp"] >= last_policy for pod in pods), (last_policy, pods)
+
     # A second run has nothing to do: --expect-no-changes fails on any diff.
     proj.run("preview", "--expect-no-changes", "-s", STACK)
     uid = created["metadata"]["uid"]
