@@ -34,7 +34,11 @@ def test_a_plugin_started_with_sigint_ignored_stops_on_sigint(module: str, shim:
         assert port.strip().isdigit(), (port, proc.stderr.read() if proc.stderr else b"")
         proc.send_signal(signal.SIGINT)
         # The engine's own grace; a plugin still running after it is what the engine SIGKILLs.
-        assert proc.wait(timeout=5) == 0
+        # Upstream's dynamic provider announces its port just before it starts catching
+        # KeyboardInterrupt: a SIGINT in between (the test sends it at once; the engine only at the
+        # end of a run) ends it by the signal itself, as promptly, and the engine only waits for
+        # the exit. Ignored, it would still be running here.
+        assert proc.wait(timeout=5) in (0, -signal.SIGINT)
     finally:
         proc.kill()
         proc.wait()
