@@ -37,6 +37,9 @@ from infra.toolchain.pins import REPO_ROOT
 # `scripts/test`'s progress lines: "test <seconds>s <what>".
 TEST_LINE = re.compile(r"^test (\d+)s (.+)$", re.M)
 PYTEST_SUMMARY = re.compile(r"=+ (.*(?:passed|failed).*) in ([\d.]+)s")
+# A run's own first and last lines: `start <UTC>` and `end <UTC> rc=N elapsed=Ns`.
+START_LINE = re.compile(r"^start (\S+)", re.M)
+END_LINE = re.compile(r"^end (\S+) rc=(\d+) elapsed=(\d+)s", re.M)
 # apt's own record of what it installed: /var/log/apt/history.log, one block per apt-get run.
 APT_HISTORY = Path("/var/log/apt/history.log")
 APT_BLOCK = re.compile(r"^Start-Date: (\S+)\s+(\S+)\n(.*?)^End-Date:", re.M | re.S)
@@ -71,7 +74,7 @@ def summarise(log: str, phases: dict[str, float], total_s: float, returncode: in
         "machine": machine(),
         "commit": commit,
         "what": "git clone, every cache empty, then .ci/run (scripts/test: bootstrap, ruff, mypy, pytest)",
-        "started": started[1] if (started := re.search(r"^start (\S+)", log, re.M)) else None,
+        "started": started[1] if (started := START_LINE.search(log)) else None,
         # The Debian packages the scripts install with apt-get (Slurm, OpenSSH, buildah, runc,
         # chromium, ...): installed by the run (from apt's history), or already on the machine.
         "apt_installed_by_run": apt if apt is not None else "not recorded: apt's history not read",
@@ -101,11 +104,10 @@ def run_cold(commit: str) -> tuple[str, dict[str, float], float, int]:
         env.pop("VIRTUAL_ENV", None)
         print(f"bench: .ci/run in a fresh clone at {clone}, every cache empty", flush=True)
         start = time.monotonic()
-        started = now_utc()
         proc = subprocess.Popen([str(clone / ".ci" / "run")], cwd=clone, env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         assert proc.stdout is not None
-        lines = [f"start {started}\n"]
+        lines = [f"start {now_utc()}\n"]
         for line in proc.stdout:
             print(line, end="", flush=True)
             lines.append(line)
@@ -118,8 +120,7 @@ def run_cold(commit: str) -> tuple[str, dict[str, float], float, int]:
 
 
 def _apt_during(log: str, history: Path) -> dict[str, Any] | None:
-    start = re.search(r"^start (\S+)", log, re.M)
-    end = re.search(r"^end (\S+)", log, re.M)
+    start, end = START_LINE.search(log), END_LINE.search(log)
     if start is None or end is None or not history.exists():
         return None
     return apt_installs(history.read_text(), start[1], end[1])
@@ -141,11 +142,11 @@ def main() -> int:
                             check=True).stdout.strip()
     if args.record:
         log = args.record.read_text()
-        end = re.search(r"^end \S+ rc=(\d+) elapsed=(\d+)s", log, re.M)
+        end = END_LINE.search(log)
         if end is None:
             raise SystemExit(f"{args.record}: no `end ... rc=N elapsed=Ns` line: the run has not finished")
         phases = json.loads(args.timings.read_text()) if args.timings else {}
-        result = summarise(log, phases, float(end[2]), int(end[1]), commit, _apt_during(log, args.apt_history))
+        result = summarise(log, phases, float(end[3]), int(end[2]), commit, _apt_during(log, args.apt_history))
         if args.warm:
             result["bench"] = "warm_ci"
             result["what"] = ("git clone, then .ci/run on this machine's warm caches (toolchain, Go modules and "
