@@ -23,7 +23,8 @@ from infra.hpc.target_parser import load_known_hosts, parse_hpc_target
 from infra.nodes.settings import check_backfill_targets, parse_backfill_settings
 from infra.openshift.settings import OpenShiftSettings
 from infra.openshift.settings_parser import SETTINGS_KEYS, TARGET_KEYS, parse_openshift_settings
-from infra.stack_config import HpcEnvironmentConfig, KubernetesTarget, StackConfig
+from infra.openshift.target import KubernetesTarget
+from infra.stack_config import HpcEnvironmentConfig, StackConfig
 from infra.validation import Fields, config_path
 from infra.workload.load import locate_workload
 from infra.workload.model import WorkloadError

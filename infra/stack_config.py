@@ -13,21 +13,7 @@ from infra.aws.settings import AwsSettings
 from infra.hpc.target import PROVENANCE_NOT_STATED, HpcTarget
 from infra.nodes.settings import BackfillSettings
 from infra.openshift.settings import OpenShiftSettings
-
-
-@dataclass(frozen=True)
-class KubernetesTarget:
-    """The OpenShift (or plain Kubernetes) side of a stack."""
-
-    flavour: str
-    namespace: str
-    # A kubeconfig file, or None for the provider's ambient one (KUBECONFIG, ~/.kube/config).
-    kubeconfig_path: Path | None
-    context: str | None
-
-    @property
-    def is_openshift(self) -> bool:
-        return self.flavour == "openshift"
+from infra.openshift.target import KubernetesTarget
 
 
 @dataclass(frozen=True)

@@ -11,15 +11,15 @@ from pathlib import Path
 import pulumi
 
 from infra.config import AtlasConfigError, check_wait_for, load_stack_config
-from infra.hpc.components import HpcEnvironment, HpcEnvironmentArgs, workload_source_files
+from infra.hpc.components import HpcEnvironment, workload_source_files
 from infra.hpc.registry import scheduler_class
-from infra.openshift.environment import OpenShiftEnvironment, OpenShiftEnvironmentArgs
-from infra.workload.load import check_staged_size, load_workload
+from infra.kinds import BuildContext, build_environments, stages_source
+from infra.openshift.environment import OpenShiftEnvironment
+from infra.outputs import RunOutputs
+from infra.workload.load import load_workload
 from infra.workload.model import GitSource, WorkloadError
 from infra.workload.render import report_output
 from infra.workload_source import SourceError, check_local
-
-OUTPUTS_VERSION = 1
 
 # Workloads live beside Pulumi.yaml: the project's own folder, wherever it is checked out.
 PROJECT_ROOT = Path(pulumi.get_root_directory())
@@ -38,75 +38,22 @@ try:
     # Staged where a batch side runs the steps, and on Kubernetes for a workload that runs in
     # Atlas's runtime image (its code in a ConfigMap); an image of its own carries its code.
     # Listed here, so a missing or oversized folder stops preview before any resource.
-    runtime_image_code = config.openshift is not None and workload.runs_in_runtime_image
     source_files = (
         workload_source_files(workload, PROJECT_ROOT, config.workload_source)
-        if config.hpc or config.aws or runtime_image_code
+        if stages_source(config, workload)
         else ()
     )
-    if runtime_image_code:
-        check_staged_size([f.source.stat().st_size for f in source_files], f"workload {workload.name!r}'s code")
+    # Every kind's components, each built by its own module of infra.kinds; each checks what it
+    # is given before it registers anything of its own.
+    built = build_environments(BuildContext(config, workload, source_files))
 except (AtlasConfigError, WorkloadError, SourceError) as bad:
-    # RunError: the message alone, no traceback; nothing has been registered yet.
+    # RunError: the message alone, no traceback.
     raise pulumi.RunError(f"invalid stack configuration: {bad}") from None
 
-environments: dict[str, pulumi.Input[object]] = {}
-openshift: OpenShiftEnvironment | None = None
-
-if config.openshift is not None:
-    openshift = OpenShiftEnvironment(
-        "openshift",
-        OpenShiftEnvironmentArgs(
-            target=config.openshift,
-            stack=config.stack,
-            workload=workload.name,
-            definition=workload,
-            settings=config.openshift_settings,
-            run_id=config.run_id,
-            source_files=source_files if runtime_image_code else (),
-        ),
-    )
-    environments["openshift"] = openshift.outputs
-
-hpc_components: dict[str, HpcEnvironment] = {}
-preparation_steps = tuple(step.name for step in workload.steps[:-1])
-for hpc_config in config.hpc:
-    hpc = HpcEnvironment(
-        hpc_config.name,
-        HpcEnvironmentArgs(
-            target=hpc_config.target,
-            workload=workload,
-            environment=hpc_config.name,
-            stack=config.stack,
-            run_id=config.run_id,
-            wait_for_steps=hpc_config.wait_for if hpc_config.wait_for is not None else preparation_steps,
-            extra_files=source_files,
-            provenance=hpc_config.provenance,
-        ),
-    )
-    environments[hpc_config.name] = hpc.outputs
-    hpc_components[hpc_config.name] = hpc
-
-if config.aws is not None:
-    # Imported only for a stack with AWS: boto3 is a third of the program's start-up.
-    from infra.aws.components import AwsEnvironment, AwsEnvironmentArgs
-
-    try:
-        aws = AwsEnvironment(
-            "aws",
-            AwsEnvironmentArgs(
-                settings=config.aws,
-                workload=workload,
-                environment="aws",
-                stack=config.stack,
-                run_id=config.run_id,
-                wait_for_steps=config.aws.wait_for if config.aws.wait_for is not None else preparation_steps,
-                extra_files=source_files,
-            ),
-        )
-    except AtlasConfigError as bad:
-        raise pulumi.RunError(f"invalid stack configuration: {bad}") from None
-    environments["aws"] = aws.outputs
+environments: dict[str, pulumi.Input[object]] = {name: env.outputs for name, env in built.items()}
+# What backfill reuses of the run: the OpenShift side's image, the batch sides' run folders.
+openshift = next((e.component for e in built.values() if isinstance(e.component, OpenShiftEnvironment)), None)
+hpc_components = {name: env.component for name, env in built.items() if isinstance(env.component, HpcEnvironment)}
 
 if config.backfill is not None:
     from infra.nodes.backfill import BackfillError, work_for
@@ -162,15 +109,16 @@ if config.backfill is not None:
 
 pulumi.export(
     "atlas",
-    {
-        "version": OUTPUTS_VERSION,
-        "stack": config.stack,
-        "workload": workload.name,
-        # Where the definition was read (scripts/monitor and scripts/nodes load it from there).
-        "definition": str(config.workload_file),
-        "run_id": config.run_id,
-        # What scripts/compare measures, so the outputs alone are enough to compare the sides.
-        "report": report_output(workload),
-    },
+    dataclasses.asdict(
+        RunOutputs(
+            stack=config.stack,
+            workload=workload.name,
+            run_id=config.run_id,
+            # Where the definition was read (scripts/monitor and scripts/nodes load it from there).
+            definition=str(config.workload_file),
+            # What scripts/compare measures, so the outputs alone are enough to compare the sides.
+            report=report_output(workload),
+        )
+    ),
 )
 pulumi.export("environments", environments)

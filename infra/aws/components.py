@@ -18,6 +18,7 @@ Everything is rendered before any resource is registered (no resources inside `a
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,12 +28,14 @@ import pulumi
 from infra.aws.launch import LaunchSpec, render_launch_script
 from infra.aws.providers import DataBucket, Instance, InstanceRole, KeyPair, SecurityGroup, StagedObjects, common_inputs
 from infra.aws.settings import AwsConfigError, AwsSettings
-from infra.hpc.job_script import RunIdentity, step_scripts
+from infra.hpc.job_script import RunIdentity, StepScript, step_scripts
 from infra.hpc.pipeline import StagedFile, run_directories, staged_file_entries, submit_pipeline
 from infra.hpc.providers import BatchJob, ssh_inputs
 from infra.hpc.registry import scheduler_for
+from infra.hpc.scheduler import Scheduler
+from infra.outputs import AwsInstance, AwsOutputs, AwsStaging, BatchStep, FilesAt, HpcOutputs
 from infra.workload.model import Workload
-from infra.workload.render import render_step
+from infra.workload.render import render_step, requested_gpus
 
 TYPE_TOKEN = "atlas:aws:AwsEnvironment"  # noqa: S105 (a type token, not a password)
 SCHEDULER = "slurm"  # what the launch script sets up on each instance
@@ -60,32 +63,34 @@ def name_prefix(project: str, stack: str, environment: str) -> str:
     return re.sub(r"-{2,}", "-", text)[:32].rstrip("-") or "atlas"
 
 
+def check_fits(workload: Workload, environment: str, wait_for_steps: tuple[str, ...]) -> None:
+    """What the AWS side can run, checked before anything is registered: bad input creates nothing."""
+    unknown_waits = sorted(set(wait_for_steps) - {s.name for s in workload.steps})
+    if unknown_waits:
+        raise AwsConfigError(
+            f"atlas:aws.wait_for: {', '.join(unknown_waits)} not in workload {workload.name!r}; "
+            f"use step names: {', '.join(s.name for s in workload.steps)}"
+        )
+    too_wide = [s.name for s in workload.steps if render_step(workload, s.name, environment).resources.nodes > 1]
+    if too_wide:
+        raise AwsConfigError(
+            f"workload {workload.name!r}: step(s) {', '.join(too_wide)} ask for more than one node; the AWS side "
+            "runs each step on one instance"
+        )
+
+
 class AwsEnvironment(pulumi.ComponentResource):
     outputs: pulumi.Output[dict[str, Any]]
 
     def __init__(self, name: str, args: AwsEnvironmentArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         settings = args.settings
         workload = args.workload
-        # Checked before the component itself is registered: bad input creates nothing.
-        unknown_waits = sorted(set(args.wait_for_steps) - {s.name for s in workload.steps})
-        if unknown_waits:
-            raise AwsConfigError(
-                f"atlas:aws.wait_for: {', '.join(unknown_waits)} not in workload {workload.name!r}; "
-                f"use step names: {', '.join(s.name for s in workload.steps)}"
-            )
-        too_wide = [
-            s.name for s in workload.steps if render_step(workload, s.name, args.environment).resources.nodes > 1
-        ]
-        if too_wide:
-            raise AwsConfigError(
-                f"workload {workload.name!r}: step(s) {', '.join(too_wide)} ask for more than one node; the AWS side "
-                "runs each step on one instance"
-            )
+        check_fits(workload, args.environment, args.wait_for_steps)
         super().__init__(TYPE_TOKEN, name, None, opts)
-        run_dir = f"{REMOTE_WORK_DIR}/{args.stack}/{args.environment}/{workload.name}"
-        prefix = f"{args.project}/{args.stack}/{args.environment}/{workload.name}"
+        self.run_dir = f"{REMOTE_WORK_DIR}/{args.stack}/{args.environment}/{workload.name}"
+        self.prefix = f"{args.project}/{args.stack}/{args.environment}/{workload.name}"
         scheduler = scheduler_for(SCHEDULER)
-        run = RunIdentity(args.project, args.stack, args.environment, args.run_id, run_dir)
+        run = RunIdentity(args.project, args.stack, args.environment, args.run_id, self.run_dir)
         scripts = step_scripts(workload, scheduler, run, QUEUE)
         files = staged_file_entries(scripts, args.extra_files, True, AwsConfigError)
 
@@ -108,14 +113,35 @@ class AwsEnvironment(pulumi.ComponentResource):
             name_prefix(args.project, args.stack, args.environment),
             tags,
         )
-        child = pulumi.ResourceOptions(parent=self)
+        self._storage(name, common, files)
+        self._instances(name, args, common)
+        self.jobs: dict[str, BatchJob] = {}
+        if settings.execute:
+            self.jobs = self._pipeline(name, args, scheduler, scripts, files)
+        self.outputs = self._outputs(args, {s: scripts[s].sha256 for s in scripts})
+        self.register_outputs({"outputs": self.outputs})
 
+    def _storage(self, name: str, common: dict[str, Any], files: list[dict[str, Any]]) -> None:
+        """The data bucket, the run's files in it, and the role the instances read them with."""
+        child = pulumi.ResourceOptions(parent=self)
         self.bucket = DataBucket(f"{name}-bucket", common=common, opts=child)
         self.staged = StagedObjects(
-            f"{name}-staged-objects", common=common, bucket=self.bucket.bucket, prefix=prefix, files=files, opts=child
+            f"{name}-staged-objects", common=common, bucket=self.bucket.bucket, prefix=self.prefix, files=files,
+            opts=child,
         )
-        self.role = InstanceRole(f"{name}-role", common=common, bucket=self.bucket.bucket, prefix=prefix, opts=child)
+        self.role = InstanceRole(
+            f"{name}-role", common=common, bucket=self.bucket.bucket, prefix=self.prefix, opts=child
+        )
+
+    def _instances(self, name: str, args: AwsEnvironmentArgs, common: dict[str, Any]) -> None:
+        """The key pair, the security group and the GPU instances, each with the launch script."""
+        settings = args.settings
+        child = pulumi.ResourceOptions(parent=self)
         self.key_pair = KeyPair(f"{name}-key-pair", common=common, public_key=settings.ssh_public_key, opts=child)
+        # A key pair AWS created: its private half, a Pulumi secret, is what logs in.
+        self.ssh_secret: pulumi.Output[dict[str, Any]] = pulumi.Output.secret(
+            self.key_pair.private_key.apply(lambda key: {"private_key": key, "passphrase": None})
+        )
         self.security_group = SecurityGroup(
             f"{name}-security-group",
             common=common,
@@ -130,20 +156,15 @@ class AwsEnvironment(pulumi.ComponentResource):
                 stack=args.stack,
                 environment=args.environment,
                 run_id=args.run_id,
-                workload=workload.name,
+                workload=args.workload.name,
                 instance_type=instance_type.name,
                 gpus=instance_type.gpus,
                 gpu_product=instance_type.gpu_product,
                 ssh_user=settings.ssh_user,
-                run_dir=run_dir,
-                bucket_prefix=prefix,
-                directories=tuple(run_directories(workload)),
+                run_dir=self.run_dir,
+                bucket_prefix=self.prefix,
+                directories=tuple(run_directories(args.workload)),
             )
-        )
-        private_key_file = str(settings.ssh_private_key_file) if settings.ssh_private_key_file else None
-        # A key pair AWS created: its private half, a Pulumi secret, is what logs in.
-        ssh_secret: pulumi.Output[dict[str, Any]] = pulumi.Output.secret(
-            self.key_pair.private_key.apply(lambda key: {"private_key": key, "passphrase": None})
         )
         self.instances = [
             Instance(
@@ -161,8 +182,8 @@ class AwsEnvironment(pulumi.ComponentResource):
                 launch_script=launch_script,
                 bucket=self.bucket.bucket,
                 ssh_user=settings.ssh_user,
-                ssh_private_key_file=private_key_file,
-                ssh_secret=ssh_secret,
+                ssh_private_key_file=_private_key_file(settings),
+                ssh_secret=self.ssh_secret,
                 wait_ready=settings.execute,
                 ready_timeout_s=settings.ready_timeout_s,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.staged]),
@@ -170,38 +191,49 @@ class AwsEnvironment(pulumi.ComponentResource):
             for index in range(settings.instance_count)
         ]
 
-        self.jobs: dict[str, BatchJob] = {}
+    def _pipeline(
+        self,
+        name: str,
+        args: AwsEnvironmentArgs,
+        scheduler: Scheduler,
+        scripts: Mapping[str, StepScript],
+        files: list[dict[str, Any]],
+    ) -> dict[str, BatchJob]:
+        """The steps as Slurm jobs on the first instance, over SSH, as on Satori."""
+        settings = args.settings
         head = self.instances[0]
-        if settings.execute:
-            ssh_target = pulumi.Output.all(head.public_ip, head.host_public_key).apply(
-                lambda ip_and_key: ssh_inputs(
-                    ip_and_key[0],
-                    22,
-                    settings.ssh_user,
-                    f"{ip_and_key[0]} {ip_and_key[1]}\n",
-                    "the instance's host key (generated by Atlas at launch)",
-                    private_key_file,
-                )
+        ssh_target = pulumi.Output.all(head.public_ip, head.host_public_key).apply(
+            lambda ip_and_key: ssh_inputs(
+                ip_and_key[0],
+                22,
+                settings.ssh_user,
+                f"{ip_and_key[0]} {ip_and_key[1]}\n",
+                "the instance's host key (generated by Atlas at launch)",
+                _private_key_file(settings),
             )
-            # The launch script copied the bucket's files; this keeps them in step with later changes.
-            pipeline = submit_pipeline(
-                name,
-                self,
-                workload=workload,
-                scheduler=scheduler,
-                scripts=scripts,
-                files=files,
-                run_dir=run_dir,
-                ssh_target=ssh_target,
-                ssh_secret=ssh_secret,
-                queue=QUEUE,
-                poll_interval_s=settings.poll_interval_s,
-                wait_for_steps=args.wait_for_steps,
-                wait_timeout_s=args.wait_timeout_s,
-                depends_on=[head],
-            )
-            self.jobs = pipeline.jobs
+        )
+        # The launch script copied the bucket's files; this keeps them in step with later changes.
+        return submit_pipeline(
+            name,
+            self,
+            workload=args.workload,
+            scheduler=scheduler,
+            scripts=scripts,
+            files=files,
+            run_dir=self.run_dir,
+            ssh_target=ssh_target,
+            ssh_secret=self.ssh_secret,
+            queue=QUEUE,
+            poll_interval_s=settings.poll_interval_s,
+            wait_for_steps=args.wait_for_steps,
+            wait_timeout_s=args.wait_timeout_s,
+            depends_on=[head],
+        ).jobs
 
+    def _outputs(self, args: AwsEnvironmentArgs, script_sha256: dict[str, str]) -> pulumi.Output[dict[str, Any]]:
+        """This side of the outputs contract (infra.outputs.AwsOutputs), as a dict."""
+        settings = args.settings
+        workload = args.workload
         step_names = [s.name for s in workload.steps]
         instance_outputs = [
             pulumi.Output.all(
@@ -226,63 +258,69 @@ class AwsEnvironment(pulumi.ComponentResource):
                 for s in step_names
             ]
         else:
-            step_outputs = [
-                {
-                    "name": s,
-                    "state": "not-executed",
-                    "script_sha256": scripts[s].sha256,
-                }
-                for s in step_names
-            ]
-        self.run_dir = run_dir
+            step_outputs = [{"name": s, "state": "not-executed", "script_sha256": script_sha256[s]} for s in step_names]
+        gpus = requested_gpus(workload, args.environment)
+        run_dir = self.run_dir
 
-        def outputs(parts: list[Any]) -> dict[str, Any]:
+        def typed(parts: list[Any]) -> dict[str, Any]:
             bucket, staged_keys, group_id, key_name, *rest = parts
             instances = [dict(i) for i in rest[: len(self.instances)]]
-            steps = [dict(s) for s in rest[len(self.instances) :]]
-            result: dict[str, Any] = {
-                "kind": "aws",
-                "region": settings.region,
-                "endpoint_url": settings.endpoint_url,
-                "emulated": settings.emulated,
-                "market": settings.market,
-                "instance_type": instance_type.name,
-                "instance_count": settings.instance_count,
-                "instance_ids": [i["id"] for i in instances],
-                "instances": [{k: v for k, v in i.items() if k != "host_public_key"} for i in instances],
-                "gpus": instance_type.gpus,
-                "gpus_total": settings.gpus,
-                "gpu_product": instance_type.gpu_product,
-                "bucket": bucket,
-                "staging": {"bucket": bucket, "prefix": prefix, "objects": len(staged_keys or [])},
-                "security_group_id": group_id,
-                "key_name": key_name,
-                "run_id": args.run_id,
-                "executed": settings.execute,
-                "not_executed_reason": settings.not_executed_reason,
-                "steps": steps,
-            }
+            steps = tuple(BatchStep(**s) for s in rest[len(self.instances) :])
+            batch = None
             if settings.execute:
                 head_ip = instances[0]["public_ip"]
-                result |= {
-                    "scheduler": SCHEDULER,
-                    "host": head_ip,
-                    "port": 22,
-                    "user": settings.ssh_user,
+                batch = HpcOutputs(
+                    gpus_requested=gpus,
+                    run_id=args.run_id,
+                    scheduler=SCHEDULER,
+                    host=head_ip,
+                    port=22,
+                    user=settings.ssh_user,
+                    run_dir=run_dir,
+                    steps=steps,
+                    telemetry=FilesAt(f"{run_dir}/{workload.telemetry.root}"),
+                    logs=FilesAt(f"{run_dir}/{workload.logs.root}"),
+                    provenance=_provenance(settings),
                     # The host key is public; scripts/compare checks the instance against it.
-                    "known_hosts": f"{head_ip} {instances[0]['host_public_key']}",
-                    "run_dir": run_dir,
-                    "telemetry": {"path": f"{run_dir}/{workload.telemetry.root}"},
-                    "logs": {"path": f"{run_dir}/{workload.logs.root}"},
-                }
-            return result
+                    known_hosts=f"{head_ip} {instances[0]['host_public_key']}",
+                )
+            return AwsOutputs(
+                gpus_requested=gpus,
+                run_id=args.run_id,
+                region=settings.region,
+                endpoint_url=settings.endpoint_url,
+                emulated=settings.emulated,
+                market=settings.market,
+                instance_type=settings.instance_type.name,
+                instances=tuple(
+                    AwsInstance(**{k: v or "" for k, v in i.items() if k != "host_public_key"}) for i in instances
+                ),
+                gpus_per_instance=settings.instance_type.gpus,
+                gpu_product=settings.instance_type.gpu_product,
+                bucket=bucket,
+                staging=AwsStaging(bucket, self.prefix, len(staged_keys or [])),
+                security_group_id=group_id,
+                key_name=key_name,
+                executed=settings.execute,
+                not_executed_reason=settings.not_executed_reason,
+                steps=steps,
+                batch=batch,
+            ).to_dict()
 
-        self.outputs = pulumi.Output.all(
+        return pulumi.Output.all(
             self.bucket.bucket,
             self.staged.keys,
             self.security_group.group_id,
             self.key_pair.key_name,
             *instance_outputs,
             *step_outputs,
-        ).apply(outputs)
-        self.register_outputs({"outputs": self.outputs})
+        ).apply(typed)
+
+
+def _private_key_file(settings: AwsSettings) -> str | None:
+    return str(settings.ssh_private_key_file) if settings.ssh_private_key_file else None
+
+
+def _provenance(settings: AwsSettings) -> str:
+    """What the instances are: real, or objects of an API stand-in on which nothing runs."""
+    return "moto, an AWS API stand-in: nothing runs on its instances" if settings.emulated else "real"

@@ -11,14 +11,15 @@ compute metrics into dataclasses, then render (Markdown, HTML, PNG, JSON, termin
     telemetry.py                        the sampler's files read in chunks (or byte ranges) into columns
     hpc_collector.py, kube_collector.py, aws_collector.py
                                         collect one environment: run its queries, fetch its files
+                                        (infra.kinds calls the one its kind needs)
     seed_import.py, device_run.py       read a past run from a folder instead
-    collect.py                          every environment of a stack's outputs (and imports) -> records
-    access.py, stack_files.py           how each environment is reached; reading outputs and stack file
+    collect.py                          imported past runs; which steps are unfinished
+    access.py                           how each environment is reached (paths, never contents)
     costs.py, cost_files.py             the cost model and its defaults; override, rate and estimate files
     report_model.py                     the Report dataclasses (every number a `Value`)
     metrics.py, estimates.py            records -> Report
     charts.py, render.py, report.py     Report -> files; nothing is computed there
-    cli.py                              scripts/compare: flags -> collect, compute, write, print
 
-Entry points: `infra.compare.cli.main` (scripts/compare) and `infra.compare.report.write_report`.
+Entry points: `atlas compare` (infra/cli/compare.py: flags -> collect, compute, write, print) and
+`infra.compare.report.write_report`.
 """

@@ -1,8 +1,7 @@
 """How scripts/compare, monitor and nodes reach each environment: the Access model, parsed from a stack's config.
 
-Pure: the stack file's `config` mapping in, paths out (never a key's or kubeconfig's contents),
-and, before the first `pulumi up`, the environments it names in the stack outputs' shape;
-infra.compare.stack_files reads the files and the flags.
+Pure: the stack file's `config` mapping in, paths out (never a key's or kubeconfig's contents);
+infra.cli.stack_files reads the files and the flags.
 """
 
 from __future__ import annotations
@@ -56,34 +55,3 @@ def parse_pairs(values: Sequence[str], flag: str) -> dict[str, Path]:
             raise SystemExit(f"compare: {flag} {value!r}: expected ENVIRONMENT=PATH")
         result[name] = Path(path).expanduser()
     return result
-
-
-def outputs_from_config(config: Mapping[str, Any], stack: str) -> dict[str, Any]:
-    """The stack outputs' shape before the first `pulumi up`: each enabled environment as the
-    stack's config names it (where to reach its scheduler, no steps yet); none named, none listed."""
-    environments: dict[str, Any] = {}
-    openshift = config.get("atlas:openshift")
-    if isinstance(openshift, dict) and openshift.get("enabled", True) not in (False, "false"):
-        environments["openshift"] = {
-            "kind": "kubernetes",
-            "flavour": openshift.get("flavour", "openshift"),
-            "namespace": openshift.get("namespace", ""),
-            "steps": [],
-            "gpu_product": (openshift.get("gpu") or {}).get("product"),
-        }
-    for name, env in (config.get("atlas:hpc") or {}).items():
-        if isinstance(env, dict) and env.get("enabled", True) not in (False, "false"):
-            environments[name] = {
-                "kind": "hpc",
-                "scheduler": env.get("scheduler", ""),
-                "host": env.get("host", ""),
-                "port": int(env.get("port", 22)),
-                "user": env.get("user", ""),
-                "steps": [],
-            }
-    atlas = {
-        "stack": stack,
-        "workload": config.get("atlas:workload", "probe"),
-        "run_id": str(config.get("atlas:runId", "1")),
-    }
-    return {"atlas": atlas, "environments": environments}

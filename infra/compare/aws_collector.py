@@ -9,47 +9,53 @@ rate of the instance type (rates.yaml, `aws-<type>`) is still shown, dated and s
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any
 
 from infra.compare.records import EnvironmentRecords, without_records
+from infra.outputs import AwsOutputs
 
 
-def cloud_rate_name(outputs: Mapping[str, Any]) -> str:
-    return f"aws-{outputs.get('instance_type', '')}"
+def cloud_rate_name(outputs: AwsOutputs) -> str:
+    return f"aws-{outputs.instance_type}"
 
 
-def platform(outputs: Mapping[str, Any]) -> str:
-    where = "on moto, an AWS API stand-in" if outputs.get("emulated") else str(outputs.get("region", ""))
-    count = outputs.get("instance_count") or len(outputs.get("instance_ids") or []) or 1
-    return f"AWS EC2 {count} x {outputs.get('instance_type')} {outputs.get('market', '')}, {where}"
+def platform(outputs: AwsOutputs) -> str:
+    where = "on moto, an AWS API stand-in" if outputs.emulated else outputs.region
+    count = len(outputs.instances) or 1
+    return f"AWS EC2 {count} x {outputs.instance_type} {outputs.market}, {where}"
 
 
-def not_executed(name: str, outputs: Mapping[str, Any]) -> EnvironmentRecords:
-    reason = f"not executed: {outputs.get('not_executed_reason') or 'the stack outputs say no step ran'}"
-    ids = ", ".join(outputs.get("instance_ids") or []) or "none"
+def not_executed_reason(outputs: AwsOutputs) -> str:
+    return f"not executed: {outputs.not_executed_reason or 'the stack outputs say no step ran'}"
+
+
+def not_executed(name: str, outputs: AwsOutputs) -> EnvironmentRecords:
+    reason = not_executed_reason(outputs)
+    ids = ", ".join(outputs.instance_ids) or "none"
+    objects = outputs.staging.objects if outputs.staging is not None else 0
     return without_records(
         name,
-        "aws",
+        outputs.kind,
         platform(outputs) + " (not executed)",
         reason,
-        outputs,
         notes=(
             f"{reason}. The AWS objects were created for real (instances {ids}; bucket "
-            f"{outputs.get('bucket')}, {(outputs.get('staging') or {}).get('objects', 0)} staged objects); no step "
-            "ran on them, so no figure of a run is given.",
+            f"{outputs.bucket}, {objects} staged objects); no step ran on them, so no figure of a run is given.",
         ),
+        gpus=outputs.gpus_per_instance,
+        gpu_product=outputs.gpu_product,
         cloud_rate=cloud_rate_name(outputs),
     )
 
 
-def as_aws(records: EnvironmentRecords, outputs: Mapping[str, Any]) -> EnvironmentRecords:
-    """Records collected over SSH from the instance's Slurm, labelled and priced as AWS capacity."""
+def as_aws(records: EnvironmentRecords, outputs: AwsOutputs) -> EnvironmentRecords:
+    """Records collected over SSH from the instance's Slurm, labelled and priced as AWS capacity:
+    the GPUs paid for are the instance's, whatever the steps asked for."""
     return dataclasses.replace(
         records,
-        kind="aws",
+        kind=outputs.kind,
         platform=f"Slurm over SSH on {platform(outputs)}",
-        gpu_product=outputs.get("gpu_product"),
+        gpus=outputs.gpus_per_instance,
+        gpu_product=outputs.gpu_product,
         cost_profile="",
         cloud_rate=cloud_rate_name(outputs),
     )

@@ -12,8 +12,12 @@ from infra.compare.records import Missing, ReportContract, ThroughputReading, Th
 
 def report_contract(outputs: Mapping[str, Any] | None) -> ReportContract:
     """`outputs["atlas"]["report"]`; stacks from before Atlas exported it get the defaults (BigGAN's)."""
-    raw = ((outputs or {}).get("atlas") or {}).get("report")
-    if not isinstance(raw, Mapping):
+    return contract_from_report(((outputs or {}).get("atlas") or {}).get("report"))
+
+
+def contract_from_report(raw: Any) -> ReportContract:
+    """The `atlas.report` output itself (infra.outputs.RunOutputs.report) as a ReportContract."""
+    if not isinstance(raw, Mapping) or not raw:
         return ReportContract()
     spec = raw.get("throughput")
     throughput = None

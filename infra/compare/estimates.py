@@ -3,7 +3,7 @@
 The measured wait it is compared with is the GPU step's time from eligible to running (its
 dependencies done): the estimate is for a job that could start at once.
 
-The estimate file (`.state/estimates/<stack>.json`, infra/nodes/cli.py) holds one estimate per
+The estimate file (`.state/estimates/<stack>.json`, infra/cli/nodes.py) holds one estimate per
 environment and when it was made. Put beside the GPU step's measured queue wait, the report
 shows how far off it was. An estimate made after the GPU step was requested is no forecast,
 and says so.

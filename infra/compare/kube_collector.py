@@ -10,21 +10,21 @@ from __future__ import annotations
 
 import dataclasses
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from infra.compare.kube_records import records_from_api
 from infra.compare.records import DEFAULT_CONTRACT, EnvironmentRecords, Missing, ReportContract
 from infra.compare.remote_files import ApiGet, RemoteFiles
 from infra.compare.run_files import collect_logs, collect_telemetry
+from infra.outputs import KubernetesOutputs
 
 MonitorFilesFor = Callable[[str, str], RemoteFiles]  # (namespace, monitor Service) -> its files
 
 
 def collect_kubernetes(
     name: str,
-    outputs: Mapping[str, Any],
+    outputs: KubernetesOutputs,
     get: ApiGet,
     monitor_files: MonitorFilesFor | None = None,
     raw_dir: Path | None = None,
@@ -33,7 +33,7 @@ def collect_kubernetes(
     """Read the namespace's Jobs, pods and events and the pods' nodes through `get` (an API GET);
     with `monitor_files`, the sampler's telemetry and the training log from the results and logs
     PVCs, through the run's monitor (nothing to read on simulated nodes: no container ran)."""
-    namespace = urllib.parse.quote(outputs["namespace"])
+    namespace = urllib.parse.quote(outputs.namespace)
     jobs = get(f"/apis/batch/v1/namespaces/{namespace}/jobs")
     pods = get(f"/api/v1/namespaces/{namespace}/pods")
     events = get(f"/api/v1/namespaces/{namespace}/events")
@@ -49,12 +49,12 @@ def collect_kubernetes(
         or any(s.simulated for s in records.steps)
     ):
         return records
-    selector = urllib.parse.quote(f"app.kubernetes.io/component=monitor,atlas.dev/run={outputs.get('run_id', '')}")
+    selector = urllib.parse.quote(f"app.kubernetes.io/component=monitor,atlas.dev/run={outputs.run_id}")
     services = get(f"/api/v1/namespaces/{namespace}/services?labelSelector={selector}").get("items", [])
     if not services:
         return records
-    files = monitor_files(outputs["namespace"], services[0]["metadata"]["name"])
-    where = f"on the PVCs of {outputs['namespace']} (through the monitor, API service proxy)"
+    files = monitor_files(outputs.namespace, services[0]["metadata"]["name"])
+    where = f"on the PVCs of {outputs.namespace} (through the monitor, API service proxy)"
     telemetry, argv = collect_telemetry([s.step for s in records.steps], "telemetry", files, raw_dir, where)
     training, throughput = collect_logs(contract, "logs", files, raw_dir, where, argv)
     return dataclasses.replace(records, telemetry=telemetry, training=training, throughput=throughput)

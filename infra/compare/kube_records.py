@@ -16,6 +16,7 @@ from infra.compare.records import (
     step_record,
 )
 from infra.compare.timeparse import rfc3339
+from infra.outputs import KubernetesOutputs, KubeStep
 
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 GPU_MOCK_LABEL = "atlas.dev/gpu-mock"
@@ -59,7 +60,7 @@ def _pod_pending_reason(pod: Mapping[str, Any], events: Sequence[EventRecord]) -
 
 
 def _step_record(
-    step: Mapping[str, Any],
+    step: KubeStep,
     job: Mapping[str, Any] | None,
     pods: Sequence[Mapping[str, Any]],
     nodes: Mapping[str, NodeRecord],
@@ -68,8 +69,8 @@ def _step_record(
 ) -> StepRecord:
     if job is None:
         return step_record(
-            step["name"],
-            step.get("job", ""),
+            step.name,
+            step.job,
             "NotFound",
             source,
             pending_reason="the Job is gone from the API (deleted, or the namespace was destroyed)",
@@ -114,7 +115,7 @@ def _step_record(
         reason = _pod_pending_reason(pod, events)
     node = nodes.get(node_name)
     return step_record(
-        step["name"],
+        step.name,
         job.get("metadata", {}).get("name", ""),
         state,
         source,
@@ -164,14 +165,14 @@ def _event(item: Mapping[str, Any]) -> EventRecord:
 
 def records_from_api(
     name: str,
-    outputs: Mapping[str, Any],
+    outputs: KubernetesOutputs,
     jobs: Mapping[str, Any],
     pods: Mapping[str, Any],
     events: Mapping[str, Any],
     nodes: Sequence[Mapping[str, Any]],
 ) -> EnvironmentRecords:
     """Pure: the API's JSON (jobs, pods and events of the namespace; the pods' nodes) to records."""
-    namespace = outputs["namespace"]
+    namespace = outputs.namespace
     node_records = {n.name: n for n in map(_node_record, nodes)}
     event_records = tuple(sorted(map(_event, events.get("items", [])), key=lambda e: e.time or 0.0))
     jobs_by_name = {j["metadata"]["name"]: j for j in jobs.get("items", [])}
@@ -182,13 +183,13 @@ def records_from_api(
         if job_name:
             pods_by_job.setdefault(job_name, []).append(pod)
     source = (
-        f"Kubernetes API {outputs.get('api_url', '')}: GET /apis/batch/v1/namespaces/{namespace}/jobs "
+        f"Kubernetes API {outputs.api_url}: GET /apis/batch/v1/namespaces/{namespace}/jobs "
         f"(metadata.creationTimestamp), /api/v1/namespaces/{namespace}/pods (PodScheduled condition, "
         "containerStatuses[].state startedAt/finishedAt)"
     )
     steps = tuple(
-        _step_record(s, jobs_by_name.get(s["job"]), pods_by_job.get(s["job"], []), node_records, event_records, source)
-        for s in outputs.get("steps", [])
+        _step_record(s, jobs_by_name.get(s.job), pods_by_job.get(s.job, []), node_records, event_records, source)
+        for s in outputs.steps
     )
     staging = tuple(
         StagingRecord(
@@ -214,25 +215,25 @@ def records_from_api(
     telemetry_reason = (
         SIMULATED_TELEMETRY
         if simulated
-        else f"not collected: the sampler's files are on the PVC {outputs.get('telemetry', {}).get('pvc', '?')}, "
+        else f"not collected: the sampler's files are on the PVC {outputs.telemetry.pvc or '?'}, "
         "read through the run's monitor, which is not running (atlas:openshift.monitor.enabled)"
     )
     training_reason = (
         "not measured: simulated node, no container ran, so no training log was written"
         if simulated
-        else f"not collected: the logs are on the PVC {outputs.get('logs', {}).get('pvc', '?')}, "
+        else f"not collected: the logs are on the PVC {outputs.logs.pvc or '?'}, "
         "read through the run's monitor, which is not running (atlas:openshift.monitor.enabled)"
     )
     return EnvironmentRecords(
         name=name,
         kind="kubernetes",
-        platform=f"{outputs.get('flavour', 'kubernetes').capitalize()} API"
+        platform=f"{outputs.flavour.capitalize()} API"
         + (" (KWOK-simulated nodes)" if simulated else " (local node: kubelet, containerd, runc; mock GPUs)"
            if gpu_mock else ""),
         provenance=_provenance(simulated, gpu_mock, bool(used)),
         gpu_mock=gpu_mock,
-        gpus=outputs.get("gpus"),
-        gpu_product=outputs.get("gpu_product"),
+        gpus=outputs.gpus_requested,
+        gpu_product=outputs.gpu_product,
         steps=steps,
         telemetry={s.step: Missing(telemetry_reason) for s in steps},
         training=Missing(training_reason),

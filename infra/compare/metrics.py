@@ -641,7 +641,7 @@ def build_report(
     notes = [
         f"{m.name}: {m.steps_reason}; no figure of a run is given for it."
         for m in metrics
-        if m.kind == "aws" and m.steps_reason.startswith("not executed")
+        if m.steps_reason.startswith("not executed")
     ]
     if any(m.simulated for m in metrics):
         notes.append(

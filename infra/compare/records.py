@@ -6,9 +6,7 @@ source could not give is a `Missing` with the reason, never a zero.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -240,8 +238,9 @@ def without_records(
     kind: str,
     platform: str,
     reason: str,
-    outputs: Mapping[str, Any],
     notes: tuple[str, ...],
+    gpus: int | None = None,
+    gpu_product: str | None = None,
     cost_profile: str = "",
     cloud_rate: str = "",
 ) -> EnvironmentRecords:
@@ -251,8 +250,8 @@ def without_records(
         name=name,
         kind=kind,
         platform=platform,
-        gpus=outputs.get("gpus"),
-        gpu_product=outputs.get("gpu_product"),
+        gpus=gpus,
+        gpu_product=gpu_product,
         steps=Missing(reason),
         telemetry={},
         training=Missing(reason),

@@ -29,9 +29,10 @@ from infra.hpc.providers import target_ssh_inputs
 from infra.hpc.registry import scheduler_for
 from infra.hpc.target import PROVENANCE_NOT_STATED, HpcConfigError, HpcTarget
 from infra.hpc.target_parser import validate_remote_path
+from infra.outputs import BatchStep, FilesAt, HpcOutputs
 from infra.workload.load import folder_files
 from infra.workload.model import FolderSource, GitSource, InTreeSource, Workload, WorkloadError
-from infra.workload.render import render_step
+from infra.workload.render import requested_gpus
 from infra.workload_source import SourceError, materialize_cached, staged_paths
 
 TYPE_TOKEN = "atlas:hpc:HpcEnvironment"  # noqa: S105 (a type token, not a password)
@@ -153,9 +154,7 @@ class HpcEnvironment(pulumi.ComponentResource):
         )
         self.jobs, self.completions = pipeline.jobs, pipeline.completions
 
-        gpus = max(
-            (render_step(workload, s.name, args.environment).resources.total_gpus for s in workload.steps), default=0
-        )
+        gpus = requested_gpus(workload, args.environment)
         step_outputs = [
             pulumi.Output.all(
                 name=s.name,
@@ -168,18 +167,18 @@ class HpcEnvironment(pulumi.ComponentResource):
         ]
         self.run_dir = run_dir
         self.outputs = pulumi.Output.all(*step_outputs).apply(
-            lambda steps: {
-                "kind": "hpc",
-                "provenance": args.provenance,
-                "scheduler": target.scheduler,
-                "host": target.host,
-                "port": target.port,
-                "user": target.user,
-                "run_dir": run_dir,
-                "steps": [dict(s) for s in steps],
-                "gpus": gpus,
-                "telemetry": {"path": f"{run_dir}/{workload.telemetry.root}"},
-                "logs": {"path": f"{run_dir}/{workload.logs.root}"},
-            }
+            lambda steps: HpcOutputs(
+                gpus_requested=gpus,
+                run_id=args.run_id,
+                scheduler=target.scheduler,
+                host=target.host,
+                port=target.port,
+                user=target.user,
+                run_dir=run_dir,
+                steps=tuple(BatchStep(**s) for s in steps),
+                telemetry=FilesAt(f"{run_dir}/{workload.telemetry.root}"),
+                logs=FilesAt(f"{run_dir}/{workload.logs.root}"),
+                provenance=args.provenance,
+            ).to_dict()
         )
         self.register_outputs({"outputs": self.outputs})

@@ -13,15 +13,16 @@ from pathlib import Path
 
 from infra.errors import AtlasConfigError
 from infra.hpc.scheduler import NO_SITE_DIRECTIVES, SiteDirectives
+from infra.outputs import PROVENANCE_NOT_STATED
 
 
 class HpcConfigError(AtlasConfigError):
     """An HPC target value that cannot be used; the message names the key and the fix."""
 
 
-# What an HPC environment is when its config does not say (`atlas:hpc.<name>.provenance`):
-# shown beside its name in every report, never taken for "real".
-PROVENANCE_NOT_STATED = "provenance not stated"
+# PROVENANCE_NOT_STATED (infra.outputs): what an HPC environment is when its config does not say
+# (`atlas:hpc.<name>.provenance`): shown beside its name in every report, never taken for "real".
+__all__ = ["PROVENANCE_NOT_STATED", "HpcConfigError", "HpcTarget"]
 
 
 @dataclass(frozen=True)

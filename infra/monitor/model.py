@@ -16,6 +16,8 @@ from infra.hpc.target import PROVENANCE_NOT_STATED
 # What a node or environment is, as every output labels it (issue 17: nothing defaults to "real").
 REAL = "real"
 SIMULATED_NODE = "simulated node"
+# GPU use below this (percent) counts as idle: the monitor tracks since when, scripts/nodes reports it.
+IDLE_PERCENT = 5.0
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,13 @@
 """Under-used GPU capacity in every environment, queue-wait estimates, and backfill that yields.
 
 idle.py       judge each GPU node from the monitor's snapshot (use, not only requests)
-estimate.py   how long a job of the workload's shape would wait now
 backfill.py   fill free GPUs with low-priority work: a PriorityClass that real jobs preempt
               (Kubernetes), a preemptible partition whose jobs are requeued (Slurm, LSF)
 backfill_apply.py  apply and stop that backfill (the Kubernetes API, the Slurm login node)
 settings.py   atlas:backfill parsed into BackfillSettings
 render.py     scripts/nodes' tables and the estimate file's record
 component.py  the same backfill as a Pulumi component (`atlas:nodes:Backfill`)
-cli.py        scripts/nodes
+
+The wait estimate is the monitor's (infra/monitor/estimate.py); `atlas nodes` is infra/cli/nodes.py,
+and each kind's backfill is started through infra.kinds.
 """

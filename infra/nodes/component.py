@@ -20,12 +20,12 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.config import KubernetesTarget
 from infra.hpc.providers import BatchJob, StagedFiles, target_ssh_inputs
 from infra.hpc.target import HpcTarget
 from infra.hpc.target_parser import validate_remote_path
 from infra.nodes import backfill
 from infra.nodes.settings import BackfillSettings
+from infra.openshift.target import KubernetesTarget
 
 TYPE_TOKEN = "atlas:nodes:Backfill"  # noqa: S105 (a type token, not a password)
 

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from infra.hpc.target import PROVENANCE_NOT_STATED
-from infra.monitor.model import NodeView, Snapshot
+from infra.monitor.model import IDLE_PERCENT, NodeView, Snapshot
 
-IDLE_PERCENT = 5.0
+__all__ = ["IDLE_AFTER_S", "IDLE_PERCENT", "NodeFinding", "find_underused", "judge_node", "summarize"]
 IDLE_AFTER_S = 600.0
 
 

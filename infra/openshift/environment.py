@@ -28,9 +28,10 @@ from infra.openshift.pipeline import TrainingPipeline, TrainingPipelineArgs
 from infra.openshift.settings import OpenShiftSettings, RequiredQuota
 from infra.openshift.settings_parser import check_workload_fits
 from infra.openshift.staging import DataStaging, DataStagingArgs
-from infra.stack_config import KubernetesTarget
+from infra.openshift.target import KubernetesTarget
+from infra.outputs import FilesAt, KubernetesOutputs, KubeStep
 from infra.workload.model import Workload
-from infra.workload.render import RenderedStep, render_steps
+from infra.workload.render import RenderedStep, render_steps, requested_gpus
 
 MANAGED_BY = manifests.MANAGED_BY
 # The key of this side in a workload definition's `overrides`.
@@ -72,6 +73,8 @@ class OpenShiftEnvironmentArgs:
 class OpenShiftEnvironment(pulumi.ComponentResource):
     namespace: pulumi.Output[str]
     api_url: pulumi.Output[str]
+    # With a workload: its side of the outputs contract (infra.outputs.KubernetesOutputs, as a dict).
+    outputs: pulumi.Output[dict[str, Any]]
 
     def __init__(self, name: str, args: OpenShiftEnvironmentArgs, opts: pulumi.ResourceOptions | None = None):
         target = args.target
@@ -107,11 +110,12 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
         self.namespace = self._project(name, target, settings, labels)
         self.api_url = pulumi.Output.from_input(_api_url(target))
 
-        outputs: dict[str, Any] = {"namespace": self.namespace, "api_url": self.api_url}
         if args.definition is not None and settings is not None and needed is not None:
-            outputs |= self._workload(name, args.definition, settings, steps, needed, identity, target, child)
-        self.outputs = outputs
-        self.register_outputs(outputs)
+            self.outputs = self._workload(name, args.definition, settings, steps, needed, identity, target, child)
+        else:
+            # Only the project (no workload): not an environment of the outputs contract.
+            self.outputs = pulumi.Output.all(namespace=self.namespace, api_url=self.api_url)
+        self.register_outputs({"outputs": self.outputs})
 
     def _project(
         self, name: str, target: KubernetesTarget, settings: OpenShiftSettings | None, labels: dict[str, str]
@@ -155,11 +159,93 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
         identity: manifests.RunIdentity,
         target: KubernetesTarget,
         child: pulumi.ResourceOptions,
-    ) -> dict[str, Any]:
-        namespace = self.namespace
+    ) -> pulumi.Output[dict[str, Any]]:
+        """Everything a run needs in the project, in the order pods need it; its outputs."""
+        constraints = self._constraints(name, settings, steps, needed, identity, child)
+        claims = self._claims(name, settings, identity, constraints, child)
+        component = pulumi.ResourceOptions(parent=self, providers={"kubernetes": self.provider})
+        self.image = WorkloadImage(
+            f"{name}-image",
+            WorkloadImageArgs(workload, settings, identity, self.namespace, target.namespace),
+            opts=component,
+        )
+        context = manifests.PodContext(
+            identity=identity,
+            namespace=self.namespace,
+            image=self.image.image,
+            service_account=self.service_account.metadata.name,
+            claims=claims,
+            workdir=settings.image.workdir or f"/opt/{workload.name}",
+            openshift=settings.is_openshift,
+            node_selector=dict(settings.placement.node_selector),
+            tolerations=settings.placement.toleration_list(),
+            source=self._source_volume(name, workload, identity, child),
+        )
+        before_pods = [*constraints, *self.image.ready]
+        # The Jobs' completions reach the API server as the provider does.
+        access = ApiAccess(str(target.kubeconfig_path) if target.kubeconfig_path else None, target.context)
+        self.staging = DataStaging(
+            f"{name}-staging", DataStagingArgs(workload, settings, context, access, before_pods), opts=component
+        )
+        self.pipeline = TrainingPipeline(
+            f"{name}-pipeline",
+            TrainingPipelineArgs(workload, steps, settings, context, access, [*before_pods, *self.staging.ready]),
+            opts=component,
+        )
+        monitor_url: pulumi.Input[str] = ""
+        if settings.monitor.enabled:
+            # After the data is staged: the staging pod has then pulled the image, so a run whose
+            # image cannot be pulled fails on its first Job, not ten minutes later on the
+            # monitor Deployment's own await.
+            self.monitor = RunMonitor(
+                f"{name}-monitor",
+                RunMonitorArgs(workload, settings, context, target.namespace, [*before_pods, *self.staging.ready]),
+                opts=component,
+            )
+            monitor_url = self.monitor.url
+        # Where the sampler and the training log write: a folder on one of the run's claims.
+        files = {
+            what: manifests.volume_path(workload, root)
+            for what, root in (("telemetry", workload.telemetry.root), ("logs", workload.logs.root))
+        }
 
-        # What every pod needs to exist first: LimitRange defaults and quota apply only to pods
-        # created after them.
+        def typed(values: dict[str, Any]) -> dict[str, Any]:
+            return KubernetesOutputs(
+                gpus_requested=requested_gpus(workload, ENVIRONMENT),
+                run_id=identity.run_id,
+                flavour=settings.flavour,
+                namespace=values["namespace"],
+                api_url=values["api_url"],
+                image=values["image"],
+                steps=tuple(KubeStep(**s) for s in values["steps"]),
+                gpu_product=settings.gpu.product,
+                telemetry=FilesAt(pvc=values["telemetry_pvc"], path=f"{files['telemetry'][1]}/"),
+                logs=FilesAt(pvc=values["logs_pvc"], path=f"{files['logs'][1]}/"),
+                monitor_url=values["monitor_url"],
+            ).to_dict()
+
+        return pulumi.Output.all(
+            namespace=self.namespace,
+            api_url=self.api_url,
+            image=self.image.image,
+            steps=self.pipeline.steps,
+            monitor_url=monitor_url,
+            telemetry_pvc=claims.of(files["telemetry"][0]),
+            logs_pvc=claims.of(files["logs"][0]),
+        ).apply(typed)
+
+    def _constraints(
+        self,
+        name: str,
+        settings: OpenShiftSettings,
+        steps: tuple[RenderedStep, ...],
+        needed: RequiredQuota,
+        identity: manifests.RunIdentity,
+        child: pulumi.ResourceOptions,
+    ) -> list[pulumi.Resource]:
+        """What every pod needs to exist first: LimitRange defaults and quota apply only to pods
+        created after them, a NetworkPolicy only to traffic after it."""
+        namespace = self.namespace
         constraints: list[pulumi.Resource] = []
         if settings.quota.manage:
             self.quota = k8s.core.v1.ResourceQuota(
@@ -185,28 +271,6 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
             automount_service_account_token=account["automountServiceAccountToken"],
             opts=child,
         )
-
-        self.claims: dict[str, k8s.core.v1.PersistentVolumeClaim] = {}
-        for role in manifests.VOLUME_ROLES:
-            volume = getattr(settings.storage, role)
-            self.claims[role] = k8s.core.v1.PersistentVolumeClaim(
-                f"{name}-{role}",
-                # Not awaited until Bound: the first Job's pod waits for its claims anyway, and its
-                # completion fails, naming the claim, if one stays unbound (completion.py).
-                metadata={
-                    "namespace": namespace,
-                    "labels": identity.labels(f"{role}-volume"),
-                    "annotations": {manifests.SKIP_AWAIT: "true"},
-                },
-                spec=manifests.pvc_spec(volume),
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=constraints)),
-            )
-        claims = manifests.Claims(
-            data=self.claims["data"].metadata.name,
-            results=self.claims["results"].metadata.name,
-            logs=self.claims["logs"].metadata.name,
-        )
-
         # Before any pod: nothing reaches the run's pods but the monitor (manifests.network_policies).
         self.network_policies = [
             k8s.networking.v1.NetworkPolicy(
@@ -217,75 +281,56 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
             )
             for policy in manifests.network_policies(settings, identity, namespace)
         ]
-        constraints += self.network_policies
-        component = pulumi.ResourceOptions(parent=self, providers={"kubernetes": self.provider})
-        self.image = WorkloadImage(
-            f"{name}-image",
-            WorkloadImageArgs(workload, settings, identity, namespace, target.namespace),
-            opts=component,
-        )
-        source = None
-        if workload.runs_in_runtime_image:
-            # The code in one ConfigMap, copied into each step's working directory by the image's
-            # entrypoint (manifests.SOURCE_DIR); the image is Atlas's runtime image.
-            files = [(f.path, f.source.read_bytes(), f.mode) for f in self.staged_source]
-            data, items = manifests.source_config_map_data(files)
-            self.source_config_map = k8s.core.v1.ConfigMap(
-                f"{name}-source",
-                metadata={"namespace": namespace, "labels": identity.labels("source")},
-                binary_data=data,
-                immutable=True,
-                # Immutable: a changed folder is a new ConfigMap (and new Jobs), never an edit.
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(replace_on_changes=["binaryData"])),
+        return [*constraints, *self.network_policies]
+
+    def _claims(
+        self,
+        name: str,
+        settings: OpenShiftSettings,
+        identity: manifests.RunIdentity,
+        constraints: list[pulumi.Resource],
+        child: pulumi.ResourceOptions,
+    ) -> manifests.Claims:
+        """The run's volumes: data (RWX), results and logs."""
+        self.claims: dict[str, k8s.core.v1.PersistentVolumeClaim] = {}
+        for role in manifests.VOLUME_ROLES:
+            volume = getattr(settings.storage, role)
+            self.claims[role] = k8s.core.v1.PersistentVolumeClaim(
+                f"{name}-{role}",
+                # Not awaited until Bound: the first Job's pod waits for its claims anyway, and its
+                # completion fails, naming the claim, if one stays unbound (completion.py).
+                metadata={
+                    "namespace": self.namespace,
+                    "labels": identity.labels(f"{role}-volume"),
+                    "annotations": {manifests.SKIP_AWAIT: "true"},
+                },
+                spec=manifests.pvc_spec(volume),
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=constraints)),
             )
-            source = manifests.SourceVolume(self.source_config_map.metadata.name, items)
-        context = manifests.PodContext(
-            identity=identity,
-            namespace=namespace,
-            image=self.image.image,
-            service_account=self.service_account.metadata.name,
-            claims=claims,
-            workdir=settings.image.workdir or f"/opt/{workload.name}",
-            openshift=settings.is_openshift,
-            node_selector=dict(settings.placement.node_selector),
-            tolerations=settings.placement.toleration_list(),
-            source=source,
+        return manifests.Claims(
+            data=self.claims["data"].metadata.name,
+            results=self.claims["results"].metadata.name,
+            logs=self.claims["logs"].metadata.name,
         )
-        before_pods = [*constraints, *self.image.ready]
-        # The Jobs' completions reach the API server as the provider does.
-        access = ApiAccess(str(target.kubeconfig_path) if target.kubeconfig_path else None, target.context)
-        self.staging = DataStaging(
-            f"{name}-staging", DataStagingArgs(workload, settings, context, access, before_pods), opts=component
+
+    def _source_volume(
+        self, name: str, workload: Workload, identity: manifests.RunIdentity, child: pulumi.ResourceOptions
+    ) -> manifests.SourceVolume | None:
+        """For a workload that runs in Atlas's runtime image: its code in one ConfigMap, copied into
+        each step's working directory by the image's entrypoint (manifests.SOURCE_DIR)."""
+        if not workload.runs_in_runtime_image:
+            return None
+        files = [(f.path, f.source.read_bytes(), f.mode) for f in self.staged_source]
+        data, items = manifests.source_config_map_data(files)
+        self.source_config_map = k8s.core.v1.ConfigMap(
+            f"{name}-source",
+            metadata={"namespace": self.namespace, "labels": identity.labels("source")},
+            binary_data=data,
+            immutable=True,
+            # Immutable: a changed folder is a new ConfigMap (and new Jobs), never an edit.
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(replace_on_changes=["binaryData"])),
         )
-        self.pipeline = TrainingPipeline(
-            f"{name}-pipeline",
-            TrainingPipelineArgs(workload, steps, settings, context, access, [*before_pods, *self.staging.ready]),
-            opts=component,
-        )
-        outputs: dict[str, Any] = {
-            "kind": "kubernetes",
-            "flavour": settings.flavour,
-            "run_id": identity.run_id,
-            "image": self.image.image,
-            "steps": self.pipeline.steps,
-            "gpus": needed.gpus,
-            "gpu_product": settings.gpu.product,
-        }
-        for what, root in (("telemetry", workload.telemetry.root), ("logs", workload.logs.root)):
-            role, path = manifests.volume_path(workload, root)
-            outputs[what] = {"pvc": claims.of(role), "path": f"{path}/"}
-        outputs["monitor_url"] = ""
-        if settings.monitor.enabled:
-            # After the data is staged: the staging pod has then pulled the image, so a run whose
-            # image cannot be pulled fails on its first Job, not ten minutes later on the
-            # monitor Deployment's own await.
-            self.monitor = RunMonitor(
-                f"{name}-monitor",
-                RunMonitorArgs(workload, settings, context, target.namespace, [*before_pods, *self.staging.ready]),
-                opts=component,
-            )
-            outputs["monitor_url"] = self.monitor.url
-        return outputs
+        return manifests.SourceVolume(self.source_config_map.metadata.name, items)
 
 
 def _api_url(target: KubernetesTarget) -> str:

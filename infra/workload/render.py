@@ -68,6 +68,13 @@ def render_steps(workload: Workload, environment: str) -> tuple[RenderedStep, ..
     return tuple(render_step(workload, step.name, environment) for step in workload.steps)
 
 
+def requested_gpus(workload: Workload, environment: str) -> int:
+    """The GPUs the workload asks for in `environment`: its largest step's total (the steps run
+    one after another, so that is the most it holds at once). Every kind's outputs report this
+    one figure as `gpus_requested`; what a node or instance has is a field of its own."""
+    return max((s.resources.total_gpus for s in render_steps(workload, environment)), default=0)
+
+
 def kubernetes_args(rendered: RenderedStep) -> list[str]:
     """The Job container's `args` (not `command`, which would replace the image's entrypoint)."""
     return list(rendered.argv)

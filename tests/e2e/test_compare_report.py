@@ -1,7 +1,7 @@
 """The comparison report of a real `local` run, checked against the environments' own records.
 
 One `pulumi up` of the local stack (the OpenShift side's steps in containers on the local node,
-Satori over SSH with LSF and with Slurm), then `infra.compare.cli.compare` as scripts/compare
+Satori over SSH with LSF and with Slurm), then `infra.cli.compare.compare` as scripts/compare
 runs it. The report's lifecycle times are checked against records the collectors never read:
 
 - Slurm (and the LSF stand-in, whose jobs are Slurm's): slurmctld's job-completion log
@@ -31,9 +31,10 @@ from typing import Any
 
 import pytest
 
-from infra.compare import cli
+from infra.cli import compare as cli
 from infra.compare.charts import CHARTS
 from infra.compare.render import report_tables
+from infra.kinds import read_stack_outputs
 from infra.localenv import kube, node, satori
 from infra.localenv.layout import Layout
 from infra.workload.load import load_workload
@@ -113,7 +114,7 @@ def test_report_lifecycle_times_agree_with_the_schedulers_and_the_api(
     workload = load_workload(project.root / "workloads" / outputs["atlas"]["workload"] / "workload.yaml")
     wait_until_finished(outputs, kube_env, satori_env)
     access = local_access(kube_env, satori_env, HPC)
-    report, written = cli.compare(outputs, tmp_path / "report", access)
+    report, written = cli.compare(read_stack_outputs(outputs), tmp_path / "report", access)
     data = json.loads(written.json.read_text())
     envs = {e["name"]: e for e in data["environments"]}
     assert set(envs) == {"openshift", *HPC} == set(RECORDS_PER_SIDE)

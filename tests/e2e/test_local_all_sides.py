@@ -15,6 +15,7 @@ import pytest
 
 from infra.localenv import kube, satori
 from infra.localenv.layout import Layout
+from infra.outputs import OUTPUTS_VERSION
 from tests.e2e.pulumi_cli import PulumiProject, local_openshift
 from tests.e2e.pulumi_cli import satori_ssh as ssh
 from tests.support import wait_until
@@ -70,7 +71,7 @@ def test_one_up_one_destroy_for_every_side(stack, kube_env, satori_env):
     envs = outputs["environments"]
     assert set(envs) == {"openshift", *HPC_ENVIRONMENTS}
     assert outputs["atlas"] == {
-        "version": 1,
+        "version": OUTPUTS_VERSION,
         "stack": STACK,
         "workload": "probe",
         "definition": str(proj.root / "workloads" / "probe" / "workload.yaml"),

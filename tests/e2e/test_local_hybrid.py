@@ -20,6 +20,7 @@ import pytest
 
 from infra.localenv import satori
 from infra.localenv.layout import Layout
+from infra.outputs import AwsOutputs, read_environment
 from tests.e2e.pulumi_cli import PulumiProject, local_openshift
 from tests.e2e.pulumi_cli import satori_ssh as ssh
 
@@ -114,16 +115,17 @@ def test_one_up_one_destroy_with_aws_on_moto(hybrid, kube_env, satori_env, moto_
     assert set(envs) == {"openshift", *HPC_ENVIRONMENTS, "aws"}
     aws = envs["aws"]
     assert aws["kind"] == "aws" and aws["executed"] is False and "moto" in aws["not_executed_reason"]
-    assert aws["instance_type"] == "p3.8xlarge" and aws["gpus"] == 4 and aws["region"] == "us-east-1"
+    assert aws["instance_type"] == "p3.8xlarge" and aws["gpus_per_instance"] == 4 and aws["region"] == "us-east-1"
+    instance_ids = list(read_environment(AwsOutputs, aws, "aws").instance_ids)
     assert all(s["state"] == "not-executed" for s in aws["steps"])
 
     # Through boto3: every object exists, tagged with the stack, run and environment.
     found = aws_objects(moto_env, secret, STACK, prefix)
-    assert found["instances"] == aws["instance_ids"]
+    assert found["instances"] == instance_ids
     assert len(found["security_groups"]) == len(found["key_pairs"]) == len(found["roles"]) == 1
     assert found["buckets"] == [aws["bucket"]] and len(found["instance_profiles"]) == 1
     ec2, s3, _ = ec2_s3_iam(moto_env, secret)
-    instance = ec2.describe_instances(InstanceIds=aws["instance_ids"])["Reservations"][0]["Instances"][0]
+    instance = ec2.describe_instances(InstanceIds=instance_ids)["Reservations"][0]["Instances"][0]
     tags = {t["Key"]: t["Value"] for t in instance["Tags"]}
     assert tags["atlas:stack"] == STACK and tags["atlas:run"] == "1" and tags["atlas:environment"] == "aws"
     group = ec2.describe_security_groups(GroupIds=found["security_groups"])["SecurityGroups"][0]
@@ -137,14 +139,14 @@ def test_one_up_one_destroy_with_aws_on_moto(hybrid, kube_env, satori_env, moto_
     proj.run("preview", "--expect-no-changes", "-s", STACK)
 
     # Terminated outside Atlas: refresh sees it gone, the next up launches a new one, and only that.
-    ec2.terminate_instances(InstanceIds=aws["instance_ids"])
+    ec2.terminate_instances(InstanceIds=instance_ids)
     refresh = proj.run("refresh", "--yes", "-s", STACK)
     assert "deleted" in refresh.stdout
     up = proj.run("up", "--yes", "--skip-preview", "-s", STACK)
     cli_output.append(up.stdout + up.stderr)
-    relaunched = proj.outputs(STACK)["environments"]["aws"]
-    assert relaunched["instance_ids"] != aws["instance_ids"] and relaunched["bucket"] == aws["bucket"]
-    assert aws_objects(moto_env, secret, STACK, prefix)["instances"] == relaunched["instance_ids"]
+    relaunched = read_environment(AwsOutputs, proj.outputs(STACK)["environments"]["aws"], "aws")
+    assert list(relaunched.instance_ids) != instance_ids and relaunched.bucket == aws["bucket"]
+    assert aws_objects(moto_env, secret, STACK, prefix)["instances"] == list(relaunched.instance_ids)
     proj.run("preview", "--expect-no-changes", "-s", STACK)
 
     # The comparison puts AWS beside the others and says its runs were not executed.
@@ -152,7 +154,7 @@ def test_one_up_one_destroy_with_aws_on_moto(hybrid, kube_env, satori_env, moto_
     outputs_file = proj.root / "outputs.json"
     outputs_file.write_text(json.dumps(proj.outputs(STACK)))
     compare = subprocess.run(
-        [str(proj.env["PULUMI_PYTHON_CMD"]), "-m", "infra.compare.cli", "--outputs", str(outputs_file),
+        [str(proj.env["PULUMI_PYTHON_CMD"]), "-m", "infra.cli.compare", "--outputs", str(outputs_file),
          "--out", str(report), "--kubeconfig", str(kube_env.kubeconfig)],
         capture_output=True, text=True, timeout=300, check=False, env=proj.env,
     )  # fmt: skip
@@ -172,7 +174,7 @@ def test_one_up_one_destroy_with_aws_on_moto(hybrid, kube_env, satori_env, moto_
     left = aws_objects(moto_env, secret, STACK, prefix)
     assert left == {k: [] for k in left}, left
     assert (
-        ec2.describe_instances(InstanceIds=relaunched["instance_ids"])["Reservations"][0]["Instances"][0]["State"][
+        ec2.describe_instances(InstanceIds=list(relaunched.instance_ids))["Reservations"][0]["Instances"][0]["State"][
             "Name"
         ]
         == "terminated"

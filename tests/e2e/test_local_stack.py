@@ -10,6 +10,7 @@ import pytest
 
 from infra.localenv import kube
 from infra.localenv.layout import Layout
+from infra.outputs import OUTPUTS_VERSION
 from tests.e2e.pulumi_cli import PulumiProject, local_openshift
 from tests.support import wait_until
 
@@ -61,7 +62,7 @@ def test_preview_up_refresh_destroy(project, kube_env):
     assert labels["atlas.dev/stack"] == STACK
 
     outputs = proj.outputs(STACK)
-    assert outputs["atlas"]["version"] == 1
+    assert outputs["atlas"]["version"] == OUTPUTS_VERSION
     assert outputs["atlas"]["stack"] == STACK
     env = outputs["environments"]["openshift"]
     assert env["namespace"] == ns

@@ -22,8 +22,9 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.compare import cli
+from infra.cli import compare as cli
 from infra.compare.records import NO_TRAINING_LOG
+from infra.kinds import read_stack_outputs
 from infra.localenv import kube
 from infra.localenv.layout import Layout
 from infra.workload.load import folder_files, load_workload
@@ -122,7 +123,7 @@ def test_a_workload_outside_atlas_runs_on_every_side_and_is_compared(
         assert top.splitlines() == counts.splitlines()[:20], name
 
     access = local_access(kube_env, satori_env, HPC)
-    _, written = cli.compare(outputs, tmp_path / "report", access)
+    _, written = cli.compare(read_stack_outputs(outputs), tmp_path / "report", access)
     data = json.loads(written.json.read_text())
     reported = {e["name"]: e for e in data["environments"]}
     assert set(reported) == set(envs)

@@ -27,15 +27,20 @@ import pytest
 
 from infra.compare.hpc_records import SQUEUE_QUERY
 from infra.hpc import ssh
+from infra.kinds import read_stack_outputs
 from infra.localenv import kube, kwok, satori
 from infra.localenv.layout import Layout
 from infra.monitor.build import Monitor
+from infra.monitor.estimate import JobShape
 from infra.monitor.hpc import HpcSource
+from infra.monitor.hpc_view import HpcEnvironmentSource
 from infra.monitor.kube import KubeCache, KubeClient
+from infra.monitor.kube_view import KubeSource
 from infra.monitor.model import Snapshot
 from infra.monitor.serve import make_server, serve_in_thread
-from infra.nodes.estimate import JobShape
+from infra.monitor.sources import EnvironmentSource
 from infra.nodes.idle import find_underused
+from infra.outputs import HpcOutputs, KubernetesOutputs
 from tests.support import wait_until
 
 pytestmark = pytest.mark.integration
@@ -77,6 +82,37 @@ def hpc_env(info: dict[str, Any], scheduler: str, job_ids: list[str], run_dir: s
         "logs": {"path": f"{run_dir}/logs"},
         "gpus": 1,
     }
+
+
+def kube_env_outputs(namespace: str, api_url: str = "", steps: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    return {
+        "kind": "kubernetes",
+        "flavour": "kubernetes",
+        "namespace": namespace,
+        "api_url": api_url,
+        "steps": steps or [],
+        "telemetry": {"path": "telemetry/"},
+        "logs": {"path": "logs/"},
+    }
+
+
+def monitor_of(
+    outputs: dict[str, Any], cache: KubeCache | None, run: Runner, interval: float, shape: JobShape | None
+) -> tuple[Monitor, dict[str, HpcSource]]:
+    """The monitor as infra.kinds makes it, with this test's cache and SSH runner: a watch-cache
+    source for the Kubernetes side, a polled source for each batch side (and the pollers)."""
+    typed = read_stack_outputs(outputs)
+    sources: dict[str, EnvironmentSource] = {}
+    pollers: dict[str, HpcSource] = {}
+    for name, env in typed.environments.items():
+        if isinstance(env, KubernetesOutputs):
+            assert cache is not None
+            sources[name] = KubeSource(name, env, cache)
+        else:
+            assert isinstance(env, HpcOutputs)
+            pollers[name] = HpcSource(name, outputs["environments"][name], run, interval)
+            sources[name] = HpcEnvironmentSource(name, env, pollers[name])
+    return Monitor(typed.run, sources, shape, interval), pollers
 
 
 def sbatch(run: Runner, options: str, command: str) -> str:
@@ -180,23 +216,14 @@ def test_the_snapshot_matches_the_api_and_the_scheduler(
         outputs = {
             "atlas": {"stack": "h10", "workload": "probe", "run_id": "1"},
             "environments": {
-                "openshift": {
-                    "kind": "kubernetes",
-                    "flavour": "kubernetes",
-                    "namespace": namespace,
-                    "api_url": kube_env.api_url,
-                    "steps": [{"name": "train", "job": "train"}],
-                },
+                "openshift": kube_env_outputs(namespace, kube_env.api_url, [{"name": "train", "job": "train"}]),
                 "satori-slurm": hpc_env(info, "slurm", ids),
                 "satori": hpc_env(info, "lsf", ids),  # the LSF command set shows the same jobs
             },
         }
         cache = KubeCache(KubeClient(kube_env.kubeconfig), namespace)
         cache.start()
-        sources = {
-            name: HpcSource(name, outputs["environments"][name], run, 2.0) for name in ("satori", "satori-slurm")
-        }
-        monitor = Monitor(outputs, cache, sources, JobShape("probe", 1), 2.0)
+        monitor, _ = monitor_of(outputs, cache, run, 2.0, JobShape("probe", 1))
 
         def settled() -> Snapshot | None:
             snap = monitor.snapshot()
@@ -245,18 +272,13 @@ def test_idle_gpu_nodes_are_found_on_every_side(kube_env: Layout, login: tuple[d
     outputs = {
         "atlas": {"stack": "h10", "workload": "probe", "run_id": "1"},
         "environments": {
-            "openshift": {"kind": "kubernetes", "namespace": "default", "steps": []},
+            "openshift": kube_env_outputs("default"),
             "satori-slurm": hpc_env(info, "slurm", []),
         },
     }
     cache = KubeCache(KubeClient(kube_env.kubeconfig), "default")
     cache.list_all()
-    monitor = Monitor(
-        outputs,
-        cache,
-        {"satori-slurm": HpcSource("satori-slurm", outputs["environments"]["satori-slurm"], run, 2.0)},
-        JobShape("probe", 1),
-    )
+    monitor, _ = monitor_of(outputs, cache, run, 2.0, JobShape("probe", 1))
     findings = find_underused(monitor.snapshot())
     api = api_gpu_allocation(kube_env)
     slurm = slurm_gpu_allocation(run)
@@ -290,14 +312,14 @@ def test_the_web_view_shows_the_snapshot_s_numbers_in_chromium(
         outputs = {
             "atlas": {"stack": "h10", "workload": "probe", "run_id": "1"},
             "environments": {
-                "openshift": {"kind": "kubernetes", "namespace": namespace, "steps": [{"name": "web", "job": "web"}]},
+                "openshift": kube_env_outputs(namespace, steps=[{"name": "web", "job": "web"}]),
                 "satori-slurm": hpc_env(info, "slurm", [job]),
             },
         }
         cache = KubeCache(KubeClient(kube_env.kubeconfig), namespace)
         cache.start()
-        source = HpcSource("satori-slurm", outputs["environments"]["satori-slurm"], run, 30.0)
-        monitor = Monitor(outputs, cache, {"satori-slurm": source}, JobShape("probe", 1), 30.0)
+        monitor, pollers = monitor_of(outputs, cache, run, 30.0, JobShape("probe", 1))
+        source = pollers["satori-slurm"]
         wait_until(lambda: monitor.snapshot().environments[0].steps[0].phase == "running", "the pod to run", 60)
         wait_until(lambda: source.poll(force=True).steps[0].started_at is not None, "the Slurm job to start", 60)
 
@@ -388,8 +410,7 @@ def test_polling_keeps_to_the_interval_under_a_200_job_run(login: tuple[dict[str
             "atlas": {"stack": "h10", "workload": "probe", "run_id": "1"},
             "environments": {"satori-slurm": hpc_env(info, "slurm", ids)},
         }
-        source = HpcSource("satori-slurm", outputs["environments"]["satori-slurm"], counting, interval)
-        monitor = Monitor(outputs, None, {"satori-slurm": source}, JobShape("probe", 1), interval)
+        monitor, _ = monitor_of(outputs, None, counting, interval, JobShape("probe", 1))
         server = make_server(monitor.snapshot, "127.0.0.1", 0)
         serve_in_thread(server)
         port = server.server_address[1]

@@ -15,7 +15,7 @@ from pulumi.runtime.mocks import MockMonitor
 
 from infra.openshift.settings import OpenShiftSettings
 from infra.openshift.settings_parser import parse_openshift_settings
-from infra.stack_config import KubernetesTarget
+from infra.openshift.target import KubernetesTarget
 from infra.workload.load import load_workload
 from infra.workload.model import Workload
 

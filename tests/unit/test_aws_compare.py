@@ -10,11 +10,15 @@ from typing import Any
 
 import pytest
 
-from infra.compare import cli, collect, metrics, report_model, stack_files
+from infra.cli import compare as cli
+from infra.cli import stack_files
+from infra.compare import metrics, report_model
 from infra.compare.access import Access
 from infra.compare.cost_files import load_cost_profiles, load_rate_table
 from infra.compare.records import EnvironmentRecords, Missing
 from infra.compare.render import render_markdown, summary_table
+from infra.kinds import collect_environments, read_stack_outputs
+from infra.outputs import AwsOutputs, read_environment
 
 AWS_OUTPUTS: dict[str, Any] = {
     "kind": "aws",
@@ -58,7 +62,7 @@ def test_not_executed_aws_is_reported_beside_the_others_with_its_rate_and_no_inv
         "atlas": {"stack": "local-hybrid", "workload": "probe", "run_id": "1"},
         "environments": {"aws": AWS_OUTPUTS},
     }
-    records = collect.collect_environments(outputs, Access(tmp_path), tmp_path / "raw")
+    records = collect_environments(read_stack_outputs(outputs), Access(tmp_path), tmp_path / "raw")
     assert [r.kind for r in records] == ["aws"]
     aws = records[0]
     assert isinstance(aws.steps, Missing) and aws.steps.reason.startswith("not executed: ")
@@ -98,7 +102,8 @@ def test_executed_aws_records_are_priced_by_the_cloud_rate() -> None:
         staging=Missing("x"),
         cost_profile="satori",
     )
-    aws = aws_collector.as_aws(hpc_like, {**AWS_OUTPUTS, "executed": True, "emulated": False})
+    outputs = read_environment(AwsOutputs, {**AWS_OUTPUTS, "executed": True, "emulated": False}, "aws")
+    aws = aws_collector.as_aws(hpc_like, outputs)
     assert aws.kind == "aws" and aws.cost_profile == "" and aws.cloud_rate == "aws-p3.8xlarge"
     assert aws.platform == "Slurm over SSH on AWS EC2 1 x p3.8xlarge on-demand, us-east-1"
     step = report_model.StepMetrics(

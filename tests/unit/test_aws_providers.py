@@ -19,6 +19,7 @@ from infra.aws.providers import (
     StagedObjectsProvider,
     ssh_cidrs_of,
 )
+from infra.outputs import AwsOutputs, read_environment
 
 COMMON: dict[str, Any] = {
     "provider_version": providers.PROVIDER_VERSION,
@@ -249,9 +250,12 @@ def test_aws_environment_on_moto_creates_everything_and_runs_nothing(mocks: Mock
         assert instance["instance_type"] == "p3.8xlarge" and instance["image_id"] == "ami-1e749f67"
 
         assert out["kind"] == "aws" and out["region"] == "eu-west-1" and out["emulated"] is True
-        assert out["executed"] is False and "moto" in out["not_executed_reason"]
-        assert out["instance_ids"] == [i["id"] for i in out["instances"]] and len(out["instance_ids"]) == 2
-        assert out["gpus"] == 4 and out["gpus_total"] == 8 and out["market"] == "on-demand"
+        assert out["executed"] is False and "moto" in out["not_executed_reason"] and out["batch"] is None
+        typed = read_environment(AwsOutputs, out, "aws")  # what compare, monitor and nodes read back
+        assert typed.instance_ids == tuple(i["id"] for i in out["instances"]) and len(typed.instance_ids) == 2
+        # The instance type's GPUs and the workload's ask are two named figures (the probe asks for 1).
+        assert out["gpus_per_instance"] == 4 and typed.gpus_total == 8 and out["gpus_requested"] == 1
+        assert out["market"] == "on-demand"
         assert out["bucket"] == "atlas-unit-aws-b0" and out["staging"]["objects"] == len(staged)
         assert [s["name"] for s in out["steps"]] == ["make-hdf5", "inception-moments", "train"]
         assert all(s["state"] == "not-executed" for s in out["steps"])
@@ -286,10 +290,11 @@ def test_aws_environment_executing_runs_each_step_as_a_slurm_job_over_ssh(mocks:
         assert "aws-train-done" not in by_name
         assert by_name["aws-make-hdf5-done"].inputs["job_name"] == by_name["aws-make-hdf5"].inputs["job_name"]
         assert out["executed"] is True and out["not_executed_reason"] == ""
-        assert out["scheduler"] == "slurm" and out["host"] == out["instances"][0]["public_ip"] and out["port"] == 22
-        assert out["known_hosts"] == f"{out['host']} ssh-ed25519 AAAAHOSTKEY"
-        assert all(s["job_id"] for s in out["steps"]) and out["market"] == "spot"
-        assert out["run_dir"] == "atlas-runs/unit/aws/probe"
+        batch = out["batch"]  # the one-node Slurm on the first instance, read as an HPC side
+        assert batch["scheduler"] == "slurm" and batch["host"] == out["instances"][0]["public_ip"]
+        assert batch["port"] == 22 and batch["known_hosts"] == f"{batch['host']} ssh-ed25519 AAAAHOSTKEY"
+        assert all(s["job_id"] for s in out["steps"]) and batch["steps"] == out["steps"] and out["market"] == "spot"
+        assert batch["run_dir"] == "atlas-runs/unit/aws/probe"
         assert "wJalrXUtnFEMI" not in repr(out) and "MOCK" not in repr(out)
 
     return env.outputs.apply(check)

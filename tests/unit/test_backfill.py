@@ -11,13 +11,13 @@ from typing import Any
 import pulumi
 import pytest
 
-from infra.config import KubernetesTarget
 from infra.errors import AtlasConfigError
 from infra.hpc.remote import RemoteResult
 from infra.hpc.target import HpcTarget
 from infra.nodes import backfill, backfill_apply
 from infra.nodes.component import TYPE_TOKEN, Backfill, BackfillArgs, SlurmBackfillTarget
 from infra.nodes.settings import BackfillSettings, parse_backfill_settings
+from infra.openshift.target import KubernetesTarget
 from infra.workload.load import load_workload
 from infra.workload.render import render_step
 from tests.support import REPO_ROOT

@@ -18,7 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infra.compare import cli, cost_files, costs, metrics, render, report_model, stack_files, telemetry
+from infra.cli import compare as cli
+from infra.cli import stack_files
+from infra.compare import cost_files, costs, metrics, render, report_model, telemetry
 from infra.compare.charts import all_charts
 from infra.compare.hpc_collector import collect_hpc
 from infra.compare.hpc_records import LSF_FIELDS, SQUEUE_QUERY, lsf_steps, slurm_steps
@@ -39,11 +41,14 @@ from infra.compare.timeparse import lsf_short, rfc3339
 from infra.compare.training import training_log_from_text
 from infra.hpc.registry import UnknownSchedulerError
 from infra.hpc.remote import RemoteResult
+from infra.kinds import read_stack_outputs
 
 DATA = Path(__file__).parent / "data"
 REC = DATA / "compare"
 OUTPUTS = json.loads((REC / "stack_outputs.json").read_text())
 ENVS = OUTPUTS["environments"]
+# The Kubernetes side's records read typed outputs (the HPC side's still read the dict).
+KUBE_OUTPUTS = read_stack_outputs(OUTPUTS).environments["openshift"]
 
 
 def utc(text: str) -> float:
@@ -122,7 +127,7 @@ def kube_records() -> EnvironmentRecords:
     }
     for node in json.loads((REC / "k8s_nodes.json").read_text())["items"]:
         recorded[f"/api/v1/nodes/{node['metadata']['name']}"] = node
-    return collect_kubernetes("openshift", ENVS["openshift"], recorded.__getitem__)
+    return collect_kubernetes("openshift", KUBE_OUTPUTS, recorded.__getitem__)
 
 
 def test_kubernetes_step_times_come_from_the_job_and_its_pod() -> None:
@@ -153,7 +158,7 @@ def test_kubernetes_on_kwok_says_telemetry_was_not_measured_and_why() -> None:
 
 
 def test_a_job_gone_from_the_api_is_reported_not_invented() -> None:
-    records = records_from_api("openshift", ENVS["openshift"], {"items": []}, {"items": []}, {"items": []}, [])
+    records = records_from_api("openshift", KUBE_OUTPUTS, {"items": []}, {"items": []}, {"items": []}, [])
     assert not isinstance(records.steps, Missing)
     assert all(s.state == "NotFound" and s.started_at is None for s in records.steps)
     assert records.provenance == "not executed: no step's pod ran on a node"  # never "real" by default

@@ -26,10 +26,13 @@ from infra.compare.records import Missing, TelemetryColumns, TrainingLog
 from infra.compare.remote_files import MonitorFiles
 from infra.openshift import monitor_app
 from infra.openshift.monitor_app import MonitorConfig
+from infra.outputs import KubernetesOutputs, read_environment
 
 REC = Path(__file__).parent / "data" / "compare"
-ENV = json.loads((REC / "stack_outputs.json").read_text())["environments"]["openshift"]
-NAMESPACE, SERVICE = ENV["namespace"], "openshift-monitor-service-1a2b3c"
+ENV = read_environment(
+    KubernetesOutputs, json.loads((REC / "stack_outputs.json").read_text())["environments"]["openshift"], "openshift"
+)
+NAMESPACE, SERVICE = ENV.namespace, "openshift-monitor-service-1a2b3c"
 PROXY = f"/api/v1/namespaces/{NAMESPACE}/services/{SERVICE}:http/proxy"
 
 
@@ -99,7 +102,7 @@ def test_a_real_cluster_run_brings_telemetry_and_the_training_log_through_the_mo
         f"/api/v1/namespaces/{NAMESPACE}/pods": json.loads((REC / "k8s_pods.json").read_text()),
         f"/api/v1/namespaces/{NAMESPACE}/events": json.loads((REC / "k8s_events.json").read_text()),
         f"/api/v1/namespaces/{NAMESPACE}/services?labelSelector=app.kubernetes.io/component%3Dmonitor%2C"
-        f"atlas.dev/run%3D{ENV['run_id']}": {"items": [{"metadata": {"name": SERVICE}}]},
+        f"atlas.dev/run%3D{ENV.run_id}": {"items": [{"metadata": {"name": SERVICE}}]},
     }
     for node in nodes:  # real nodes: not KWOK's
         node["metadata"].get("annotations", {}).pop(KWOK_NODE_ANNOTATION, None)

@@ -16,6 +16,7 @@ from infra.hpc.registry import scheduler_for
 from infra.hpc.remote import RemoteResult
 from infra.hpc.scheduler import JobState, Phase
 from infra.hpc.ssh import sha256_hex
+from infra.outputs import OUTPUTS_VERSION
 
 UNKNOWN = rpc.UNKNOWN
 SCRIPT = "#!/bin/bash\n#SBATCH --job-name=atlas-train-0123456789\npython main.py\n"
@@ -301,7 +302,7 @@ def test_hpc_environment_children_outputs_and_dependencies(mocks: Mocks) -> Any:
         assert out["kind"] == "hpc" and out["scheduler"] == "lsf" and out["port"] == 16022
         assert [s["name"] for s in out["steps"]] == ["make-hdf5", "inception-moments", "train"]
         assert all(s["job_id"] and len(s["script_sha256"]) == 64 for s in out["steps"])
-        assert out["gpus"] == 2
+        assert out["gpus_requested"] == 2 and out["version"] == OUTPUTS_VERSION
         assert out["telemetry"]["path"] == "atlas-runs/unit/satori/biggan/telemetry"
         assert out["logs"]["path"] == "atlas-runs/unit/satori/biggan/logs"
         assert "UNIT-TEST-KEY-MATERIAL" not in repr(out)

@@ -20,8 +20,10 @@ import pytest
 from infra.compare.hpc_records import SQUEUE_QUERY
 from infra.compare.timeparse import rfc3339
 from infra.hpc.remote import RemoteResult
+from infra.kinds import read_stack_outputs
 from infra.monitor import hpc_reads
 from infra.monitor.build import Monitor
+from infra.monitor.estimate import JobShape
 from infra.monitor.hpc import HpcSource
 from infra.monitor.hpc_reads import (
     iterations_per_second,
@@ -33,11 +35,13 @@ from infra.monitor.hpc_reads import (
     parse_telemetry_tail,
     sections_script,
 )
+from infra.monitor.hpc_view import HpcEnvironmentSource
 from infra.monitor.kube import GoneError, KubeCache
+from infra.monitor.kube_view import KubeSource
 from infra.monitor.model import NodeView
 from infra.monitor.render import html_page, terminal_view, to_dict, to_json
-from infra.nodes.estimate import JobShape
 from infra.nodes.idle import judge_node
+from infra.outputs import HpcOutputs, KubernetesOutputs, read_environment
 
 REC = Path(__file__).parent / "data" / "compare"
 OUTPUTS = json.loads((REC / "stack_outputs.json").read_text())
@@ -176,6 +180,7 @@ def slurm_outputs(count: int) -> dict[str, Any]:
         "host": "127.0.0.1",
         "port": 22,
         "user": "atlas",
+        "run_dir": "run",
         "steps": [{"name": f"s{i}", "job_id": str(100 + i)} for i in range(count)],
         "telemetry": {"path": "run/telemetry"},
         "logs": {"path": "run/logs"},
@@ -236,9 +241,20 @@ def kube_monitor(now: float) -> tuple[Monitor, KubeCache, RecordedApi]:
     api = RecordedApi()
     cache = KubeCache(api, NAMESPACE)  # type: ignore[arg-type]
     cache.list_all()
-    outputs = {"atlas": OUTPUTS["atlas"], "environments": {"openshift": OUTPUTS["environments"]["openshift"]}}
-    monitor = Monitor(outputs, cache, {}, JobShape("probe", 1), 30.0, wall=lambda: now)
+    outputs = read_stack_outputs(
+        {"atlas": OUTPUTS["atlas"], "environments": {"openshift": OUTPUTS["environments"]["openshift"]}}
+    )
+    kubernetes = outputs.environments["openshift"]
+    assert isinstance(kubernetes, KubernetesOutputs)
+    source = KubeSource("openshift", kubernetes, cache)
+    monitor = Monitor(outputs.run, {"openshift": source}, JobShape("probe", 1), 30.0, wall=lambda: now)
     return monitor, cache, api
+
+
+def hpc_source(name: str, outputs: dict[str, Any], runner: Any) -> HpcEnvironmentSource:
+    """The monitor's source for a batch side, polling through `runner` (as infra.kinds.hpc makes it)."""
+    typed = read_environment(HpcOutputs, outputs, name)
+    return HpcEnvironmentSource(name, typed, HpcSource(name, outputs, runner, 30.0))
 
 
 def test_the_kubernetes_view_matches_the_recorded_jobs_pods_and_nodes() -> None:
@@ -327,11 +343,7 @@ def test_an_environment_that_cannot_be_read_says_why_and_the_others_still_show()
 
     now = utc("2026-12-02T16:00:00Z")
     monitor, _cache, _api = kube_monitor(now)
-    monitor.outputs = {
-        **monitor.outputs,
-        "environments": {**monitor.outputs["environments"], "satori-slurm": slurm_outputs(2)},
-    }
-    monitor.hpc["satori-slurm"] = HpcSource("satori-slurm", slurm_outputs(2), broken, 30.0)
+    monitor.sources = {**monitor.sources, "satori-slurm": hpc_source("satori-slurm", slurm_outputs(2), broken)}
     views = {e.name: e for e in monitor.snapshot().environments}
     assert "Unable to contact slurm controller" in views["satori-slurm"].error
     assert not views["openshift"].error and views["openshift"].steps
@@ -343,8 +355,7 @@ def test_an_unknown_scheduler_is_an_error_not_slurm() -> None:
     outputs = {**slurm_outputs(2), "scheduler": "pbs"}
     now = utc("2026-12-02T16:00:00Z")
     monitor, _cache, _api = kube_monitor(now)
-    monitor.outputs = {**monitor.outputs, "environments": {**monitor.outputs["environments"], "site": outputs}}
-    monitor.hpc["site"] = HpcSource("site", outputs, fake_slurm_runner(commands), 30.0)
+    monitor.sources = {**monitor.sources, "site": hpc_source("site", outputs, fake_slurm_runner(commands))}
     views = {e.name: e for e in monitor.snapshot().environments}
     assert "unknown scheduler 'pbs'; use lsf or slurm" in views["site"].error
     assert commands == [] and not views["openshift"].error
@@ -353,7 +364,7 @@ def test_an_unknown_scheduler_is_an_error_not_slurm() -> None:
 def test_queue_wait_of_a_pending_step_grows_until_it_starts() -> None:
     from infra.compare.records import StepRecord
     from infra.hpc.scheduler import Phase
-    from infra.monitor.build import step_view
+    from infra.monitor.sources import step_view
 
     record = StepRecord(
         "train", "7", "PENDING", 100.0, None, None, None, None, "Resources", 1, None, "", False, None, ""

@@ -4,16 +4,19 @@ whose answers are worked out by hand in each test."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from pathlib import Path
 
 import pytest
 
-from infra.monitor.build import _idle_since, hpc_provenance, kube_provenance
+from infra.monitor.estimate import JobShape, RunningJob, estimate_wait, shape_of_workload
+from infra.monitor.hpc_view import _idle_since
+from infra.monitor.kube_view import kube_provenance
 from infra.monitor.model import EnvironmentView, NodeView, Snapshot, StepTelemetry, StepView
-from infra.nodes.estimate import JobShape, RunningJob, estimate_wait, shape_of_workload
 from infra.nodes.idle import find_underused, judge_node, summarize
 from infra.nodes.render import environment_label, estimates_record
+from infra.outputs import HpcOutputs, KubernetesOutputs, read_environment
 from infra.workload.load import load_workload
 
 NOW = 10_000.0
@@ -154,7 +157,7 @@ def test_the_estimate_record_keeps_each_environment_s_estimate_and_when_it_was_m
     "bad", [["--interval", "0.1"], ["--idle-percent", "150"], ["--slots", "0", "--backfill", "probe"], ["--slots", "2"]]
 )
 def test_bad_flags_are_refused_naming_the_flag(bad: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    from infra.nodes.cli import main
+    from infra.cli.nodes import main
 
     assert main(["--outputs", "/nonexistent", *bad]) == 2
     flag = next(b for b in bad if b.startswith("--") and b != "--backfill")
@@ -162,14 +165,16 @@ def test_bad_flags_are_refused_naming_the_flag(bad: list[str], capsys: pytest.Ca
 
 
 def test_before_the_first_up_the_stack_file_names_the_environments() -> None:
-    from infra.nodes.cli import outputs_from_stack_file
+    from infra.cli.nodes import outputs_from_stack_file
 
     outputs = outputs_from_stack_file(REPO / "stacks" / "Pulumi.local.yaml", "local")
-    envs = outputs["environments"]
-    assert envs["openshift"]["kind"] == "kubernetes" and envs["openshift"]["namespace"] == "atlas-local"
-    assert (envs["satori"]["scheduler"], envs["satori-slurm"]["scheduler"]) == ("lsf", "slurm")
-    assert all(e["steps"] == [] for e in envs.values())
-    assert outputs["atlas"]["workload"] == "probe"
+    envs = outputs.environments
+    openshift, satori, slurm = envs["openshift"], envs["satori"], envs["satori-slurm"]
+    assert isinstance(openshift, KubernetesOutputs) and openshift.namespace == "atlas-local"
+    assert isinstance(satori, HpcOutputs) and isinstance(slurm, HpcOutputs)
+    assert (satori.scheduler, slurm.scheduler) == ("lsf", "slurm")
+    assert all(e.steps == () for e in envs.values())  # type: ignore[attr-defined]
+    assert outputs.run.workload == "probe"
 
 
 def test_two_environments_on_one_login_node_count_its_gpus_once() -> None:
@@ -203,8 +208,11 @@ def test_every_environment_but_a_real_one_says_what_it_is(provenance: str, label
 
 def test_a_node_view_is_never_real_by_default() -> None:
     assert node("vm", 4, 0).provenance == "provenance not stated"
-    assert hpc_provenance({}) == "provenance not stated"
-    assert hpc_provenance({"provenance": "real"}) == "real"
+    recorded = json.loads((REPO / "tests/unit/data/compare/stack_outputs.json").read_text())["environments"]["satori"]
+    unstated = {k: v for k, v in recorded.items() if k != "provenance"}
+    assert read_environment(HpcOutputs, unstated, "satori").provenance == "provenance not stated"
+    assert read_environment(HpcOutputs, {**unstated, "provenance": ""}, "satori").provenance == "provenance not stated"
+    assert read_environment(HpcOutputs, {**unstated, "provenance": "real"}, "satori").provenance == "real"
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,8 @@ import pytest
 from infra.openshift.environment import OpenShiftEnvironment, OpenShiftEnvironmentArgs
 from infra.openshift.settings import OpenShiftSettings, OpenShiftSettingsError
 from infra.openshift.settings_parser import parse_openshift_settings
-from infra.stack_config import KubernetesTarget
+from infra.openshift.target import KubernetesTarget
+from infra.outputs import OUTPUTS_VERSION
 from infra.workload.model import Workload
 from tests.unit.openshift_fixtures import (
     KEY,
@@ -50,7 +51,7 @@ def environment(
 
 
 def resolved(env: OpenShiftEnvironment) -> pulumi.Output[dict[str, Any]]:
-    return pulumi.Output.all(**env.outputs)
+    return env.outputs
 
 
 @pulumi.runtime.test
@@ -142,7 +143,8 @@ def test_openshift_gpu_declares_every_object(mocks):
 
         assert outputs["namespace"] == "atlas-biggan"
         assert outputs["flavour"] == "openshift"
-        assert outputs["gpus"] == 2 and outputs["gpu_product"] == "Tesla-V100-SXM2-32GB"
+        assert outputs["gpus_requested"] == 2 and outputs["gpu_product"] == "Tesla-V100-SXM2-32GB"
+        assert outputs["kind"] == "kubernetes" and outputs["version"] == OUTPUTS_VERSION
         assert [s["name"] for s in outputs["steps"]] == ["make-hdf5", "inception-moments", "train"]
         assert outputs["steps"][2]["job"] == "openshift-pipeline-train-0a1b2c3d"
         assert outputs["steps"][2]["uid"] == "uid-openshift-pipeline-train"

@@ -140,7 +140,7 @@ def test_every_openshift_gpu_object_validates_against_the_official_schema(book: 
                 report[obj.name] = problems
         assert report == {}
 
-    return pulumi.Output.all(**env.outputs).apply(check)
+    return env.outputs.apply(check)
 
 
 @pulumi.runtime.test
@@ -156,7 +156,7 @@ def test_the_local_configurations_objects_validate_too(book: SchemaBook):
                 report[obj.name] = problems
         assert report == {}
 
-    return pulumi.Output.all(**env.outputs).apply(check)
+    return env.outputs.apply(check)
 
 
 def test_the_check_catches_a_misspelt_field_in_each_kind_of_object(book: SchemaBook):

@@ -1,4 +1,4 @@
-"""scripts/compare: collect from every environment a stack's outputs name, compute, write the report.
+"""`atlas compare` (scripts/compare): collect from every environment a stack's outputs name, compute, write the report.
 
     scripts/compare -s local                     # runs `pulumi stack output --json -s local`
     scripts/compare --outputs outputs.json       # or `-` for stdin
@@ -16,14 +16,16 @@ import argparse
 import dataclasses
 import datetime as dt
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
+from infra.cli.stack_files import load_access, read_stack_outputs
 from infra.compare.access import Access
-from infra.compare.collect import collect_environments, import_folder, wait_until_finished
+from infra.compare.collect import import_folder, unfinished_steps
 from infra.compare.cost_files import RATES_FILE, load_cost_profiles, load_estimates, load_rate_table
 from infra.compare.costs import CostConfigError
 from infra.compare.estimates import with_estimates
@@ -31,12 +33,30 @@ from infra.compare.metrics import build_report
 from infra.compare.render import summary_renderables
 from infra.compare.report import WrittenReport, write_report
 from infra.compare.report_model import Report
-from infra.compare.stack_files import load_access, read_stack_outputs
 from infra.hpc import ssh
+from infra.kinds import collect_environments
+from infra.kinds import read_stack_outputs as typed_outputs
+from infra.outputs import OutputsError, StackOutputs
+
+
+def wait_until_finished(
+    outputs: StackOutputs, access: Access, raw_dir: Path, timeout_s: float, interval_s: float = 5.0
+) -> list[str]:
+    """`pulumi up` waits for the preparation steps only: poll every environment's own records
+    (batched, at most every `interval_s`) until every step has finished or `timeout_s` passed.
+    Returns the steps still unfinished (empty when all finished)."""
+    start = time.monotonic()
+    while True:
+        waiting = unfinished_steps(collect_environments(outputs, access, raw_dir))
+        elapsed = time.monotonic() - start
+        if not waiting or elapsed >= timeout_s:
+            return waiting
+        print(f"compare {elapsed:5.0f}s waiting for {len(waiting)} step(s): {', '.join(waiting)}", flush=True)
+        time.sleep(interval_s)
 
 
 def compare(
-    outputs: Mapping[str, Any] | None,
+    outputs: StackOutputs | None,
     out: Path,
     access: Access | None = None,
     imports: Sequence[tuple[Path, str]] = (),
@@ -52,7 +72,9 @@ def compare(
     environments = collect_environments(outputs, access or Access(), out / "raw") if outputs else []
     for folder, name in imports:
         environments.append(import_folder(folder, name, import_gpus))
-    run = {k: str(v) for k, v in ((outputs or {}).get("atlas") or {}).items() if k in ("stack", "workload", "run_id")}
+    run = {}
+    if outputs is not None:
+        run = {"stack": outputs.run.stack, "workload": outputs.run.workload, "run_id": outputs.run.run_id}
     if not run and environments and environments[0].run:
         run = dict(environments[0].run)  # an imported run alone: its own workload and run id
     report = build_report(environments, profiles, rate_table, run)
@@ -124,12 +146,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if not (args.stack or args.outputs or args.imports):
         parser().error("give -s STACK, --outputs FILE|-, or --import DIR")
-    outputs = read_stack_outputs(args)
-    if outputs is not None and not outputs.get("environments") and not args.imports:
+    raw = read_stack_outputs(args)
+    if raw is not None and not raw.get("environments") and not args.imports:
         print(
             "compare: the stack outputs name no environment (is the stack deployed? `pulumi up` first)", file=sys.stderr
         )
         return 1
+    try:
+        outputs = typed_outputs(raw) if raw is not None and raw.get("environments") else None
+    except OutputsError as error:
+        print(f"compare: the stack outputs: {error}", file=sys.stderr)
+        return 2
     project = Path.cwd()
     access = load_access(args, project)
     imports = []
@@ -137,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         folder, _, name = item.partition("=")
         imports.append((Path(folder), name or f"seed-{Path(folder).name}"))
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    label = args.stack or ((outputs or {}).get("atlas") or {}).get("stack") or "import"
+    label = args.stack or (outputs.run.stack if outputs else "") or "import"
     out = args.out or project / "reports" / f"{label}-{stamp}"
     if args.wait and outputs:
         left = wait_until_finished(outputs, access, out / "raw", args.wait)

@@ -1,4 +1,4 @@
-"""scripts/nodes: under-used GPU nodes in every environment, queue-wait estimates, backfill.
+"""`atlas nodes` (scripts/nodes): under-used GPU nodes in every environment, queue-wait estimates, backfill.
 
     scripts/nodes -s local                      # every GPU node, judged by use, with a suggestion
     scripts/nodes -s local --json
@@ -16,37 +16,27 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import posixpath
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import yaml
 from rich.console import Console
 
-from infra.compare.access import outputs_from_config
-from infra.compare.stack_files import load_access
+from infra.cli.common import UsageError, add_source_arguments, check_interval, read_outputs, workload_shape
+from infra.cli.monitor import build_monitor
+from infra.cli.stack_files import load_access
+from infra.compare.access import Access
 from infra.hpc import ssh
-from infra.hpc.registry import scheduler_class
 from infra.hpc.scheduler import SchedulerError
+from infra.kinds import BackfillRequest, backfill, outputs_before_up
 from infra.kubeapi import KubeRequestError
 from infra.monitor.build import Monitor
-from infra.monitor.cli import (
-    UsageError,
-    add_source_arguments,
-    build_monitor,
-    check_interval,
-    read_outputs,
-    workload_shape,
-)
-from infra.monitor.kube import KubeClient
 from infra.monitor.render import estimate_text
-from infra.nodes import backfill, backfill_apply
+from infra.nodes.backfill import SLURM_PARTITION, BackfillError
 from infra.nodes.idle import IDLE_AFTER_S, IDLE_PERCENT, find_underused, summarize
 from infra.nodes.render import estimates_record, estimates_table, findings_table
-from infra.workload.load import load_workload, locate_workload
-from infra.workload.model import WorkloadError
+from infra.outputs import RunOutputs, StackOutputs
 
 ESTIMATES_DIR = Path(".state") / "estimates"
 
@@ -55,30 +45,19 @@ def estimates_file(project: Path, stack: str) -> Path:
     return project / ESTIMATES_DIR / f"{stack}.json"
 
 
-def backfill_work(
-    project: Path, workload_name: str, environment: str, outputs: Mapping[str, Any]
-) -> backfill.BackfillWork:
-    """The workload's GPU step as backfill (backfill.work_for), with the image and GPU model the run used.
-    `workload_name` as `atlas:workload` takes it: a shipped name, or a definition's path."""
-    try:
-        workload = load_workload(locate_workload(workload_name, project, "--backfill"))
-    except WorkloadError as error:
-        raise UsageError(f"--backfill {workload_name}: {error}") from None
-    env = (outputs.get("environments") or {}).get(environment) or {}
-    return backfill.work_for(workload, environment, str(env.get("image", "")), env.get("gpu_product") or None)
-
-
-def outputs_from_stack_file(path: Path, stack: str) -> dict[str, Any]:
+def outputs_from_stack_file(path: Path, stack: str) -> StackOutputs:
     """Before the first `pulumi up` there are no outputs: the environments as the stack file names
     them (where to reach each scheduler, no steps yet), enough to judge nodes and estimate waits."""
     config = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
-    outputs = outputs_from_config(config, stack)
-    if not outputs["environments"]:
+    run = RunOutputs(stack=stack, workload=str(config.get("atlas:workload", "probe")),
+                     run_id=str(config.get("atlas:runId", "1")))
+    outputs = outputs_before_up(config, stack, run)
+    if not outputs.environments:
         raise UsageError(f"--stack-file {path}: names no environment (atlas:openshift, atlas:hpc)")
     return outputs
 
 
-def _outputs(args: argparse.Namespace, project: Path) -> dict[str, Any]:
+def _outputs(args: argparse.Namespace, project: Path) -> StackOutputs:
     """The stack's outputs; without any (not deployed yet), the environments its stack file names."""
     stack_file = args.stack_file or (project / "stacks" / f"Pulumi.{args.stack}.yaml" if args.stack else None)
     if args.outputs or (args.stack and stack_file is None):
@@ -131,7 +110,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--backfill-partition",
-        default=backfill.SLURM_PARTITION,
+        default=SLURM_PARTITION,
         help="Slurm partition whose jobs are preempted and requeued (default %(default)s)",
     )
     return p
@@ -157,14 +136,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         _check(args)
         outputs = _outputs(args, project)
         access = load_access(args, project)
-        shape = workload_shape(args, outputs, project)
+        shape = workload_shape(args, outputs.run, project)
     except UsageError as error:
         print(f"nodes: {error}", file=sys.stderr)
         return 2
     monitor = build_monitor(outputs, access, args.interval, shape, watch=False)
     try:
         if args.backfill or args.backfill_stop:
-            return _backfill(args, monitor, outputs, access.kubeconfig, project, console)
+            return _backfill(args, monitor, outputs, access, project, console)
         snapshot = monitor.snapshot()
         for env in snapshot.environments:
             if env.error:
@@ -209,8 +188,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _backfill(
     args: argparse.Namespace,
     monitor: Monitor,
-    outputs: Mapping[str, Any],
-    kubeconfig: Path | None,
+    outputs: StackOutputs,
+    access: Access,
     project: Path,
     console: Console,
 ) -> int:
@@ -225,53 +204,21 @@ def _backfill(
     for env in snapshot.environments:
         if chosen and env.name not in chosen:
             continue
-        raw = (outputs.get("environments") or {}).get(env.name) or {}
         free = sum(n.gpus_free for n in env.nodes)
-        slots = min(free, args.slots) if args.slots else free
+        request = BackfillRequest(
+            environment=env.name,
+            source=monitor.sources[env.name],
+            access=access,
+            project=project,
+            workload=workload,
+            run_workload=outputs.run.workload,
+            slots=min(free, args.slots) if args.slots else free,
+            partition=args.backfill_partition,
+            stop=bool(args.backfill_stop),
+        )
         try:
-            if env.kind == "kubernetes":
-                if kubeconfig is None:
-                    raise backfill.BackfillError("no kubeconfig: pass --kubeconfig or a stack file naming one")
-                client = KubeClient(kubeconfig)
-                if args.backfill_stop:
-                    gone = backfill_apply.stop_kubernetes(client, workload)
-                    console.print(f"{env.name}: backfill Deployment {'deleted' if gone else 'was not there'}")
-                    continue
-                work = backfill_work(project, workload, env.name, outputs)
-                applied = backfill_apply.apply_kubernetes(client, work, slots)
-                console.print(
-                    f"{env.name}: {slots} one-GPU backfill pod(s) at priority {backfill.PRIORITY_VALUE} "
-                    f"({', '.join(applied)}); real jobs preempt them"
-                )
-            elif env.kind == "hpc" and not scheduler_class(raw.get("scheduler")).backfill_unsupported:
-                source = monitor.hpc.get(env.name)
-                if source is None:
-                    raise backfill.BackfillError("no SSH access (key or known_hosts missing)")
-                if args.backfill_stop:
-                    ids = backfill_apply.stop_slurm(source.runner, args.backfill_partition)
-                    console.print(f"{env.name}: cancelled backfill job(s) {', '.join(ids) or '(none)'}")
-                    continue
-                work = backfill_work(project, workload, env.name, outputs)
-                run_dir = str(raw.get("run_dir", ""))
-                if work.workload != (outputs.get("atlas") or {}).get("workload"):
-                    run_dir = posixpath.join(posixpath.dirname(run_dir), work.workload)
-                scripts = backfill.slurm_scripts(
-                    work, env.name, run_dir, slots, args.backfill_partition, telemetry=True
-                )
-                ids = backfill_apply.submit_slurm(source.runner, run_dir, scripts)
-                console.print(
-                    f"{env.name}: {len(ids)} one-GPU backfill job(s) in partition {args.backfill_partition} "
-                    f"({', '.join(ids) or 'none: no free GPU'}); real jobs preempt them and Slurm requeues them"
-                )
-            elif env.kind == "hpc":
-                scheduler = scheduler_class(raw.get("scheduler"))
-                console.print(
-                    f"{env.name}: no backfill: {scheduler.label}: {scheduler.backfill_unsupported}; "
-                    "the local LSF command set has none"
-                )
-            else:
-                console.print(f"{env.name}: no backfill for a {env.kind} environment here (only Kubernetes and Slurm)")
-        except (backfill.BackfillError, UsageError, KubeRequestError, SchedulerError, OSError, ValueError) as error:
+            backfill(request, outputs.environments[env.name], console.print)
+        except (BackfillError, UsageError, KubeRequestError, SchedulerError, OSError, ValueError) as error:
             print(f"nodes: {env.name}: {error}", file=sys.stderr)
             status = 1
     return status

@@ -1,0 +1,187 @@
+"""The HPC kind (LSF, Slurm over SSH): `HpcEnvironment`, its records from the scheduler, its polled
+monitor, backfill in a preemptible partition.
+
+Everything the rest of Atlas asks of a batch-scheduler environment, in the order of
+`EnvironmentKind` (base.py). What differs between schedulers is not chosen here: it is asked
+of the scheduler's class through infra/hpc/registry.py.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from infra.kinds.base import BackfillRequest, BuildContext, Built, EnvironmentKind, backfill_work
+from infra.outputs import PROVENANCE_NOT_STATED, FilesAt, HpcOutputs
+
+if TYPE_CHECKING:
+    from infra.compare.access import Access
+    from infra.compare.records import EnvironmentRecords, ReportContract
+    from infra.hpc import ssh
+    from infra.monitor.sources import EnvironmentSource
+    from infra.stack_config import StackConfig
+    from infra.workload.model import Workload
+
+SECTION = "atlas:hpc"
+
+
+class HpcKind(EnvironmentKind[HpcOutputs]):
+    name = HpcOutputs.kind
+    outputs_type = HpcOutputs
+
+    def stages_source(self, config: StackConfig, workload: Workload) -> bool:
+        return bool(config.hpc)
+
+    def build(self, context: BuildContext) -> dict[str, Built]:
+        from infra.hpc.components import HpcEnvironment, HpcEnvironmentArgs
+
+        config, workload = context.config, context.workload
+        preparation_steps = tuple(step.name for step in workload.steps[:-1])
+        built = {}
+        for hpc_config in config.hpc:
+            environment = HpcEnvironment(
+                hpc_config.name,
+                HpcEnvironmentArgs(
+                    target=hpc_config.target,
+                    workload=workload,
+                    environment=hpc_config.name,
+                    stack=config.stack,
+                    run_id=config.run_id,
+                    wait_for_steps=hpc_config.wait_for if hpc_config.wait_for is not None else preparation_steps,
+                    extra_files=context.source_files,
+                    provenance=hpc_config.provenance,
+                ),
+            )
+            built[hpc_config.name] = Built(environment, environment.outputs)
+        return built
+
+    def outputs_before_up(self, config: Mapping[str, Any], stack: str) -> dict[str, HpcOutputs]:
+        found = {}
+        for name, env in (config.get(SECTION) or {}).items():
+            if isinstance(env, dict) and env.get("enabled", True) not in (False, "false"):
+                found[str(name)] = HpcOutputs(
+                    gpus_requested=0,
+                    run_id=str(config.get("atlas:runId", "1")),
+                    scheduler=str(env.get("scheduler", "")),
+                    host=str(env.get("host", "")),
+                    port=int(env.get("port", 22)),
+                    user=str(env.get("user", "")),
+                    run_dir="",
+                    steps=(),
+                    telemetry=FilesAt(""),
+                    logs=FilesAt(""),
+                    provenance=str(env.get("provenance") or PROVENANCE_NOT_STATED),
+                )
+        return found
+
+    def collect(
+        self, name: str, outputs: HpcOutputs, access: Access, raw_dir: Path, contract: ReportContract
+    ) -> EnvironmentRecords:
+        from infra.compare.hpc_collector import collect_hpc
+        from infra.compare.remote_files import SftpFiles
+        from infra.hpc import ssh
+
+        connection = connect(name, outputs, access)
+
+        def runner(command: str) -> ssh.RemoteResult:
+            return ssh.run_remote(connection, command, check=False, safe_to_retry=True, timeout=60)
+
+        # Until the report's HPC side reads HpcOutputs itself: its dict, `gpus` as it read it.
+        legacy = {**outputs.to_dict(), "gpus": outputs.gpus_requested}
+        return collect_hpc(name, legacy, runner, SftpFiles(connection.sftp()), raw_dir, contract)
+
+    def unreachable(self, name: str, outputs: HpcOutputs, reason: str) -> EnvironmentRecords:
+        from infra.compare.records import without_records
+
+        return without_records(
+            name,
+            outputs.kind,
+            outputs.scheduler,
+            reason,
+            notes=(reason,),
+            gpus=outputs.gpus_requested,
+            cost_profile="satori",
+        )
+
+    def monitor_source(self, name: str, outputs: HpcOutputs, access: Access, interval_s: float) -> EnvironmentSource:
+        return polled_source(name, outputs, access, interval_s)
+
+    def backfill(self, request: BackfillRequest, outputs: HpcOutputs, echo: Callable[[str], None]) -> None:
+        from infra.hpc.registry import scheduler_class
+        from infra.monitor.hpc_view import HpcEnvironmentSource
+        from infra.nodes import backfill, backfill_apply
+
+        scheduler = scheduler_class(outputs.scheduler)
+        if scheduler.backfill_unsupported:
+            echo(
+                f"{request.environment}: no backfill: {scheduler.label}: {scheduler.backfill_unsupported}; "
+                "the local LSF command set has none"
+            )
+            return
+        source = request.source
+        if not isinstance(source, HpcEnvironmentSource):
+            raise backfill.BackfillError("no SSH access (key or known_hosts missing)")
+        runner = source.poller.runner
+        if request.stop:
+            ids = backfill_apply.stop_slurm(runner, request.partition)
+            echo(f"{request.environment}: cancelled backfill job(s) {', '.join(ids) or '(none)'}")
+            return
+        work = backfill_work(request)
+        run_dir = outputs.run_dir
+        if work.workload != request.run_workload:
+            run_dir = posixpath.join(posixpath.dirname(run_dir), work.workload)
+        scripts = backfill.slurm_scripts(
+            work, request.environment, run_dir, request.slots, request.partition, telemetry=True
+        )
+        ids = backfill_apply.submit_slurm(runner, run_dir, scripts)
+        echo(
+            f"{request.environment}: {len(ids)} one-GPU backfill job(s) in partition {request.partition} "
+            f"({', '.join(ids) or 'none: no free GPU'}); real jobs preempt them and Slurm requeues them"
+        )
+
+
+def connect(name: str, outputs: HpcOutputs, access: Access) -> ssh.PooledConnection:
+    """The pooled SSH connection to an HPC side's login node, its host key checked: the outputs'
+    own (an instance Atlas launched and keyed) or the stack file's known_hosts file."""
+    from infra.hpc import ssh
+
+    key, hosts = access.ssh_keys.get(name), access.known_hosts.get(name)
+    inline = outputs.known_hosts + "\n" if outputs.known_hosts and hosts is None else None
+    if key is None or (hosts is None and inline is None):
+        raise LookupError(
+            f"no SSH key or known_hosts for {name!r}: pass --ssh-key {name}=PATH "
+            f"--known-hosts {name}=PATH, or a stack file that names them"
+        )
+    endpoint = ssh.SshEndpoint(
+        host=outputs.host,
+        port=outputs.port,
+        user=outputs.user,
+        known_hosts=inline if inline is not None else hosts.read_text(),  # type: ignore[union-attr]
+        known_hosts_source="the stack outputs' known_hosts" if inline is not None else f"file {hosts}",
+        private_key_file=str(key),
+    )
+    return ssh.connection(endpoint)
+
+
+def polled_source(
+    name: str, outputs: HpcOutputs, access: Access, interval_s: float, kind: str = HpcOutputs.kind, where: str = ""
+) -> EnvironmentSource:
+    """The monitor's source for a batch side: its scheduler polled over SSH at most every
+    `interval_s`; an environment it cannot reach is a source that says why."""
+    from infra.hpc import ssh
+    from infra.monitor.hpc import HpcSource
+    from infra.monitor.hpc_view import HpcEnvironmentSource
+    from infra.monitor.sources import ErrorSource
+
+    try:
+        connection = connect(name, outputs, access)
+    except (LookupError, OSError) as error:
+        return ErrorSource(name, kind, outputs.scheduler, str(error))
+
+    def runner(command: str) -> ssh.RemoteResult:
+        return ssh.run_remote(connection, command, check=False, safe_to_retry=True, timeout=60)
+
+    poller = HpcSource(name, outputs.to_dict(), runner, interval_s)
+    return HpcEnvironmentSource(name, outputs, poller, kind, where)

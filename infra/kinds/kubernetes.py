@@ -1,0 +1,135 @@
+"""The Kubernetes kind (OpenShift or plain Kubernetes): `OpenShiftEnvironment`, its records through
+the API, its watch-cache monitor, backfill as a Deployment that yields.
+
+Everything the rest of Atlas asks of a Kubernetes environment, in the order of
+`EnvironmentKind` (base.py); what each part does lives in its own package (infra/openshift,
+infra/compare/kube_*, infra/monitor/kube*, infra/nodes/backfill*), imported where it is used.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from infra.kinds.base import BackfillRequest, BuildContext, Built, EnvironmentKind, backfill_work
+from infra.outputs import FilesAt, KubernetesOutputs
+
+if TYPE_CHECKING:
+    from infra.compare.access import Access
+    from infra.compare.records import EnvironmentRecords, ReportContract
+    from infra.monitor.sources import EnvironmentSource
+    from infra.stack_config import StackConfig
+    from infra.workload.model import Workload
+
+# The stack config's section, and the environment's name in the outputs and the workload's overrides.
+SECTION = "atlas:openshift"
+ENVIRONMENT = "openshift"
+NO_KUBECONFIG = "no kubeconfig: pass --kubeconfig or a stack file naming one"
+
+
+class KubernetesKind(EnvironmentKind[KubernetesOutputs]):
+    name = KubernetesOutputs.kind
+    outputs_type = KubernetesOutputs
+
+    def stages_source(self, config: StackConfig, workload: Workload) -> bool:
+        # An image of the workload's own carries its code; Atlas's runtime image gets it in a ConfigMap.
+        return config.openshift is not None and workload.runs_in_runtime_image
+
+    def build(self, context: BuildContext) -> dict[str, Built]:
+        config = context.config
+        if config.openshift is None:
+            return {}
+        from infra.openshift.environment import OpenShiftEnvironment, OpenShiftEnvironmentArgs
+        from infra.workload.load import check_staged_size
+
+        staged = context.source_files if self.stages_source(config, context.workload) else ()
+        # The code goes into one ConfigMap: too much of it stops preview here, naming the workload.
+        check_staged_size([f.source.stat().st_size for f in staged], f"workload {context.workload.name!r}'s code")
+        environment = OpenShiftEnvironment(
+            ENVIRONMENT,
+            OpenShiftEnvironmentArgs(
+                target=config.openshift,
+                stack=config.stack,
+                workload=context.workload.name,
+                definition=context.workload,
+                settings=config.openshift_settings,
+                run_id=config.run_id,
+                source_files=staged,
+            ),
+        )
+        return {ENVIRONMENT: Built(environment, environment.outputs)}
+
+    def outputs_before_up(self, config: Mapping[str, Any], stack: str) -> dict[str, KubernetesOutputs]:
+        section = config.get(SECTION)
+        if not isinstance(section, dict) or section.get("enabled", True) in (False, "false"):
+            return {}
+        return {
+            ENVIRONMENT: KubernetesOutputs(
+                gpus_requested=0,
+                run_id=str(config.get("atlas:runId", "1")),
+                flavour=str(section.get("flavour", "openshift")),
+                namespace=str(section.get("namespace", "")),
+                steps=(),
+                telemetry=FilesAt(""),
+                logs=FilesAt(""),
+                gpu_product=(section.get("gpu") or {}).get("product"),
+            )
+        }
+
+    def collect(
+        self, name: str, outputs: KubernetesOutputs, access: Access, raw_dir: Path, contract: ReportContract
+    ) -> EnvironmentRecords:
+        from infra.compare.kube_collector import collect_kubernetes
+        from infra.compare.remote_files import MonitorFiles
+        from infra.kubeapi import KubeApi
+
+        if access.kubeconfig is None:
+            raise LookupError(NO_KUBECONFIG)
+        api = KubeApi(access.kubeconfig, timeout_s=60.0)
+        files = functools.partial(MonitorFiles, api.get, api.download)
+        return collect_kubernetes(name, outputs, api.get, files, raw_dir, contract)
+
+    def unreachable(self, name: str, outputs: KubernetesOutputs, reason: str) -> EnvironmentRecords:
+        from infra.compare.records import without_records
+
+        return without_records(
+            name,
+            outputs.kind,
+            f"{outputs.flavour.capitalize()} API",
+            reason,
+            notes=(reason,),
+            gpus=outputs.gpus_requested,
+            gpu_product=outputs.gpu_product,
+            cost_profile="moc",
+        )
+
+    def monitor_source(
+        self, name: str, outputs: KubernetesOutputs, access: Access, interval_s: float
+    ) -> EnvironmentSource:
+        from infra.monitor.kube import KubeCache, KubeClient
+        from infra.monitor.kube_view import KubeSource
+        from infra.monitor.sources import ErrorSource
+
+        if access.kubeconfig is None:
+            return ErrorSource(name, outputs.kind, f"{outputs.flavour.capitalize()} API", NO_KUBECONFIG)
+        return KubeSource(name, outputs, KubeCache(KubeClient(access.kubeconfig), outputs.namespace))
+
+    def backfill(self, request: BackfillRequest, outputs: KubernetesOutputs, echo: Callable[[str], None]) -> None:
+        from infra.monitor.kube import KubeClient
+        from infra.nodes import backfill, backfill_apply
+
+        if request.access.kubeconfig is None:
+            raise backfill.BackfillError(NO_KUBECONFIG)
+        client = KubeClient(request.access.kubeconfig)
+        if request.stop:
+            gone = backfill_apply.stop_kubernetes(client, request.workload)
+            echo(f"{request.environment}: backfill Deployment {'deleted' if gone else 'was not there'}")
+            return
+        work = backfill_work(request, outputs.image, outputs.gpu_product or None)
+        applied = backfill_apply.apply_kubernetes(client, work, request.slots)
+        echo(
+            f"{request.environment}: {request.slots} one-GPU backfill pod(s) at priority {backfill.PRIORITY_VALUE} "
+            f"({', '.join(applied)}); real jobs preempt them"
+        )

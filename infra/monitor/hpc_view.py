@@ -1,0 +1,126 @@
+"""An HPC side of the monitor as a source: the last poll of its scheduler (hpc.py) as one
+environment's view.
+
+The poll is rate-limited by `HpcSource` itself (at most once an interval); a view only reads its
+last answer. A node's GPU use comes from the sampler's readings of the steps on it where there
+are any, else from the scheduler's own index (LSF's `lsload -gpu`), else it is not readable.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from infra.hpc.registry import scheduler_for
+from infra.monitor.estimate import RunningJob, estimate_wait
+from infra.monitor.hpc import HpcSource
+from infra.monitor.model import EnvironmentView, HpcNode, HpcPoll, NodeView, StepTelemetry
+from infra.monitor.sources import EnvironmentSource, IdleTracker, ViewContext, finite, step_view
+from infra.outputs import HpcOutputs
+
+RECENT_S = 3600.0  # waits of jobs that started within this window feed the estimate
+
+
+class HpcEnvironmentSource(EnvironmentSource):
+    """One batch-scheduler environment, polled over SSH by `poller`.
+
+    `kind` and `platform_of` let another kind read its batch side this way (AWS: the one-node
+    Slurm on its first instance) under its own name."""
+
+    def __init__(self, name: str, outputs: HpcOutputs, poller: HpcSource, kind: str = HpcOutputs.kind,
+                 where: str = "") -> None:
+        self.name, self.outputs, self.poller, self.kind, self.where = name, outputs, poller, kind, where
+
+    def view(self, now: float, context: ViewContext) -> EnvironmentView:
+        name, outputs, source = self.name, self.outputs, self.poller
+        poll: HpcPoll = source.poll()
+        scheduler = scheduler_for(outputs.scheduler)
+        running_steps = [s for s in poll.steps if s.started_at is not None and s.finished_at is None]
+        steps = []
+        for record in poll.steps:
+            telemetry = poll.telemetry.get(record.step)
+            rate = None
+            if (
+                len(running_steps) == 1
+                and running_steps[0] is record
+                and poll.log_stamp is not None
+                and record.started_at is not None
+                and poll.log_stamp >= record.started_at
+            ):
+                rate = poll.iterations_per_s
+            note = "" if telemetry is not None else ("no sampler readings yet" if record in running_steps else "")
+            steps.append(step_view(record, scheduler.phase_of(record.state), now, telemetry, note, rate))
+        node_views = [self._node_view(node, poll, now, context.idle) for node in poll.nodes]
+        estimate = None
+        if context.shape is not None and poll.nodes:
+            recent = [
+                j.started_at - j.submitted_at
+                for j in poll.queue
+                if j.started_at is not None and j.submitted_at is not None and now - j.started_at <= RECENT_S
+            ]
+            estimate = estimate_wait(
+                name,
+                context.shape,
+                node_views,
+                [j.gpus for j in poll.queue if j.state == "pending" and not j.preemptible],
+                [RunningJob(j.expected_end, j.gpus or 0, j.preemptible) for j in poll.queue if j.state == "running"],
+                recent,
+                now,
+            )
+        notes = tuple(e for e in (poll.node_error, poll.queue_error) if e)
+        return EnvironmentView(
+            name=name,
+            kind=self.kind,
+            platform=f"{scheduler.label} over SSH{self.where} (every {source.interval_s:g} s)",
+            steps=tuple(steps),
+            nodes=tuple(node_views),
+            polled_at=poll.at,
+            source=f"{outputs.login}: "
+            + " ; ".join(c if len(c) < 160 else c[:157] + "..." for c in poll.commands[:1])
+            + " ; one node/queue/telemetry script",
+            estimate=estimate,
+            notes=notes,
+            provenance=outputs.provenance,
+        )
+
+    def _node_view(self, node: HpcNode, poll: HpcPoll, now: float, idle: IdleTracker) -> NodeView:
+        util, source = node.gpu_util_percent, node.util_source
+        idle_since: float | None = None
+        on_node = [s for s in poll.steps if s.node == node.name and s.step in poll.telemetry]
+        series = [poll.telemetry[s.step] for s in on_node]
+        measured = [t for t in series if finite(t.gpu_util_percent)]
+        if measured:
+            # The sampler's own readings of the GPUs the steps hold beat any scheduler index.
+            util = sum(finite(t.gpu_util_percent)[-1] for t in measured) / len(measured)
+            source = "the sampler (NVML / nvidia-smi) of the steps on this node"
+            idle_since = _idle_since(measured, idle.idle_percent)
+        tracked = idle.track(self.name, node.name, util, node.gpus_allocated, now)
+        workloads = tuple(
+            f"job {s.job} ({s.step})"
+            for s in poll.steps
+            if s.node == node.name and s.finished_at is None and s.started_at is not None
+        )
+        return NodeView(
+            name=node.name,
+            state=node.state,
+            gpus_total=node.gpus_total,
+            gpus_allocated=node.gpus_allocated,
+            gpu_util_percent=util,
+            util_source=source,
+            workloads=workloads,
+            idle_since=idle_since if idle_since is not None else tracked,
+            site=f"{self.outputs.host}:{self.outputs.port}",
+            provenance=self.outputs.provenance,
+        )
+
+
+def _idle_since(series: Sequence[StepTelemetry], idle_percent: float) -> float | None:
+    """When the GPUs last were busy, from the samples: the first sample after the last busy one."""
+    since: list[float] = []
+    for telemetry in series:
+        pairs = [(t, u) for t, u in zip(telemetry.t, telemetry.gpu_util_percent, strict=True) if not math.isnan(u)]
+        if not pairs or pairs[-1][1] >= idle_percent:
+            return None
+        busy = [i for i, (_, u) in enumerate(pairs) if u >= idle_percent]
+        since.append(pairs[busy[-1] + 1][0] if busy else pairs[0][0])
+    return max(since) if since else None
