@@ -376,3 +376,71 @@ def test_queue_wait_of_a_pending_step_grows_until_it_starts() -> None:
 def test_sinfo_format_is_the_one_the_lsf_command_set_reads() -> None:
     # The same -O fields as infra/localenv/lsf/cli.py, so the local Satori answers both alike.
     assert hpc_reads.SINFO_FORMAT == "NodeList:|,StateLong:|,CPUsState:|,Gres:|,GresUsed:"
+
+
+# --- AWS: every kind the stack has is shown -------------------------------------------------------
+
+
+def aws_outputs(emulated: bool, executed: bool = False) -> dict[str, Any]:
+    from tests.unit.test_outputs import AWS
+
+    return {
+        **AWS.to_dict(),
+        "emulated": emulated,
+        "executed": executed,
+        "not_executed_reason": "" if executed else "http://127.0.0.1:16500 is an AWS API stand-in (moto)",
+        # The first instance's host key, generated at launch: the outputs carry it.
+        "batch": {**AWS.to_dict()["batch"], "known_hosts": "203.0.113.9 ssh-ed25519 AAAAHOSTKEY"} if executed else None,
+    }
+
+
+def test_aws_instances_that_ran_nothing_are_shown_with_why_and_a_stand_ins_are_no_nodes() -> None:
+    from infra.compare.access import Access
+    from infra.kinds import monitor_sources
+
+    outputs = read_stack_outputs({"atlas": OUTPUTS["atlas"], "environments": {"aws": aws_outputs(emulated=True)}})
+    sources = monitor_sources(outputs, Access(), 30.0)
+    (env,) = Monitor(outputs.run, sources, JobShape("probe", 1)).snapshot().environments
+    assert env.kind == "aws" and not env.error and "not executed" in env.platform
+    assert [s.phase for s in env.steps] == ["not executed"] and "moto" in env.steps[0].reason
+    assert env.nodes == () and "exist only as records of the API stand-in" in env.notes[0]
+    assert "moto" in env.provenance
+
+    real = read_stack_outputs({"atlas": OUTPUTS["atlas"], "environments": {"aws": aws_outputs(emulated=False)}})
+    (env,) = Monitor(real.run, monitor_sources(real, Access(), 30.0), None).snapshot().environments
+    # Real instances that run nothing are GPUs paid for and idle: the node listing's business.
+    assert [(n.name, n.gpus_total, n.gpus_allocated) for n in env.nodes] == [("i-1", 4, 0), ("i-2", 4, 0)]
+    assert all(n.gpu_util_percent is None and n.util_source.startswith("not measured") for n in env.nodes)
+    assert env.provenance == "real"
+    text = json.loads(to_json(Monitor(real.run, monitor_sources(real, Access(), 30.0), None).snapshot()))
+    assert text["environments"][0]["name"] == "aws"
+
+
+def test_aws_steps_that_ran_are_polled_on_the_first_instance_checked_against_its_own_host_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from infra.compare.access import Access
+    from infra.hpc import ssh
+    from infra.kinds import monitor_sources
+    from infra.monitor.sources import ErrorSource
+
+    outputs = read_stack_outputs({"atlas": OUTPUTS["atlas"], "environments": {"aws": aws_outputs(False, True)}})
+    source = monitor_sources(outputs, Access(), 30.0)["aws"]
+    # Without a key there is no login; the view says how to give one (the host key is the outputs').
+    assert isinstance(source, ErrorSource) and "--ssh-key aws=PATH" in source.error and source.kind == "aws"
+
+    endpoints: list[ssh.SshEndpoint] = []
+    commands: list[str] = []
+    runner = fake_slurm_runner(commands)
+    monkeypatch.setattr(ssh, "connection", lambda endpoint: endpoints.append(endpoint) or object())
+    monkeypatch.setattr(ssh, "run_remote", lambda _connection, command, **_: runner(command))
+    key = tmp_path / "id_ed25519"
+    sources = monitor_sources(outputs, Access(tmp_path, ssh_keys={"aws": key}), 30.0)
+    (env,) = Monitor(outputs.run, sources, None).snapshot().environments
+    assert not env.error, env.error
+    (endpoint,) = endpoints
+    batch = outputs.environments["aws"].batch  # type: ignore[attr-defined]
+    assert (endpoint.host, endpoint.user, endpoint.private_key_file) == (batch.host, batch.user, str(key))
+    assert endpoint.known_hosts == batch.known_hosts + "\n" and "outputs' known_hosts" in endpoint.known_hosts_source
+    assert env.kind == "aws" and not env.error and "Slurm over SSH on AWS EC2 2 x p3.8xlarge" in env.platform
+    assert commands[0].startswith(SQUEUE_QUERY) and [s.name for s in env.steps] == ["train"]
