@@ -42,9 +42,9 @@ from typing import Any
 import yaml
 
 from bench.stats import RESULTS, bootstrap_ci, machine, now_utc, write_result
-from infra.localenv import images, kube, node, satori
-from infra.localenv.layout import Layout, Ports
 from infra.toolchain.pins import REPO_ROOT
+from localenv import images, kube, node, satori
+from localenv.layout import Layout, Ports
 
 WHEELS = ("numpy==2.4.6", "h5py==3.16.0", "scikit-learn==1.9.1")  # as workloads/probe/Containerfile
 CPUS = 2

@@ -59,9 +59,9 @@ from infra.hpc import polling, ssh
 from infra.hpc.job_script import render_job_script
 from infra.hpc.registry import scheduler_for
 from infra.hpc.scheduler import JobSpec, Scheduler
-from infra.localenv import satori
-from infra.localenv.layout import Layout, Ports, default_layout
 from infra.toolchain.pins import REPO_ROOT
+from localenv import satori
+from localenv.layout import Layout, Ports, default_layout
 
 RUN_DIR = "atlas-bench/sweep"
 JOB_NAME = "atlas-bench-sweep"

@@ -25,9 +25,9 @@ from pathlib import Path
 
 from bench.local_stack import timed
 from bench.stats import RESULTS, machine, now_utc, write_result
-from infra.localenv import images, kube, node
-from infra.localenv.layout import Layout, Ports
 from infra.toolchain.pins import REPO_ROOT
+from localenv import images, kube, node
+from localenv.layout import Layout, Ports
 
 
 def main() -> int:

@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from infra.localenv import kube
-from infra.localenv.layout import Layout, Ports
+from localenv import kube
+from localenv.layout import Layout, Ports
 from tests.e2e.pulumi_cli import PulumiProject
 
 

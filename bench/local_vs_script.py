@@ -76,8 +76,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import RESULTS, abba_order, machine, now_utc, paired_ratio, write_result
-from infra.localenv import kube, recycler, satori
-from infra.localenv.layout import Layout, default_layout
+from localenv import kube, recycler, satori
+from localenv.layout import Layout, default_layout
 from tests.e2e.pulumi_cli import PulumiProject, local_openshift
 
 STACK = "local"

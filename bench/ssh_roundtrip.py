@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from infra.localenv import satori
-from infra.localenv.layout import default_layout
+from localenv import satori
+from localenv.layout import default_layout
 
 
 def time_round_trips(info: dict[str, object], remote: str, expect: str, runs: int) -> list[float]:

@@ -2,7 +2,7 @@
 
 Used by the comparison (infra/compare), the monitor and backfill (infra/monitor,
 infra/nodes), the OpenShift side's step completions (infra/openshift/completion.py) and the
-local environment (infra/localenv: its readiness checks, volume recycler and build runner).
+local environment (localenv: its readiness checks, volume recycler and build runner).
 The `kubernetes` package is not a dependency: these few calls over urllib are all Atlas
 needs, and they start in milliseconds inside a dynamic-provider process.
 

@@ -39,6 +39,15 @@ def _summary(source: Path) -> str:
     return " ".join(" ".join(lead).split())
 
 
+# The packages the map covers: the installed one, and the local environment beside it.
+PACKAGES = ("infra", "localenv")
+
+
+def all_entries() -> list[Entry]:
+    """Every package of `PACKAGES`, each drawn by `entries`."""
+    return [entry for name in PACKAGES for entry in entries(ROOT / name)]
+
+
 def entries(package: Path = ROOT / "infra") -> list[Entry]:
     """The package, then its modules, then its subpackages (each the same way), by name."""
     found = [Entry(package.relative_to(ROOT).as_posix() + "/", _depth(package), _summary(package / "__init__.py"))]
@@ -77,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--write", action="store_true", help="rewrite the block in docs/architecture.md")
     mode.add_argument("--check", action="store_true", help="exit 1 when the block is out of date")
     args = parser.parse_args(argv)
-    block = render(entries())
+    block = render(all_entries())
     if not (args.write or args.check):
         print(block)
         return 0

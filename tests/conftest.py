@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from infra.localenv import kube, node
-from infra.localenv.layout import Layout, default_layout
+from localenv import kube, node
+from localenv.layout import Layout, default_layout
 
 
 @pytest.fixture(scope="session")
@@ -47,7 +47,7 @@ def root() -> None:
 @pytest.fixture(scope="session")
 def satori_env(root: None) -> Iterator[Layout]:
     """The local Satori (sshd, Slurm, LSF command set) of the same layout."""
-    from infra.localenv import satori
+    from localenv import satori
 
     layout = default_layout()
     # The login user must reach the state folder (slurm.conf, the munge socket).
@@ -65,7 +65,7 @@ def satori_env(root: None) -> Iterator[Layout]:
 @pytest.fixture(scope="session")
 def moto_env() -> Iterator[Layout]:
     """The local AWS (a moto server) of the same layout; started here (and stopped after) if not running."""
-    from infra.localenv import moto
+    from localenv import moto
 
     layout = default_layout()
     started = not moto.status(layout)["aws"]["ready"]

@@ -29,7 +29,7 @@ from decimal import Decimal
 from infra.errors import AtlasConfigError
 from infra.workload.render import RenderedStep
 
-# The local cluster's BuildConfig runner (infra/localenv/builds.py), a stand-in for OpenShift's.
+# The local cluster's BuildConfig runner (localenv/builds.py), a stand-in for OpenShift's.
 LOCAL_BUILDER = "atlas-local"
 
 

@@ -184,7 +184,7 @@ def _quota(raw: Any, key: str) -> QuotaSettings:
     )
 
 
-# The default sizes fit the local cluster's PV pool (infra/localenv/kwok.py: RWX volumes of
+# The default sizes fit the local cluster's PV pool (localenv/kwok.py: RWX volumes of
 # 500Gi); a real cluster sets its own (stacks/Pulumi.openshift-gpu.yaml).
 DEFAULT_SIZES = {"data": "200Gi", "results": "50Gi", "logs": "5Gi"}
 

@@ -7,7 +7,7 @@ and everything they reference), with their source recorded in the document's
 - `openshift-openapi.json`: from openshift/api's `openapi/openapi.json` at the commit pinned in
   `toolchain/pins.toml` (`[openshift_api]`). The Go module proxy does not serve
   `github.com/openshift/api` at any recent commit, so the cut is committed here; it feeds the
-  local cluster's OpenShift CRDs (`infra/localenv/crds.py`) and the tests that check every
+  local cluster's OpenShift CRDs (`localenv/crds.py`) and the tests that check every
   object a stack renders, so that a misspelled field is refused as OpenShift would.
 - `kubernetes-openapi.json`: from `k8s.io/kubernetes`'s `api/openapi-spec/swagger.json` at the
   pinned Kubernetes version (the module `scripts/bootstrap` builds the control plane from), for

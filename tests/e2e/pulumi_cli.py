@@ -13,9 +13,9 @@ from typing import Any
 import yaml
 
 from infra.compare.access import Access
-from infra.localenv import images, node, satori
-from infra.localenv.layout import Layout
 from infra.toolchain.pins import REPO_ROOT, load_pins, toolchain_dir
+from localenv import images, node, satori
+from localenv.layout import Layout
 
 
 class PulumiFailed(AssertionError):

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from infra.localenv import kube, satori
-from infra.localenv.layout import Layout
+from localenv import kube, satori
+from localenv.layout import Layout
 from tests.e2e.pulumi_cli import PulumiProject, local_openshift
 from tests.e2e.pulumi_cli import satori_ssh as ssh
 from tests.support import wait_until

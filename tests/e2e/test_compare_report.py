@@ -35,9 +35,9 @@ from infra.cli import compare as cli
 from infra.compare.charts import CHARTS
 from infra.compare.render import report_tables
 from infra.kinds import read_stack_outputs
-from infra.localenv import kube, node, satori
-from infra.localenv.layout import Layout
 from infra.workload.load import load_workload
+from localenv import kube, node, satori
+from localenv.layout import Layout
 from tests import references
 from tests.e2e.pulumi_cli import PulumiProject, local_access, local_hpc_sections, local_openshift
 from tests.e2e.pulumi_cli import satori_ssh as ssh

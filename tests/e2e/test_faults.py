@@ -42,8 +42,8 @@ import pytest
 import yaml
 
 from infra.hpc.job_script import job_name_for
-from infra.localenv import satori
-from infra.localenv.layout import Layout
+from localenv import satori
+from localenv.layout import Layout
 from tests.e2e.pulumi_cli import PulumiProject
 from tests.e2e.pulumi_cli import satori_ssh as ssh
 from tests.support import wait_until

@@ -13,9 +13,9 @@ import uuid
 
 import pytest
 
-from infra.localenv import kube, satori
-from infra.localenv.layout import Layout
 from infra.outputs import OUTPUTS_VERSION
+from localenv import kube, satori
+from localenv.layout import Layout
 from tests.e2e.pulumi_cli import PulumiProject, local_openshift
 from tests.e2e.pulumi_cli import satori_ssh as ssh
 from tests.support import wait_until

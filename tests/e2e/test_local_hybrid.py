@@ -18,9 +18,9 @@ from typing import Any
 import boto3
 import pytest
 
-from infra.localenv import satori
-from infra.localenv.layout import Layout
 from infra.outputs import AwsOutputs, read_environment
+from localenv import satori
+from localenv.layout import Layout
 from tests.e2e.pulumi_cli import PulumiProject, local_openshift
 from tests.e2e.pulumi_cli import satori_ssh as ssh
 

@@ -8,9 +8,9 @@ import uuid
 
 import pytest
 
-from infra.localenv import kube
-from infra.localenv.layout import Layout
 from infra.outputs import OUTPUTS_VERSION
+from localenv import kube
+from localenv.layout import Layout
 from tests.e2e.pulumi_cli import PulumiProject, local_openshift
 from tests.support import wait_until
 

@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.localenv import images, kube, node
-from infra.localenv.layout import Layout
 from infra.openshift.manifests import step_mounts
 from infra.workload.load import load_workload
+from localenv import images, kube, node
+from localenv.layout import Layout
 from tests.e2e.pulumi_cli import PulumiProject, local_openshift
 from tests.e2e.test_faults import BackgroundUp
 from tests.support import wait_until

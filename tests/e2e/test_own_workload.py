@@ -25,9 +25,9 @@ import yaml
 from infra.cli import compare as cli
 from infra.compare.records import NO_TRAINING_LOG
 from infra.kinds import read_stack_outputs
-from infra.localenv import kube
-from infra.localenv.layout import Layout
 from infra.workload.load import folder_files, load_workload
+from localenv import kube
+from localenv.layout import Layout
 from tests.e2e.pulumi_cli import PulumiProject, local_access, local_hpc_sections, local_openshift
 from tests.e2e.pulumi_cli import satori_ssh as ssh
 from tests.support import REPO_ROOT, wait_until

@@ -18,9 +18,9 @@ from pathlib import Path
 import boto3
 import pytest
 
-from infra.localenv import moto
-from infra.localenv.layout import Layout, Ports
-from infra.localenv.procs import port_open
+from localenv import moto
+from localenv.layout import Layout, Ports
+from localenv.procs import port_open
 
 pytestmark = pytest.mark.integration
 PORT_BASE = int(os.environ.get("ATLAS_TEST_AWS_PORT_BASE", "17400"))
@@ -38,7 +38,7 @@ def layout() -> Iterator[Layout]:
 def localenv(layout: Layout, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "ATLAS_LOCALENV_DIR": str(layout.state_dir), "ATLAS_LOCALENV_PORT_BASE": str(PORT_BASE)}
     return subprocess.run(
-        [sys.executable, "-m", "infra.localenv.cli", *args], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "localenv.cli", *args], env=env, capture_output=True, text=True, timeout=120
     )
 
 

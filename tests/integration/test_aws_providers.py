@@ -29,7 +29,7 @@ from infra.aws.providers import (
     StagedObjectsProvider,
 )
 from infra.aws.providers.requests import tls_only_policy
-from infra.localenv.layout import Layout
+from localenv.layout import Layout
 
 pytestmark = pytest.mark.integration
 REGION = "us-east-1"

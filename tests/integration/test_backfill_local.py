@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from infra.hpc import ssh
-from infra.localenv import kube, kwok, satori
-from infra.localenv.layout import Layout
 from infra.monitor.kube import KubeClient
 from infra.nodes import backfill, backfill_apply
+from localenv import kube, kwok, satori
+from localenv.layout import Layout
 from tests.support import wait_until
 
 pytestmark = pytest.mark.integration

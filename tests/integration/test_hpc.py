@@ -26,10 +26,10 @@ from infra.hpc.polling import lookup_by_name
 from infra.hpc.providers import BatchJobProvider, HpcProviderError, JobCompletionProvider, StagedFilesProvider
 from infra.hpc.registry import scheduler_for
 from infra.hpc.scheduler import NO_SITE_DIRECTIVES, JobSpec, SchedulerError, SiteDirectives
-from infra.localenv import satori
-from infra.localenv.layout import Layout, Ports
-from infra.localenv.procs import port_open
-from infra.localenv.satori_config import SatoriPaths
+from localenv import satori
+from localenv.layout import Layout, Ports
+from localenv.procs import port_open
+from localenv.satori_config import SatoriPaths
 from tests.support import wait_until
 
 pytestmark = [
@@ -161,7 +161,7 @@ def test_submit_status_and_dependencies(target: dict[str, Any], scheduler: str) 
 
 
 # What each scheduler shows of a site's account and extra directive. The LSF stand-in accepts
-# and ignores -P, as it documents (infra/localenv/lsf/core.py IGNORED_OPTIONS); Slurm keeps both.
+# and ignores -P, as it documents (localenv/lsf/core.py IGNORED_OPTIONS); Slurm keeps both.
 SITE = {
     "lsf": SiteDirectives(account="atlas-lab", extra=('-Jd "atlas site check"',), skip=("-R",)),
     "slurm": SiteDirectives(account="atlas-lab", extra=("--comment=atlas-site-check",), skip=("--ntasks-per-node",)),

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.localenv import satori
-from infra.localenv.layout import Layout, Ports
 from infra.toolchain.pins import REPO_ROOT
+from localenv import satori
+from localenv.layout import Layout, Ports
 from tests.e2e.pulumi_cli import isolated_env
 
 pytestmark = [

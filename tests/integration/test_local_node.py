@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from infra.localenv import images, kube, mockgpu, node
-from infra.localenv.layout import Layout
-from infra.localenv.pki_files import NODE_NAME, Pki
 from infra.toolchain.pins import REPO_ROOT
+from localenv import images, kube, mockgpu, node
+from localenv.layout import Layout
+from localenv.pki_files import NODE_NAME, Pki
 from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("root")]

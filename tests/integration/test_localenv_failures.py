@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from infra.localenv import kube
-from infra.localenv.cli import running_daemons
-from infra.localenv.layout import Layout, Ports
-from infra.localenv.pki import ensure_pki
-from infra.localenv.procs import port_open, wait_for
 from infra.toolchain.pins import REPO_ROOT
+from localenv import kube
+from localenv.cli import running_daemons
+from localenv.layout import Layout, Ports
+from localenv.pki import ensure_pki
+from localenv.procs import port_open, wait_for
 
 pytestmark = pytest.mark.integration
 PORT_BASE = 18700
@@ -23,7 +23,7 @@ PORT_BASE = 18700
 
 def localenv(layout: Layout, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "ATLAS_LOCALENV_DIR": str(layout.state_dir), "ATLAS_LOCALENV_PORT_BASE": str(PORT_BASE)}
-    return subprocess.run([sys.executable, "-m", "infra.localenv.cli", *args], cwd=REPO_ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "localenv.cli", *args], cwd=REPO_ROOT, env=env,
                           capture_output=True, text=True, timeout=300, check=False)
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from infra.localenv import kube, kwok
-from infra.localenv.layout import Layout, Ports
-from infra.localenv.procs import LocalEnvError, port_in_use
 from infra.toolchain.pins import load_pins
+from localenv import kube, kwok
+from localenv.layout import Layout, Ports
+from localenv.procs import LocalEnvError, port_in_use
 from tests.support import wait_until
 
 pytestmark = pytest.mark.integration

@@ -28,8 +28,6 @@ import pytest
 from infra.compare.hpc_records import SQUEUE_QUERY
 from infra.hpc import ssh
 from infra.kinds import read_stack_outputs
-from infra.localenv import kube, kwok, satori
-from infra.localenv.layout import Layout
 from infra.monitor.build import Monitor
 from infra.monitor.estimate import JobShape
 from infra.monitor.hpc import HpcSource
@@ -41,6 +39,8 @@ from infra.monitor.serve import make_server, serve_in_thread
 from infra.monitor.sources import EnvironmentSource
 from infra.nodes.idle import find_underused
 from infra.outputs import HpcOutputs, KubernetesOutputs
+from localenv import kube, kwok, satori
+from localenv.layout import Layout
 from tests.support import wait_until
 
 pytestmark = pytest.mark.integration

@@ -12,10 +12,10 @@ import uuid
 import pytest
 
 from infra.kubeapi import KubeApi
-from infra.localenv import kube, kwok
-from infra.localenv.layout import Layout
 from infra.openshift import completion
 from infra.openshift.completion import JobCompletionProvider, StepFailed, StepJob, wait_for_step
+from localenv import kube, kwok
+from localenv.layout import Layout
 from tests.support import wait_until
 
 pytestmark = pytest.mark.integration

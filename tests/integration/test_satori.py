@@ -21,9 +21,9 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from infra.localenv import satori
-from infra.localenv.layout import Layout, Ports
-from infra.localenv.procs import LocalEnvError, port_open
+from localenv import satori
+from localenv.layout import Layout, Ports
+from localenv.procs import LocalEnvError, port_open
 from tests.support import wait_until
 
 pytestmark = [

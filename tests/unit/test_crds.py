@@ -1,4 +1,4 @@
-"""infra/localenv/crds.py: OpenShift CRDs converted from OpenShift's OpenAPI document (the
+"""localenv/crds.py: OpenShift CRDs converted from OpenShift's OpenAPI document (the
 repository's cut of it, infra/schemas/) are structural, keep OpenShift's field names, and refuse
 misspelled fields."""
 
@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from infra import schemas
-from infra.localenv import crds
+from localenv import crds
 
 
 @pytest.fixture(scope="module")

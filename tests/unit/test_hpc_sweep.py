@@ -13,7 +13,7 @@ import pytest
 
 from bench import hpc_sweep
 from infra.hpc.registry import scheduler_for
-from infra.localenv import satori
+from localenv import satori
 
 
 @pytest.mark.parametrize(

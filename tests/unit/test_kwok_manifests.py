@@ -1,4 +1,4 @@
-"""infra/localenv/kwok.py: KWOK stages (Job pods finish, on request with a failure), GPU and CPU
+"""localenv/kwok.py: KWOK stages (Job pods finish, on request with a failure), GPU and CPU
 nodes, and the storage pool."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.localenv import crds, kube, kwok
 from infra.toolchain.bootstrap import download_module
 from infra.toolchain.pins import load_pins
+from localenv import crds, kube, kwok
 
 
 def by_name(stages: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

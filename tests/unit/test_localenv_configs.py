@@ -1,6 +1,6 @@
-"""The local environment's pure renderers: the node's configs (infra/localenv/node_config.py),
-the login node's sshd_config, slurm.conf and gres.conf (infra/localenv/satori_config.py) and
-the build runner's objects (infra/localenv/build_objects.py)."""
+"""The local environment's pure renderers: the node's configs (localenv/node_config.py),
+the login node's sshd_config, slurm.conf and gres.conf (localenv/satori_config.py) and
+the build runner's objects (localenv/build_objects.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from infra.localenv import build_objects, node_config, satori_config
-from infra.localenv.layout import Layout, Ports
-from infra.localenv.pki_files import Pki
+from localenv import build_objects, node_config, satori_config
+from localenv.layout import Layout, Ports
+from localenv.pki_files import Pki
 
 LAYOUT = Layout(state_dir=Path("/tmp/atlas-test-env"), ports=Ports(16000))
 

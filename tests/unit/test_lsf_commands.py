@@ -1,4 +1,4 @@
-"""Table-driven tests of the LSF command set's parsing and formatting (infra/localenv/lsf/core.py)."""
+"""Table-driven tests of the LSF command set's parsing and formatting (localenv/lsf/core.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from infra.localenv.lsf import core
-from infra.localenv.lsf.core import LsfError
+from localenv.lsf import core
+from localenv.lsf.core import LsfError
 
 SATORI_SCRIPT = """#!/bin/bash
 #BSUB -L /bin/bash

@@ -1,4 +1,4 @@
-"""infra/localenv/mockgpu.py: the mock-GPU device plugin speaks the kubelet's v1beta1 API as
+"""localenv/mockgpu.py: the mock-GPU device plugin speaks the kubelet's v1beta1 API as
 the pinned k8s.io/kubelet module defines it, registers, lists its devices and allocates them.
 (The real kubelet's side: tests/integration/test_local_node.py.)"""
 
@@ -14,9 +14,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from infra.localenv import mockgpu
 from infra.toolchain.bootstrap import download_module
 from infra.toolchain.pins import load_pins
+from localenv import mockgpu
 
 
 def proto_fields(text: str) -> dict[str, dict[str, tuple[int, bool]]]:

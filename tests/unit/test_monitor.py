@@ -374,7 +374,7 @@ def test_queue_wait_of_a_pending_step_grows_until_it_starts() -> None:
 
 
 def test_sinfo_format_is_the_one_the_lsf_command_set_reads() -> None:
-    # The same -O fields as infra/localenv/lsf/cli.py, so the local Satori answers both alike.
+    # The same -O fields as localenv/lsf/cli.py, so the local Satori answers both alike.
     assert hpc_reads.SINFO_FORMAT == "NodeList:|,StateLong:|,CPUsState:|,Gres:|,GresUsed:"
 
 

@@ -9,7 +9,7 @@ the whole object against Kubernetes' own OpenAPI document (k8s.io/kubernetes's
 api/openapi-spec/swagger.json at the pinned version, cut likewise).
 
 The objects are the inputs the engine receives under Pulumi mocks, so what is checked is
-what the provider sends. Checking uses infra.localenv.crds (schema conversion and
+what the provider sends. Checking uses localenv.crds (schema conversion and
 `schema_violations`), the same code that builds the local cluster's OpenShift CRDs.
 """
 
@@ -22,9 +22,9 @@ import pulumi
 import pytest
 
 from infra import schemas
-from infra.localenv import crds
 from infra.openshift.environment import OpenShiftEnvironment, OpenShiftEnvironmentArgs
 from infra.openshift.settings_parser import parse_openshift_settings
+from localenv import crds
 from tests.unit.openshift_fixtures import (
     KEY,
     RecordingMonitor,

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from infra.localenv.recycler import empty_folder, released_pool_volumes
+from localenv.recycler import empty_folder, released_pool_volumes
 
 
 def _pv(name: str, phase: str, pool: bool = True) -> dict:

@@ -83,7 +83,7 @@ def test_the_check_catches_each_way_out(tmp_path: Path, line: str, monkeypatch: 
 
 
 def test_paths_inside_the_repository_pass(tmp_path: Path):
-    probe = REPO_ROOT / "infra" / "localenv" / f".atlas-stands-alone-probe-{tmp_path.name}.py"
+    probe = REPO_ROOT / "localenv" / "lsf" / f".atlas-stands-alone-probe-{tmp_path.name}.py"
     probe.write_text('LSF = "../hpc/lsf.py"  # a sibling package\nmode = "shared"\n')
     try:
         assert problems_in(probe) == []

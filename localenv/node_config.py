@@ -3,7 +3,7 @@
 Also where the node keeps its state (`NodePaths`) and its pod subnet (`Network`).
 
 Pure: what depends on the machine (the pause image's pin, the toolchain's bin folder, whether
-root may lower OOM scores) comes in as arguments; infra/localenv/node.py writes the files and
+root may lower OOM scores) comes in as arguments; localenv/node.py writes the files and
 starts the processes.
 """
 
@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infra.localenv.layout import LOOPBACK, Layout
-from infra.localenv.pki_files import NODE_NAME
+from localenv.layout import LOOPBACK, Layout
+from localenv.pki_files import NODE_NAME
 
 if TYPE_CHECKING:
-    from infra.localenv.pki_files import Pki
+    from localenv.pki_files import Pki
 
 RUNC = "/usr/sbin/runc"
 

@@ -1,7 +1,7 @@
 """The OpenShift objects the local build runner writes: a Build from its BuildConfig, its output, tag events.
 
 Pure, dict to dict, following OpenShift's documented behaviour (build.openshift.io/v1,
-image.openshift.io/v1); infra/localenv/builds.py watches the API, runs git and buildah, and
+image.openshift.io/v1); localenv/builds.py watches the API, runs git and buildah, and
 writes these back.
 """
 

@@ -22,12 +22,12 @@ from typing import Any
 
 import yaml
 
-from infra.localenv import crds, kwok, recycler
-from infra.localenv.layout import LOOPBACK, Layout
-from infra.localenv.pki import admin_api, ensure_pki
-from infra.localenv.pki_files import Pki, kubeconfig_yaml
-from infra.localenv.procs import Daemon, LocalEnvError, port_open, require_free_ports, wait_for
 from infra.toolchain.pins import REPO_ROOT, load_pins, toolchain_dir
+from localenv import crds, kwok, recycler
+from localenv.layout import LOOPBACK, Layout
+from localenv.pki import admin_api, ensure_pki
+from localenv.pki_files import Pki, kubeconfig_yaml
+from localenv.procs import Daemon, LocalEnvError, port_open, require_free_ports, wait_for
 
 SERVICE_CIDR = "10.96.0.0/12"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
@@ -228,7 +228,7 @@ def _start_recycler(layout: Layout, say: Callable[[str], None]) -> None:
     daemon = recycler_daemon(layout)
     if not daemon.running():
         say("kubernetes: starting the volume recycler")
-        daemon.start([sys.executable, "-m", "infra.localenv.recycler", str(layout.state_dir),
+        daemon.start([sys.executable, "-m", "localenv.recycler", str(layout.state_dir),
                       str(layout.ports.apiserver)], cwd=REPO_ROOT)
 
 

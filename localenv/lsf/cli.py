@@ -142,7 +142,7 @@ def _wrapper_script(
     run = f'{shlex.quote(login_shell)} -l -c "\\"$jobfile\\""' if login_shell else '"$jobfile"'
     lines = [
         "#!/bin/sh",
-        "# Written by the local LSF stand-in's bsub (infra/localenv/lsf); runs one LSF job on Slurm.",
+        "# Written by the local LSF stand-in's bsub (localenv/lsf); runs one LSF job on Slurm.",
         'LSB_JOBID="${SLURM_ARRAY_JOB_ID:-$SLURM_JOB_ID}"',
         'LSB_JOBINDEX="${SLURM_ARRAY_TASK_ID:-0}"',
         f"LSB_QUEUE={shlex.quote(queue)}",
@@ -260,7 +260,7 @@ def build_sbatch_argv(
 
 def bsub(argv: list[str]) -> int:
     if argv in (["-V"], ["-h"]):
-        print("IBM Spectrum LSF 10.1 (local stand-in: Atlas infra/localenv/lsf)", file=sys.stderr)
+        print("IBM Spectrum LSF 10.1 (local stand-in: Atlas localenv/lsf)", file=sys.stderr)
         return 0
     cmd_opts, command = core.parse_bsub_args(argv)
     if command:
@@ -280,7 +280,7 @@ def bsub(argv: list[str]) -> int:
         if name in opts:
             raise LsfError(
                 f"bsub: option {name} is not supported by the local LSF stand-in "
-                f"(see infra/localenv/lsf/README.md). {core.NOT_SUBMITTED}"
+                f"(see localenv/lsf/README.md). {core.NOT_SUBMITTED}"
             )
     for name, values in opts.items():
         if len(values) > 1 and name not in core.REPEATABLE_OPTIONS:

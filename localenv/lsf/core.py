@@ -421,7 +421,7 @@ def parse_dependency(expr: str) -> Dependency:
         elif op == "!":
             raise LsfError(
                 f"{expr}: the local LSF stand-in cannot express `!` on Slurm "
-                f"(infra/localenv/lsf/README.md). {NOT_SUBMITTED}"
+                f"(localenv/lsf/README.md). {NOT_SUBMITTED}"
             )
         elif op == "(":
             if not expect_operand:
@@ -446,7 +446,7 @@ def parse_dependency(expr: str) -> Dependency:
     if len(operators) > 1:
         raise LsfError(
             f"{expr}: the local LSF stand-in cannot mix && and || on Slurm "
-            f"(infra/localenv/lsf/README.md). {NOT_SUBMITTED}"
+            f"(localenv/lsf/README.md). {NOT_SUBMITTED}"
         )
     return Dependency(tuple(conditions), any_of=operators == {"||"})
 
@@ -468,7 +468,7 @@ def _dep_condition(func: str, args: str, syntax: LsfError) -> DepCondition:
         ):
             raise LsfError(
                 f"{func}(): not supported by the local LSF stand-in "
-                f"(infra/localenv/lsf/README.md). {NOT_SUBMITTED}"
+                f"(localenv/lsf/README.md). {NOT_SUBMITTED}"
             )
         raise syntax
     target, _, test = args.partition(",")

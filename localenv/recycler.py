@@ -7,7 +7,7 @@ stacks come and go. Like Kubernetes' old Recycle policy it empties the volume's 
 first, so the next claim starts clean.
 
 Run by `scripts/localenv up` as the `pv-recycler` daemon:
-    python -m infra.localenv.recycler <state dir> <api port> [interval seconds]
+    python -m localenv.recycler <state dir> <api port> [interval seconds]
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from infra.kubeapi import KubeRequestError
-from infra.localenv.layout import Layout, Ports
-from infra.localenv.pki import admin_api
+from localenv.layout import Layout, Ports
+from localenv.pki import admin_api
 
 POOL_LABEL = "atlas.dev/pv-pool"
 

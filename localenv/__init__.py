@@ -2,6 +2,11 @@
 
 `scripts/localenv up|down|status` (cli.py) runs each part as plain background processes from
 the toolchain's binaries, under one state folder and one block of loopback ports (layout.py).
+
+A top-level package of the repository, not of the installed distribution (pyproject.toml packages
+`infra` alone): the tests, the benches and `scripts/localenv` import it from the checkout. It
+imports `infra`; nothing under `infra/` imports it (tests/unit/test_localenv_boundary.py).
+
 Modules, from the bottom up:
 
     layout.py    the state folder and the loopback ports, one object everything agrees on

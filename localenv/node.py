@@ -2,7 +2,7 @@
 and mock GPUs handed out through the kubelet's device-plugin API.
 
 Modelled on Kubernetes' own `hack/local-up-cluster.sh`: the node's parts run as local
-processes beside the control plane (infra/localenv/kube.py), KWOK's simulated nodes stay
+processes beside the control plane (localenv/kube.py), KWOK's simulated nodes stay
 for the tests that need many. The kubelet is the pinned Kubernetes version, containerd and
 the CNI plugins are built from Go modules by `scripts/bootstrap`, runc is Debian's.
 
@@ -13,7 +13,7 @@ cgroup root, pod subnet and bridge, derived from the environment's port base. ku
 iptables chains are per machine, so one environment at a time runs it (the first that
 starts); `status` says which.
 
-The GPUs are mock (infra/localenv/mockgpu.py): the node carries the labels and taint of a
+The GPUs are mock (localenv/mockgpu.py): the node carries the labels and taint of a
 GPU node of the NVIDIA GPU operator and `atlas.dev/gpu-mock=true`, so every figure that
 comes from them is labelled mock, never measured GPU use.
 """
@@ -36,9 +36,10 @@ from typing import Any
 
 import yaml
 
-from infra.localenv import images, kube, mockgpu
-from infra.localenv.layout import LOOPBACK, Layout
-from infra.localenv.node_config import (
+from infra.toolchain.pins import REPO_ROOT
+from localenv import images, kube, mockgpu
+from localenv.layout import LOOPBACK, Layout
+from localenv.node_config import (
     Network,
     NodePaths,
     cni_conflist,
@@ -47,10 +48,9 @@ from infra.localenv.node_config import (
     kubelet_config,
     registry_hosts_toml,
 )
-from infra.localenv.pki_files import NODE_NAME, Pki, kubeconfig_yaml
-from infra.localenv.procs import Daemon, LocalEnvError, port_open, require_free_ports, wait_for
-from infra.localenv.system import ensure_packages
-from infra.toolchain.pins import REPO_ROOT
+from localenv.pki_files import NODE_NAME, Pki, kubeconfig_yaml
+from localenv.procs import Daemon, LocalEnvError, port_open, require_free_ports, wait_for
+from localenv.system import ensure_packages
 
 NODE_PACKAGES = ("runc", "iptables", "conntrack", *images.IMAGE_PACKAGES)
 GPU_COUNT = 4
@@ -199,7 +199,7 @@ def up(layout: Layout, say: Callable[[str], None]) -> None:
         wait_for(lambda: paths.containerd_socket.exists(), "containerd's socket", 30, ds["containerd"])
     if not ds["mock-gpu"].running():
         say(f"node: starting the mock-GPU device plugin ({GPU_COUNT} x {mockgpu.RESOURCE}, mock)")
-        ds["mock-gpu"].start([sys.executable, "-m", "infra.localenv.mockgpu", "--plugin-dir", str(paths.plugin_dir),
+        ds["mock-gpu"].start([sys.executable, "-m", "localenv.mockgpu", "--plugin-dir", str(paths.plugin_dir),
                               "--count", str(GPU_COUNT), "--node", NODE_NAME], cwd=REPO_ROOT)
     kubelet_started = time.time()
     if not ds["kubelet"].running():
@@ -236,7 +236,7 @@ def git_uri(layout: Layout) -> str:
 
 
 def _start_builds(layout: Layout, say: Callable[[str], None]) -> None:
-    """The Git server and the BuildConfig runner (infra/localenv/builds.py, a stand-in)."""
+    """The Git server and the BuildConfig runner (localenv/builds.py, a stand-in)."""
     ds = daemons(layout)
     if not ds["git-daemon"].running():
         require_free_ports({"git daemon": layout.ports.git})
@@ -257,7 +257,7 @@ def _start_builds(layout: Layout, say: Callable[[str], None]) -> None:
         kubeconfig = layout.kube_dir / "build-runner.kubeconfig"
         _write(kubeconfig, kubeconfig_yaml(layout.api_url, pki, "build-runner"))
         say("node: starting the BuildConfig runner (stand-in for OpenShift's build controller)")
-        ds["build-runner"].start([sys.executable, "-m", "infra.localenv.builds", str(layout.state_dir),
+        ds["build-runner"].start([sys.executable, "-m", "localenv.builds", str(layout.state_dir),
                                   str(kubeconfig), images.registry_host(layout)], cwd=REPO_ROOT)
 
 

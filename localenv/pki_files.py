@@ -1,6 +1,6 @@
 """The local cluster's certificate files (`Pki`: where each lives), client identities and kubeconfigs.
 
-Pure: infra/localenv/pki.py issues the certificates into these files.
+Pure: localenv/pki.py issues the certificates into these files.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-# The one real node of the local cluster (infra/localenv/node.py); KWOK's nodes are named kwok-*.
+# The one real node of the local cluster (localenv/node.py); KWOK's nodes are named kwok-*.
 NODE_NAME = "atlas-node"
 # Client identities: (file stem, common name, organisation). system:masters is the
 # admin group; the controller manager and scheduler get their built-in RBAC users.

@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from infra.localenv import kube, moto, node
-from infra.localenv.layout import Layout, default_layout
-from infra.localenv.procs import Daemon, LocalEnvError
+from localenv import kube, moto, node
+from localenv.layout import Layout, default_layout
+from localenv.procs import Daemon, LocalEnvError
 
 PARTS = ("kube", "node", "satori", "aws")
 
@@ -34,7 +34,7 @@ def _sayer() -> Callable[[str], None]:
 
 
 def _satori() -> Any:
-    from infra.localenv import satori
+    from localenv import satori
 
     return satori
 

@@ -13,7 +13,7 @@ The gRPC messages are described here in Python (no generated code, no protoc): t
 names and numbers are checked against the pinned module's api.proto by
 tests/unit/test_mockgpu.py.
 
-    python -m infra.localenv.mockgpu --plugin-dir <kubelet root>/device-plugins --count 4
+    python -m localenv.mockgpu --plugin-dir <kubelet root>/device-plugins --count 4
 """
 
 from __future__ import annotations
@@ -237,7 +237,7 @@ def serve(plugin_dir: Path, gpus: MockGpus, stop: threading.Event, log: logging.
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra.localenv.mockgpu", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m localenv.mockgpu", description=__doc__.splitlines()[0])
     parser.add_argument("--plugin-dir", type=Path, required=True, help="the kubelet's device-plugins folder")
     parser.add_argument("--count", type=int, default=4)
     parser.add_argument("--node", default=os.uname().nodename)

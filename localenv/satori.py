@@ -6,7 +6,7 @@ What `up` runs, as root, on loopback only:
 - `munged` with its own key and socket under `satori_dir` (Slurm's authentication);
 - `slurmctld` and `slurmd`: one node, 4 GPUs of type v100 backed by /dev/fakegpu0..3,
   partitions `normal` (default) and `debug`, a job completion log;
-- the LSF command set of infra/localenv/lsf, installed into /opt/atlas-lsf the way LSF
+- the LSF command set of localenv/lsf, installed into /opt/atlas-lsf the way LSF
   is installed (bin/ plus conf/profile.lsf, which the login user's `bash -l` sources).
 
 How the login user finds this Slurm: sshd's `SetEnv SLURM_CONF=<satori_dir>/slurm.conf`.
@@ -33,9 +33,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from infra.localenv.layout import LOOPBACK, Layout
-from infra.localenv.procs import Daemon, LocalEnvError, port_open, require_free_ports, wait_for
-from infra.localenv.satori_config import (
+from localenv.layout import LOOPBACK, Layout
+from localenv.procs import Daemon, LocalEnvError, port_open, require_free_ports, wait_for
+from localenv.satori_config import (
     BACKFILL_PARTITION,
     FAKE_GPU_DEVICES,
     GPU_COUNT,
@@ -50,7 +50,7 @@ from infra.localenv.satori_config import (
     render_slurm_conf,
     render_sshd_config,
 )
-from infra.localenv.system import ensure_packages
+from localenv.system import ensure_packages
 
 LSF_TOP = Path("/opt/atlas-lsf")
 LSF_VERSION = "10.1"
@@ -127,7 +127,7 @@ def _write_login_profile(user: pwd.struct_passwd) -> None:
     """~/.bash_profile sources LSF's profile.lsf, as LSF sites set up their users."""
     profile = LOGIN_HOME / ".bash_profile"
     text = (
-        "# Written by Atlas's local environment (infra/localenv/satori.py).\n"
+        "# Written by Atlas's local environment (localenv/satori.py).\n"
         "[ -f ~/.profile ] && . ~/.profile\n"
         f"[ -f {LSF_TOP}/conf/profile.lsf ] && . {LSF_TOP}/conf/profile.lsf\n"
     )
@@ -276,7 +276,7 @@ def _install_lsf() -> None:
         wrapper = bin_dir / command
         text = (
             f"#!{SYSTEM_PYTHON} -I\n"
-            "# The LSF-compatible command set of Atlas's local environment (infra/localenv/lsf).\n"
+            "# The LSF-compatible command set of Atlas's local environment (localenv/lsf).\n"
             "import sys\n"
             f"sys.path.insert(0, {str(lib.parent)!r})\n"
             "from atlas_lsf.cli import main\n"

@@ -31,9 +31,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.localenv.layout import LOOPBACK, Layout
-from infra.localenv.procs import Daemon, LocalEnvError, require_free_ports, wait_for
 from infra.toolchain.pins import cache_root, load_pins, toolchain_dir
+from localenv.layout import LOOPBACK, Layout
+from localenv.procs import Daemon, LocalEnvError, require_free_ports, wait_for
 
 IMAGE_PACKAGES = ("runc", "buildah", "uidmap", "mmdebstrap", "docker-registry")
 SUITE = "bookworm"

@@ -14,8 +14,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from infra.localenv.layout import LOOPBACK, Layout
-from infra.localenv.procs import Daemon, port_open, require_free_ports, wait_for
+from localenv.layout import LOOPBACK, Layout
+from localenv.procs import Daemon, port_open, require_free_ports, wait_for
 
 
 def daemon(layout: Layout) -> Daemon:

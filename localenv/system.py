@@ -13,7 +13,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
-from infra.localenv.procs import LocalEnvError
+from localenv.procs import LocalEnvError
 
 # The login node (OpenSSH) and a real single-host Slurm with munge authentication.
 # slurm-wlm is the metapackage; the daemons and client tools are named too so that a

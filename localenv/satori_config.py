@@ -1,7 +1,7 @@
 """The local Satori's config files rendered: sshd_config, slurm.conf and gres.conf, and where they live.
 
 Pure: the login node's and the Slurm node's figures (declared, not detected) and the paths
-under the environment's `satori_dir`; infra/localenv/satori.py writes the files and runs
+under the environment's `satori_dir`; localenv/satori.py writes the files and runs
 sshd, munged, slurmctld and slurmd.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.localenv.layout import LOOPBACK, Layout
+from localenv.layout import LOOPBACK, Layout
 
 LOGIN_USER = "atlas"
 LOGIN_HOME = Path("/home") / LOGIN_USER

@@ -2,7 +2,7 @@
 certificate, client certificates per component, and the service-account signing key; and the
 admin's API client (infra.kubeapi.KubeApi) built from them.
 
-Where each file lives and the kubeconfigs that name them: infra/localenv/pki_files.py.
+Where each file lives and the kubeconfigs that name them: localenv/pki_files.py.
 
 Made once per state folder and reused, so a warm `localenv up` does no crypto.
 """
@@ -20,8 +20,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from infra.kubeapi import KubeApi
-from infra.localenv.layout import Layout
-from infra.localenv.pki_files import CLIENTS, Pki, kubeconfig_yaml
+from localenv.layout import Layout
+from localenv.pki_files import CLIENTS, Pki, kubeconfig_yaml
 
 VALID_FOR = dt.timedelta(days=3650)
 SERVER_NAMES = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",

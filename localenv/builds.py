@@ -12,7 +12,7 @@ following OpenShift's documented behaviour (Builds and BuildConfigs, build.opens
   completion times, `duration`, the commit it built (`spec.revision`), `reason`/`message` and
   `logSnippet` on failure, and `output.to.imageDigest` on success;
 - the source is fetched with git from the config's URI and ref, the image built with buildah
-  from the context folder and Dockerfile path with the build args (infra/localenv/images.py),
+  from the context folder and Dockerfile path with the build args (localenv/images.py),
   and pushed to the local registry, which stands in for the internal one;
 - the output ImageStreamTag is updated the way the registry's image-stream mapping does it: the
   ImageStream's `status.dockerImageRepository` and a tag event (`dockerImageReference` by
@@ -21,7 +21,7 @@ following OpenShift's documented behaviour (Builds and BuildConfigs, build.opens
 The build log is kept in the environment's state folder (`builds/<namespace>/<build>.log`), named
 by the Build's `atlas.dev/build-log` annotation (a CRD cannot serve OpenShift's `builds/log`).
 
-    python -m infra.localenv.builds <state dir> <api port> <registry host>
+    python -m localenv.builds <state dir> <api port> <registry host>
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.kubeapi import KubeApi, KubeRequestError
-from infra.localenv.build_objects import (
+from localenv.build_objects import (
     BUILD_API,
     BUILD_CONFIG_LABEL,
     IMAGE_API,
@@ -168,7 +168,7 @@ class Runner:
 
     def execute(self, build: Mapping[str, Any], output: Output, log: Path) -> tuple[str, str]:
         """Fetch the source, build, push; returns (commit, digest) or raises BuildFailed."""
-        from infra.localenv import images  # buildah and the registry
+        from localenv import images  # buildah and the registry
 
         spec = build["spec"]
         source = spec.get("source") or {}
@@ -225,7 +225,7 @@ def serve(runner: Runner, stop: threading.Event) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra.localenv.builds", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m localenv.builds", description=__doc__.splitlines()[0])
     parser.add_argument("state_dir", type=Path)
     parser.add_argument("kubeconfig", type=Path)
     parser.add_argument("registry", help="host:port of the local registry")
