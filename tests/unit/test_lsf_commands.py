@@ -1,4 +1,5 @@
-"""Table-driven tests of the LSF command set's parsing and formatting (localenv/lsf/core.py)."""
+"""Table-driven tests of the LSF command set's parsing and formatting (localenv/lsf/bsub_options.py,
+localenv/lsf/job_views.py), and of its one rule: the standard library only."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import time
 
 import pytest
 
-from localenv.lsf import core
-from localenv.lsf.core import LsfError
+from localenv.lsf import bsub_options, job_views
+from localenv.lsf.errors import LsfError
 
 SATORI_SCRIPT = """#!/bin/bash
 #BSUB -L /bin/bash
@@ -25,7 +26,7 @@ python train.py
 
 
 def test_embedded_options_are_read_from_bsub_lines_anywhere() -> None:
-    opts, command = core.parse_bsub_args(core.embedded_bsub_argv(SATORI_SCRIPT))
+    opts, command = bsub_options.parse_bsub_args(bsub_options.embedded_bsub_argv(SATORI_SCRIPT))
     assert command == []
     assert opts == {
         "-L": ["/bin/bash"],
@@ -51,7 +52,7 @@ def test_embedded_options_are_read_from_bsub_lines_anywhere() -> None:
     ],
 )
 def test_embedded_bsub_argv(script: str, expected: list[str]) -> None:
-    assert core.embedded_bsub_argv(script) == expected
+    assert bsub_options.embedded_bsub_argv(script) == expected
 
 
 @pytest.mark.parametrize(
@@ -68,23 +69,23 @@ def test_embedded_bsub_argv(script: str, expected: list[str]) -> None:
     ],
 )
 def test_parse_bsub_args(argv: list[str], options: dict[str, list[str]], command: list[str]) -> None:
-    assert core.parse_bsub_args(argv) == (options, command)
+    assert bsub_options.parse_bsub_args(argv) == (options, command)
 
 
 def test_unknown_option_is_refused() -> None:
     with pytest.raises(LsfError) as err:
-        core.parse_bsub_args(["-Z", "x"])
+        bsub_options.parse_bsub_args(["-Z", "x"])
     assert err.value.exit_code == 255
     assert "illegal option -- Z" in err.value.message
 
 
 def test_command_line_options_win_over_embedded_ones() -> None:
-    embedded, _ = core.parse_bsub_args(core.embedded_bsub_argv(SATORI_SCRIPT))
-    cmdline, _ = core.parse_bsub_args(["-q", "debug", "-J", "override"])
-    merged = core.merge_options(cmdline, embedded)
-    assert core.single(merged, "-q") == "debug"
-    assert core.single(merged, "-J") == "override"
-    assert core.single(merged, "-n") == "4"  # untouched embedded options stay
+    embedded, _ = bsub_options.parse_bsub_args(bsub_options.embedded_bsub_argv(SATORI_SCRIPT))
+    cmdline, _ = bsub_options.parse_bsub_args(["-q", "debug", "-J", "override"])
+    merged = bsub_options.merge_options(cmdline, embedded)
+    assert bsub_options.single(merged, "-q") == "debug"
+    assert bsub_options.single(merged, "-J") == "override"
+    assert bsub_options.single(merged, "-n") == "4"  # untouched embedded options stay
 
 
 @pytest.mark.parametrize(
@@ -97,7 +98,7 @@ def test_command_line_options_win_over_embedded_ones() -> None:
     ],
 )
 def test_job_command_from_args(words: list[str], command: str) -> None:
-    assert core.job_command_from_args(words) == command
+    assert bsub_options.job_command_from_args(words) == command
 
 
 # --- -R and -gpu ----------------------------------------------------------------------------------
@@ -115,7 +116,7 @@ def test_job_command_from_args(words: list[str], command: str) -> None:
     ],
 )
 def test_parse_resreq(text: str, ptile: int | None, select: str, rusage: dict[str, str]) -> None:
-    req = core.parse_resreq(text)
+    req = bsub_options.parse_resreq(text)
     assert (req.ptile, req.select, req.rusage) == (ptile, select, rusage)
 
 
@@ -135,7 +136,7 @@ def test_parse_resreq(text: str, ptile: int | None, select: str, rusage: dict[st
 )
 def test_resreq_errors(text: str, message: str) -> None:
     with pytest.raises(LsfError) as err:
-        core.parse_resreq(text)
+        bsub_options.parse_resreq(text)
     assert (err.value.message, err.value.exit_code) == (message, 255)
 
 
@@ -150,13 +151,13 @@ def test_resreq_errors(text: str, message: str) -> None:
     ],
 )
 def test_parse_gpu_req(text: str, num: int, per_task: bool, mode: str) -> None:
-    req = core.parse_gpu_req(text)
+    req = bsub_options.parse_gpu_req(text)
     assert req is not None
     assert (req.num, req.per_task, req.mode) == (num, per_task, mode)
 
 
 def test_gpu_dash_means_no_job_level_requirement() -> None:
-    assert core.parse_gpu_req("-") is None
+    assert bsub_options.parse_gpu_req("-") is None
 
 
 @pytest.mark.parametrize(
@@ -175,7 +176,7 @@ def test_gpu_dash_means_no_job_level_requirement() -> None:
 )
 def test_gpu_req_errors(text: str) -> None:
     with pytest.raises(LsfError) as err:
-        core.parse_gpu_req(text)
+        bsub_options.parse_gpu_req(text)
     assert (err.value.message, err.value.exit_code) == (
         "Bad resource requirement syntax. Job not submitted.",
         255,
@@ -184,18 +185,18 @@ def test_gpu_req_errors(text: str) -> None:
 
 @pytest.mark.parametrize(("value", "slots"), [("1", (1, 1)), ("4", (4, 4)), ("2,8", (2, 8))])
 def test_parse_slots(value: str, slots: tuple[int, int]) -> None:
-    assert core.parse_slots(value) == slots
+    assert bsub_options.parse_slots(value) == slots
 
 
 @pytest.mark.parametrize(("value", "minutes"), [("10", 10), ("1:30", 90), ("0:5", 5), ("2:00/hostA", 120)])
 def test_parse_run_limit(value: str, minutes: int) -> None:
-    assert core.parse_run_limit(value) == minutes
+    assert bsub_options.parse_run_limit(value) == minutes
 
 
 @pytest.mark.parametrize("value", ["abc", "1:2:3", "0", ""])
 def test_run_limit_errors(value: str) -> None:
     with pytest.raises(LsfError):
-        core.parse_run_limit(value)
+        bsub_options.parse_run_limit(value)
 
 
 # --- -J arrays and %J/%I --------------------------------------------------------------------------
@@ -211,13 +212,13 @@ def test_run_limit_errors(value: str) -> None:
     ],
 )
 def test_parse_job_name(text: str, name: str, array: str | None, indices: tuple[int, ...]) -> None:
-    assert core.parse_job_name(text) == core.JobName(name, array, indices)
+    assert bsub_options.parse_job_name(text) == bsub_options.JobName(name, array, indices)
 
 
 @pytest.mark.parametrize("text", ["a[0-3]", "a[3-1]", "a[x]", "a[1-2", "a[1-2000]"])
 def test_bad_arrays(text: str) -> None:
     with pytest.raises(LsfError):
-        core.parse_job_name(text)
+        bsub_options.parse_job_name(text)
 
 
 @pytest.mark.parametrize(
@@ -230,7 +231,7 @@ def test_bad_arrays(text: str) -> None:
     ],
 )
 def test_output_patterns(path: str, is_array: bool, pattern: str) -> None:
-    assert core.slurm_output_pattern(path, is_array) == pattern
+    assert bsub_options.slurm_output_pattern(path, is_array) == pattern
 
 
 # --- -w -------------------------------------------------------------------------------------------
@@ -250,7 +251,7 @@ def test_output_patterns(path: str, is_array: bool, pattern: str) -> None:
     ],
 )
 def test_parse_dependency(expr: str, conditions: list[tuple[str, str, bool, str]], any_of: bool) -> None:
-    dep = core.parse_dependency(expr)
+    dep = bsub_options.parse_dependency(expr)
     assert [(c.kind, c.job, c.by_name, c.exit_test) for c in dep.conditions] == conditions
     assert dep.any_of is any_of
 
@@ -267,14 +268,14 @@ def test_parse_dependency(expr: str, conditions: list[tuple[str, str, bool, str]
 )
 def test_dependency_syntax_errors(expr: str, message: str) -> None:
     with pytest.raises(LsfError) as err:
-        core.parse_dependency(expr)
+        bsub_options.parse_dependency(expr)
     assert (err.value.message, err.value.exit_code) == (message, 255)
 
 
 @pytest.mark.parametrize("expr", ["done(1) && done(2) || done(3)", "!done(1)"])
 def test_dependencies_slurm_cannot_express_are_refused_with_a_reason(expr: str) -> None:
     with pytest.raises(LsfError) as err:
-        core.parse_dependency(expr)
+        bsub_options.parse_dependency(expr)
     assert "README.md" in err.value.message and err.value.exit_code == 255
 
 
@@ -288,12 +289,12 @@ def test_dependencies_slurm_cannot_express_are_refused_with_a_reason(expr: str) 
     ],
 )
 def test_slurm_dependency(expr: str, resolve: dict[str, list[str]], slurm: str) -> None:
-    assert core.slurm_dependency(core.parse_dependency(expr), resolve) == slurm
+    assert bsub_options.slurm_dependency(bsub_options.parse_dependency(expr), resolve) == slurm
 
 
 def test_dependency_on_unknown_job_is_refused() -> None:
     with pytest.raises(LsfError) as err:
-        core.slurm_dependency(core.parse_dependency("done(424242)"), {"424242": []})
+        bsub_options.slurm_dependency(bsub_options.parse_dependency("done(424242)"), {"424242": []})
     assert (err.value.message, err.value.exit_code) == (
         "424242: No matching job found. Job not submitted.",
         255,
@@ -348,17 +349,17 @@ def slurm_record(**over: object) -> dict[str, object]:
     ],
 )
 def test_states_from_slurm(over: dict[str, object], stat: str, exit_code: int | None) -> None:
-    job = core.lsf_job_from_slurm(slurm_record(**over), "vm")
+    job = job_views.lsf_job_from_slurm(slurm_record(**over), "vm")
     assert (job.stat, job.exit_code) == (stat, exit_code)
 
 
 def test_array_elements_take_the_array_id_and_an_index() -> None:
-    job = core.lsf_job_from_slurm(slurm_record(job_id=31, array_job_id=30, array_task_id=2), "vm")
+    job = job_views.lsf_job_from_slurm(slurm_record(job_id=31, array_job_id=30, array_task_id=2), "vm")
     assert (job.jobid, job.index, job.name, job.display_id) == ("30", 2, "train[2]", "30[2]")
-    pending = core.lsf_job_from_slurm(
+    pending = job_views.lsf_job_from_slurm(
         slurm_record(job_id=30, array_job_id=30, array_task_string="3-5", job_state="PENDING", nodes=""), "vm"
     )
-    expanded = core.expand_pending_array(pending, slurm_record(array_task_string="3-5"))
+    expanded = job_views.expand_pending_array(pending, slurm_record(array_task_string="3-5"))
     assert [j.display_id for j in expanded] == ["30[3]", "30[4]", "30[5]"]
 
 
@@ -372,13 +373,13 @@ def test_array_elements_take_the_array_id_and_an_index() -> None:
     ],
 )
 def test_lsf_time(epoch: int, seconds: bool, text: str) -> None:
-    assert core.lsf_time(epoch, seconds) == text
+    assert job_views.lsf_time(epoch, seconds) == text
 
 
 def test_bjobs_json_matches_lsf_documented_shape() -> None:
-    spec = core.parse_output_spec("jobid stat queue submit_time start_time finish_time exit_code")
-    job = core.lsf_job_from_slurm(slurm_record(), "vm")
-    text = core.format_bjobs_json(spec, [job], [], now=T0 + 100)
+    spec = job_views.parse_output_spec("jobid stat queue submit_time start_time finish_time exit_code")
+    job = job_views.lsf_job_from_slurm(slurm_record(), "vm")
+    text = job_views.format_bjobs_json(spec, [job], [], now=T0 + 100)
     data = json.loads(text)
     assert data == {
         "COMMAND": "bjobs",
@@ -399,9 +400,9 @@ def test_bjobs_json_matches_lsf_documented_shape() -> None:
 
 
 def test_bjobs_json_escapes_slashes_and_reports_unknown_ids() -> None:
-    spec = core.parse_output_spec("jobid output_file")
-    job = core.lsf_job_from_slurm(slurm_record(), "vm")
-    text = core.format_bjobs_json(spec, [job], ["Job <9> is not found"], now=T0)
+    spec = job_views.parse_output_spec("jobid output_file")
+    job = job_views.lsf_job_from_slurm(slurm_record(), "vm")
+    text = job_views.format_bjobs_json(spec, [job], ["Job <9> is not found"], now=T0)
     assert r'"OUTPUT_FILE":"\/home\/atlas\/train.22005"' in text
     records = json.loads(text)["RECORDS"]
     assert records[1] == {"JOBID": "9", "ERROR": "Job <9> is not found"}
@@ -417,15 +418,15 @@ def test_bjobs_json_escapes_slashes_and_reports_unknown_ids() -> None:
     ],
 )
 def test_bjobs_noheader_delimited(over: dict[str, object], line: str) -> None:
-    spec = core.parse_output_spec("jobid stat exec_host exit_code delimiter='^'")
-    job = core.lsf_job_from_slurm(slurm_record(**over), "vm")
-    assert core.format_bjobs_text(spec, [job], now=T0, header=False) == line
+    spec = job_views.parse_output_spec("jobid stat exec_host exit_code delimiter='^'")
+    job = job_views.lsf_job_from_slurm(slurm_record(**over), "vm")
+    assert job_views.format_bjobs_text(spec, [job], now=T0, header=False) == line
 
 
 def test_bjobs_text_with_header_pads_to_default_widths() -> None:
-    spec = core.parse_output_spec("jobid stat queue")
-    job = core.lsf_job_from_slurm(slurm_record(), "vm")
-    assert core.format_bjobs_text(spec, [job], now=T0, header=True).splitlines() == [
+    spec = job_views.parse_output_spec("jobid stat queue")
+    job = job_views.lsf_job_from_slurm(slurm_record(), "vm")
+    assert job_views.format_bjobs_text(spec, [job], now=T0, header=True).splitlines() == [
         "JOBID   STAT  QUEUE",
         "22005   DONE  normal",
     ]
@@ -434,7 +435,7 @@ def test_bjobs_text_with_header_pads_to_default_widths() -> None:
 @pytest.mark.parametrize("spec", ["jobid nosuch", ""])
 def test_bad_output_spec(spec: str) -> None:
     with pytest.raises(LsfError):
-        core.parse_output_spec(spec)
+        job_views.parse_output_spec(spec)
 
 
 @pytest.mark.parametrize(
@@ -446,12 +447,12 @@ def test_bad_output_spec(spec: str) -> None:
     ],
 )
 def test_bkill_messages(outcome: str, expected: tuple[str, str, int]) -> None:
-    assert core.bkill_message("11", outcome) == expected
+    assert job_views.bkill_message("11", outcome) == expected
 
 
 def test_bhist_short_summary() -> None:
-    job = core.lsf_job_from_slurm(slurm_record(), "vm")
-    lines = core.format_bhist_short([job], now=T0 + 100).splitlines()
+    job = job_views.lsf_job_from_slurm(slurm_record(), "vm")
+    lines = job_views.format_bhist_short([job], now=T0 + 100).splitlines()
     assert lines[0] == "Summary of time in seconds spent in various states:"
     assert lines[1].split() == [
         "JOBID",
@@ -476,5 +477,24 @@ def test_bhist_short_summary() -> None:
     ],
 )
 def test_bhist_long_result_line(over: dict[str, object], line: str) -> None:
-    job = core.lsf_job_from_slurm(slurm_record(**over), "vm")
-    assert line in core.format_bhist_long(job, now=T0 + 100)
+    job = job_views.lsf_job_from_slurm(slurm_record(**over), "vm")
+    assert line in job_views.format_bhist_long(job, now=T0 + 100)
+
+
+def test_the_command_set_imports_the_standard_library_and_itself_only() -> None:
+    # It is copied onto the login node and run by the system `python3 -I`: nothing else is there.
+    import ast
+    import sys
+    from pathlib import Path
+
+    folder = Path(bsub_options.__file__).parent
+    modules = sorted(folder.glob("*.py"))
+    assert len(modules) >= 7
+    imported = set()
+    for module in modules:
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module is not None:
+                imported.add(node.module)
+    assert {name for name in imported if name.split(".")[0] not in sys.stdlib_module_names} == set()
