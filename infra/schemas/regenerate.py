@@ -35,7 +35,7 @@ from infra.schemas import (
     SchemaDocumentError,
     closure,
 )
-from infra.toolchain.bootstrap import StepFailed, download_module
+from infra.toolchain.go import StepFailed, download_module
 from infra.toolchain.pins import Pins, load_pins
 
 OPENSHIFT_PATH_IN_REPO = "openapi/openapi.json"

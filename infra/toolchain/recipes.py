@@ -1,7 +1,7 @@
 """The text bootstrap writes: wrapper go.mod files, plugin launcher shims, the provider's main, -ldflags.
 
 Pure and standard library only (bootstrap runs with the system Python before the venv
-exists); infra/toolchain/bootstrap.py writes these into its scratch folders and runs `go`.
+exists); infra/toolchain/tools.py and go.py write these into the steps' scratch folders and run `go`.
 """
 
 from __future__ import annotations

@@ -19,7 +19,9 @@ StageFn = Callable[[Pins, Path, Path, Progress], None]
 
 
 @dataclass(frozen=True)
-class Step:
+class BuildStep:
+    """One build of the toolchain: the tools it makes, the pins it is built from, its two stages."""
+
     name: str
     outputs: tuple[str, ...]
     what: str
@@ -46,6 +48,6 @@ class Toolchain:
     def bin(self) -> Path:
         return self.root / self.pins.digest_of(*BUILT_SECTIONS) / "bin"
 
-    def store(self, step: Step) -> Path:
+    def store(self, step: BuildStep) -> Path:
         key = hashlib.sha256(step.key(self.pins).encode()).hexdigest()[:12]
         return self.root / "steps" / f"{step.name}-{key}"

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.toolchain.bootstrap import download_module
+from infra.toolchain.go import download_module
 from infra.toolchain.pins import load_pins
 from localenv import crds, kube, kwok
 

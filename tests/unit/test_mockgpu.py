@@ -14,7 +14,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from infra.toolchain.bootstrap import download_module
+from infra.toolchain.go import download_module
 from infra.toolchain.pins import load_pins
 from localenv import mockgpu
 
