@@ -192,9 +192,10 @@ class Throughput:
 
 
 @dataclass(frozen=True)
-class Report:
-    """What the comparison report measures: `step`'s duration (and its telemetry), and the
-    workload's own throughput line where it declares one."""
+class ReportRequest:
+    """What a definition asks the comparison report to measure (its `report` section): `step`'s
+    duration (and its telemetry), and the workload's own throughput line where it declares one.
+    The computed report is infra/compare/report_model.py's `Report`."""
 
     step: str
     throughput: Throughput | None = None
@@ -211,7 +212,7 @@ class Workload:
     logs: Logs
     telemetry: Telemetry
     overrides: tuple[tuple[str, tuple[tuple[str, StepOverride], ...]], ...]  # env -> step -> override
-    report: Report | None = None  # None: the last step, no throughput line of its own
+    report: ReportRequest | None = None  # None: the last step, no throughput line of its own
     # The folder holding workload.yaml, where `load.load_workload` read it; None for a definition
     # parsed from text alone. A folder source is relative to it.
     definition_dir: str | None = None

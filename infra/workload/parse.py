@@ -24,7 +24,7 @@ from infra.workload.model import (
     InputOverride,
     InTreeSource,
     Logs,
-    Report,
+    ReportRequest,
     Resources,
     Source,
     Step,
@@ -322,7 +322,7 @@ MAX_PATTERN = 500
 UNIT = re.compile(r"^[A-Za-z][A-Za-z0-9 ._/-]{0,31}$")
 
 
-def _report(value: Any, steps: tuple[Step, ...], logs: Logs) -> Report:
+def _report(value: Any, steps: tuple[Step, ...], logs: Logs) -> ReportRequest:
     section = _mapping(value, "report")
     _reject_unknown(section, ("step", "throughput"), "report")
     names = [s.name for s in steps]
@@ -355,7 +355,7 @@ def _report(value: Any, steps: tuple[Step, ...], logs: Logs) -> Report:
         if not UNIT.match(unit):
             raise _fail(f"{key}.unit", f"{unit!r} is not a unit", "write a short unit such as words/s or samples/s")
         throughput = Throughput(file=file, pattern=pattern, unit=unit)
-    return Report(step=step, throughput=throughput)
+    return ReportRequest(step=step, throughput=throughput)
 
 
 STEP_KEYS = ("name", "description", "command", "args", "resume_args", "resources", "inputs", "outputs", "env")
