@@ -1,7 +1,9 @@
-"""The stack's Python virtual environment (.venv): built from pyproject.toml, with bytecode for the project.
+"""The stack's Python virtual environment (.venv): the project with every extra, at the pins of constraints.txt.
 
-Rebuilt when what it is built from changes (`venv_key`: the Python, the declared dependencies
-and extras); bootstrap.py builds it before the binaries. Standard library only, as bootstrap.py.
+`pip install -c constraints.txt -e '.[<every extra>]'`: pyproject.toml declares a library's ranges,
+constraints.txt the exact versions CI runs. Rebuilt when what it is built from changes
+(`venv_key`: the Python, the declared dependencies, extras and commands, the constraints);
+bootstrap.py builds it before the binaries. Standard library only, as bootstrap.py.
 """
 
 from __future__ import annotations
@@ -11,20 +13,37 @@ import json
 import os
 import shutil
 import sys
+from typing import Any
 
 from infra.toolchain.go import run
 from infra.toolchain.pins import REPO_ROOT, Pins
 from infra.toolchain.progress import Progress
 
 VENV_DIR = REPO_ROOT / ".venv"
+CONSTRAINTS = REPO_ROOT / "constraints.txt"
+
+
+def _project() -> dict[str, Any]:
+    import tomllib
+
+    return dict(tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"])
+
+
+def extras() -> tuple[str, ...]:
+    """Every extra pyproject.toml declares: CI runs everything, so the venv has all of them."""
+    return tuple(sorted(_project().get("optional-dependencies", {})))
 
 
 def venv_key() -> str:
-    """What the venv depends on: the declared dependencies, not lint settings."""
-    import tomllib
-
-    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
-    wanted = {"python": sys.version, "deps": project["dependencies"], "extras": project.get("optional-dependencies")}
+    """What the venv depends on: the declared dependencies and commands and the pins, not lint settings."""
+    project = _project()
+    wanted = {
+        "python": sys.version,
+        "deps": project["dependencies"],
+        "extras": project.get("optional-dependencies"),
+        "scripts": project.get("scripts"),
+        "constraints": CONSTRAINTS.read_text(),
+    }
     return hashlib.sha256(json.dumps(wanted, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -36,7 +55,8 @@ def build_venv(pins: Pins, progress: Progress) -> None:
     run([python, "-m", "venv", str(VENV_DIR)], progress=progress, label="venv")
     pip = [str(VENV_DIR / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
     run([*pip, "install", "-q", "--upgrade", "pip"], progress=progress, label="pip upgrade")
-    run([*pip, "install", "-q", "-e", f"{REPO_ROOT}[dev]"], progress=progress, label="pip install")
+    run([*pip, "install", "-q", "-c", str(CONSTRAINTS), "-e", f"{REPO_ROOT}[{','.join(extras())}]"],
+        progress=progress, label="pip install")
     stamp.write_text(venv_key())
 
 
