@@ -16,9 +16,14 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-import boto3
-import botocore.config
-import botocore.exceptions
+from infra.extras import missing_extra
+
+try:
+    import boto3
+    import botocore.config
+    import botocore.exceptions
+except ModuleNotFoundError as missing:  # the base install has no boto3
+    raise missing_extra(missing, "aws", "infra.aws (AwsEnvironment)") from None
 
 T = TypeVar("T")
 _CLIENTS: dict[tuple[str, str, str, str], Any] = {}

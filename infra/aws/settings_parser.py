@@ -25,6 +25,7 @@ from infra.aws.settings import (
     AwsCredentials,
     AwsSettings,
 )
+from infra.extras import missing_extra
 from infra.validation import Fields, config_path
 
 KEY = "atlas:aws"
@@ -258,6 +259,20 @@ def parse_aws_settings(raw: Any, project_dir: Path | None = None, key: str = KEY
     )
 
 
+def aws_settings(project_dir: Path | None = None, **keys: Any) -> AwsSettings:
+    """The settings of `AwsEnvironmentArgs` for a program that builds them itself: the keys of a
+    stack's `atlas:aws` (region, ami, instance_type, allowed_ssh_cidrs, ...) as keyword arguments of
+    plain values, with the same defaults and checks, and the credentials known to exist
+    (`resolve_credentials`). Paths resolve against `project_dir`; errors name `aws.<key>`.
+
+        aws_settings(region="us-east-1", ami="ami-0123456789abcdef0", allowed_ssh_cidrs=["203.0.113.7/32"])
+    """
+    settings = parse_aws_settings(keys, project_dir, key="aws")
+    if settings is None:
+        raise _fields.fail("aws.enabled", "false: there are no settings to build", "leave enabled out")
+    return resolve_credentials(settings, key="aws")
+
+
 # Moto accepts any credentials; these name what they are if they ever show up somewhere.
 EMULATOR_CREDENTIALS = AwsCredentials("MOTOEMULATORKEYID", "moto-accepts-any-secret-key", "the emulator's placeholder")
 
@@ -290,8 +305,11 @@ def _replace_credentials(settings: AwsSettings, credentials: AwsCredentials) -> 
 
 
 def _standard_chain_has_credentials() -> bool:
-    import boto3
-    import botocore.exceptions
+    try:
+        import boto3
+        import botocore.exceptions
+    except ModuleNotFoundError as missing:
+        raise missing_extra(missing, "aws", "infra.aws (AwsEnvironment)") from None
 
     try:
         return boto3.session.Session().get_credentials() is not None

@@ -10,3 +10,30 @@
 - `providers.py`: the `StagedFiles` and `BatchJob` dynamic resources.
 - `components.py`: `HpcEnvironment`, the component a stack builds.
 """
+
+from typing import TYPE_CHECKING
+
+from infra.exports import lazy_exports
+
+# For a user's own Pulumi program: `from infra.hpc import HpcEnvironment, HpcEnvironmentArgs, HpcTarget`.
+# Lazy: the SSH pool and the config parsers import this package and must not import Pulumi.
+_EXPORTS = {
+    "HpcEnvironment": "infra.hpc.components",
+    "HpcEnvironmentArgs": "infra.hpc.components",
+    "workload_source_files": "infra.hpc.components",
+    "StagedFile": "infra.hpc.pipeline",
+    "HpcTarget": "infra.hpc.target",
+    "HpcConfigError": "infra.hpc.target",
+    "SiteDirectives": "infra.hpc.scheduler",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
+
+if TYPE_CHECKING:  # the real types for type checkers; `X as X` marks a re-export
+    from infra.hpc.components import HpcEnvironment as HpcEnvironment
+    from infra.hpc.components import HpcEnvironmentArgs as HpcEnvironmentArgs
+    from infra.hpc.components import workload_source_files as workload_source_files
+    from infra.hpc.pipeline import StagedFile as StagedFile
+    from infra.hpc.scheduler import SiteDirectives as SiteDirectives
+    from infra.hpc.target import HpcConfigError as HpcConfigError
+    from infra.hpc.target import HpcTarget as HpcTarget

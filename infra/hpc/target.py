@@ -20,9 +20,16 @@ class HpcConfigError(AtlasConfigError):
     """An HPC target value that cannot be used; the message names the key and the fix."""
 
 
+# A relative remote_work_dir is under the login user's home.
+DEFAULT_REMOTE_WORK_DIR = "atlas-runs"
+# Admins object to bjobs/squeue every few seconds; a minute is usual.
+DEFAULT_POLL_INTERVAL_S = 60.0
+
 # PROVENANCE_NOT_STATED (infra.outputs): what an HPC environment is when its config does not say
 # (`atlas:hpc.<name>.provenance`): shown beside its name in every report, never taken for "real".
-__all__ = ["PROVENANCE_NOT_STATED", "HpcConfigError", "HpcTarget"]
+__all__ = [
+    "DEFAULT_POLL_INTERVAL_S", "DEFAULT_REMOTE_WORK_DIR", "PROVENANCE_NOT_STATED", "HpcConfigError", "HpcTarget",
+]
 
 
 @dataclass(frozen=True)
@@ -30,23 +37,33 @@ class HpcTarget:
     """Where and how to reach a cluster's login node and its scheduler.
 
     Secret fields (`private_key`, `private_key_passphrase`) are excluded from `repr`, so a
-    target printed in a traceback or a log line never shows them.
+    target printed in a traceback or a log line never shows them. A program that builds one
+    itself gives the host, the user, the scheduler and the host keys (inline or a file: Atlas
+    never trusts a host key on first use); the rest defaults as a stack's config does.
     """
 
     host: str
-    port: int
     user: str
     scheduler: str  # a name registry.py lists
-    queue: str | None
-    known_hosts: str | None  # OpenSSH known_hosts lines given inline in config
-    known_hosts_file: Path | None
-    private_key_file: Path | None
-    remote_work_dir: str  # absolute, or relative to the login user's home
-    poll_interval_s: float
-    lsf_memory_unit: str
+    port: int = 22
+    queue: str | None = None  # None: the scheduler's default queue or partition
+    known_hosts: str | None = None  # OpenSSH known_hosts lines given inline in config
+    known_hosts_file: Path | None = None
+    # The key to log in with; None: given as a Pulumi secret (HpcEnvironmentArgs.private_key) instead.
+    private_key_file: Path | None = None
+    remote_work_dir: str = DEFAULT_REMOTE_WORK_DIR  # absolute, or relative to the login user's home
+    poll_interval_s: float = DEFAULT_POLL_INTERVAL_S
+    lsf_memory_unit: str = "MB"
     directives: SiteDirectives = NO_SITE_DIRECTIVES
     private_key: str | None = field(default=None, repr=False)
     private_key_passphrase: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if (self.known_hosts is None) == (self.known_hosts_file is None):
+            raise HpcConfigError(
+                f"HpcTarget {self.host}: give exactly one of known_hosts (the entries) or known_hosts_file (a path); "
+                "Atlas never trusts a host key on first use: get it with `ssh-keyscan -p PORT HOST` and check it"
+            )
 
     @property
     def known_hosts_source(self) -> str:

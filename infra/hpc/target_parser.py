@@ -27,7 +27,7 @@ from typing import Any
 from infra.hpc.lsf import MEMORY_UNIT_MIB
 from infra.hpc.registry import SCHEDULER_CLASSES, SCHEDULER_NAMES
 from infra.hpc.scheduler import Scheduler, SiteDirectives
-from infra.hpc.target import HpcConfigError, HpcTarget
+from infra.hpc.target import DEFAULT_POLL_INTERVAL_S, DEFAULT_REMOTE_WORK_DIR, HpcConfigError, HpcTarget
 from infra.validation import Fields
 
 LSF_MEMORY_UNITS = tuple(MEMORY_UNIT_MIB)
@@ -58,8 +58,6 @@ MAX_KNOWN_HOSTS_BYTES = 64 * 1024
 MAX_PRIVATE_KEY_BYTES = 16 * 1024
 MIN_POLL_INTERVAL_S = 1.0
 MAX_POLL_INTERVAL_S = 3600.0
-DEFAULT_POLL_INTERVAL_S = 60.0  # admins object to bjobs/squeue every few seconds; a minute is usual
-DEFAULT_REMOTE_WORK_DIR = "atlas-runs"
 # LSF project and Slurm account names (Slurm lower-cases them; LSF allows more, sites rarely use it).
 ACCOUNT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:+@-]{0,127}$")
 MAX_SITE_DIRECTIVES = 32

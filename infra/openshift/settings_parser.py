@@ -473,6 +473,17 @@ def parse_openshift_settings(raw: Mapping[str, Any], key_prefix: str, flavour: s
     )
 
 
+def openshift_settings(flavour: str, **keys: Any) -> OpenShiftSettings:
+    """The settings of `OpenShiftEnvironmentArgs` for a program that builds them itself: the keys of a
+    stack's `atlas:openshift` (project, quota, storage, gpu, image, data, pipeline, monitor,
+    placement) as keyword arguments of plain values, with the same defaults and checks.
+    `flavour` ("kubernetes" or "openshift") must be the target's; errors name `openshift.<key>`.
+
+        openshift_settings("kubernetes", image={"reference": "quay.io/org/app:1"}, monitor={"enabled": False})
+    """
+    return parse_openshift_settings(keys, "openshift", flavour)
+
+
 # ---------------------------------------------------------------------------------------------
 # Checks against the workload
 

@@ -15,11 +15,11 @@ from pathlib import Path
 class KubernetesTarget:
     """The OpenShift (or plain Kubernetes) side of a stack."""
 
-    flavour: str
+    flavour: str  # "openshift" or "kubernetes"
     namespace: str
     # A kubeconfig file, or None for the provider's ambient one (KUBECONFIG, ~/.kube/config).
-    kubeconfig_path: Path | None
-    context: str | None
+    kubeconfig_path: Path | None = None
+    context: str | None = None  # None: the kubeconfig's current context
 
     @property
     def is_openshift(self) -> bool:
