@@ -27,7 +27,7 @@ HEARTBEAT_S = 20.0
 
 
 class StepFailed(Exception):
-    pass
+    """A build step's command or check failed; the message names it and shows why."""
 
 
 def run(
