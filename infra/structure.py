@@ -36,7 +36,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("hpc",),
     ("dynamic", "workload_source", "telemetry"),
     ("workload", "kubeapi", "schemas"),
-    ("validation", "errors", "kubeconfig", "outputs", "timeparse", "toolchain", "structure", "maps"),
+    (
+        "validation", "errors", "kubeconfig", "outputs", "timeparse", "toolchain", "structure", "maps", "exports",
+        "extras",
+    ),
 )
 LONG_FILE_LINES = 600  # a file past this is one to split (issue 29: files one can read)
 
