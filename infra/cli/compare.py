@@ -94,7 +94,7 @@ def print_summary(report: Report, where: str, console: Console | None = None) ->
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="scripts/compare", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="atlas compare", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("-s", "--stack", help="read `pulumi stack output --json -s STACK` (and stacks/Pulumi.STACK.yaml)")
     p.add_argument("--outputs", help="a file with `pulumi stack output --json`, or - for stdin")

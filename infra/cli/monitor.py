@@ -44,7 +44,7 @@ def build_monitor(
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="scripts/monitor", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="atlas monitor", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     add_source_arguments(p)
     p.add_argument("--once", action="store_true", help="print one snapshot and exit")

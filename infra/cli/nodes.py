@@ -80,7 +80,7 @@ def _outputs(args: argparse.Namespace, project: Path) -> StackOutputs:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="scripts/nodes", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="atlas nodes", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     add_source_arguments(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")

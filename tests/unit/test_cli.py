@@ -35,7 +35,7 @@ def test_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None
 
 
 @pytest.mark.parametrize(("name", "usage"), [
-    ("compare", "usage: scripts/compare"), ("monitor", "usage: scripts/monitor"), ("nodes", "usage: scripts/nodes"),
+    ("compare", "usage: atlas compare"), ("monitor", "usage: atlas monitor"), ("nodes", "usage: atlas nodes"),
     ("workload", "usage: atlas workload"),
 ])
 def test_a_subcommands_help_is_its_own(name: str, usage: str, capsys: pytest.CaptureFixture[str]) -> None:
