@@ -107,7 +107,7 @@ def measure(root: Path = ROOT, package: str = PACKAGE) -> Structure:
         lines[name] = len(source.splitlines())
         is_package = path.name == "__init__.py"
         for imported in _imported(ast.parse(source), name, is_package):
-            # `from a.b import c`: the module a.b.c if there is one, else a.b itself.
+            # `from a.b import c`: the module a.b.c if there is one, else a.b itself (c is a name in it).
             target = imported if imported in paths else imported.rpartition(".")[0]
             if target in paths and target != name:
                 imports.add((name, target))
@@ -115,6 +115,8 @@ def measure(root: Path = ROOT, package: str = PACKAGE) -> Structure:
 
 
 def _imported(tree: ast.AST, module: str, is_package: bool) -> Iterable[str]:
+    """Every dotted name an import statement brings in: `import a.b` gives a.b; `from a import b`
+    gives a.b (read as the module a.b, or as the name b of module a where there is no such module)."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
@@ -124,7 +126,6 @@ def _imported(tree: ast.AST, module: str, is_package: bool) -> Iterable[str]:
                 anchor = module.split(".")
                 anchor = anchor[: len(anchor) - node.level + (1 if is_package else 0)]
                 base = ".".join([*anchor, base] if base else anchor)
-            yield base
             yield from (f"{base}.{alias.name}" for alias in node.names)
 
 
