@@ -3,7 +3,7 @@
     python3 -m bench.biggan_h200 --source .device-carry/biggan.bundle --out "$OUT" [--environment h200]
 
 Runs on the machine with the GPU (scripts/biggan-device-run sends it there). Every step is
-run as the OpenShift Job's container runs it (infra/openshift/manifests.py): the image's
+run as the OpenShift Job's container runs it (infra/openshift/manifests/step_jobs.py): the image's
 entrypoint (workloads/biggan/entrypoint.sh), then the telemetry sampler, then the step's own
 argv from workloads/biggan/workload.yaml rendered for `--environment` (the `h200` overrides),
 in the BigGAN checkout, with the step's env, PYTHONPATH at Atlas (the image's /opt/atlas) and

@@ -21,14 +21,17 @@ import yaml
 
 from infra.hpc.job_script import RunIdentity, step_scripts
 from infra.hpc.registry import SCHEDULER_NAMES, scheduler_for
-from infra.openshift import manifests
+from infra.openshift.manifests import labels
+from infra.openshift.manifests.pods import PodContext
+from infra.openshift.manifests.step_jobs import step_job
+from infra.openshift.manifests.volumes import Claims, SourceVolume, source_config_map_data
 from infra.openshift.settings_parser import parse_openshift_settings
 from infra.workload.load import REPO_ROOT, SHIPPED, FolderFile, folder_files, load_workload, locate_workload
 from infra.workload.model import FOLDER_LIMITS, FolderSource, GitSource, InTreeSource, Workload, WorkloadError
 from infra.workload.render import render_step
 
 # What the printed Job stands on: the objects `pulumi up` creates beside it, by role.
-PLACEHOLDER_CLAIMS = manifests.Claims(data="<data PVC>", results="<results PVC>", logs="<logs PVC>")
+PLACEHOLDER_CLAIMS = Claims(data="<data PVC>", results="<results PVC>", logs="<logs PVC>")
 
 
 def source_lines(workload: Workload, files: tuple[FolderFile, ...]) -> list[str]:
@@ -73,10 +76,10 @@ def kubernetes_jobs(workload: Workload, steps: list[str], files: tuple[FolderFil
     settings = parse_openshift_settings(section, "atlas:openshift", "kubernetes")
     source = None
     if files:
-        _, items = manifests.source_config_map_data([(f.path, b"", f.mode) for f in files])
-        source = manifests.SourceVolume("<source ConfigMap>", items)
-    context = manifests.PodContext(
-        identity=manifests.RunIdentity("<stack>", "1", workload.name),
+        _, items = source_config_map_data([(f.path, b"", f.mode) for f in files])
+        source = SourceVolume("<source ConfigMap>", items)
+    context = PodContext(
+        identity=labels.RunIdentity("<stack>", "1", workload.name),
         namespace="<namespace>",
         image="<the run's image>",
         service_account="<service account>",
@@ -85,7 +88,7 @@ def kubernetes_jobs(workload: Workload, steps: list[str], files: tuple[FolderFil
         openshift=False,
         source=source,
     )
-    jobs = [manifests.step_job(render_step(workload, step, environment), workload, settings, context) for step in steps]
+    jobs = [step_job(render_step(workload, step, environment), workload, settings, context) for step in steps]
     return [yaml.safe_dump(job, sort_keys=False, width=120) for job in jobs]
 
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import pulumi
 
-from infra.openshift import manifests
+from infra.openshift.manifests import image_build
+from infra.openshift.manifests.labels import RunIdentity
 from infra.openshift.objects import KubernetesObject
 from infra.openshift.settings import OpenShiftSettings
 from infra.workload.model import Workload
@@ -25,7 +26,7 @@ from infra.workload.model import Workload
 class WorkloadImageArgs:
     workload: Workload
     settings: OpenShiftSettings
-    identity: manifests.RunIdentity
+    identity: RunIdentity
     namespace: pulumi.Input[str]
     # The namespace's name as configured: the pull spec is computed from it, so it is known
     # in preview (the namespace resource's output is not, on a first `up`).
@@ -49,31 +50,31 @@ class WorkloadImage(pulumi.ComponentResource):
             self.image = pulumi.Output.from_input(settings.image.reference)
         else:
             labels = args.identity.labels("image")
-            stream_name = manifests.image_stream_name(args.workload.name, args.identity.stack)
-            tag = manifests.image_tag(args.workload, build)
+            stream_name = image_build.image_stream_name(args.workload.name, args.identity.stack)
+            tag = image_build.image_tag(args.workload, build)
             child = pulumi.ResourceOptions(parent=self)
             # Named exactly: the BuildConfig's output and the Jobs' pull spec name it, and the
             # BuildConfig must not wait for it, because the ImageStream's own await (for the
             # tag) ends only when the build that BuildConfig starts has pushed.
             self.image_stream = KubernetesObject(
                 f"{name}-stream",
-                manifests.image_stream(
+                image_build.image_stream(
                     labels, args.namespace, stream_name, tag, build.await_image, build.timeout_seconds
                 ),
                 opts=child,
             )
             self.build_config = KubernetesObject(
                 f"{name}-build",
-                manifests.build_config(args.workload, build, labels, args.namespace, f"{stream_name}:{tag}"),
+                image_build.build_config(args.workload, build, labels, args.namespace, f"{stream_name}:{tag}"),
                 # A ConfigChange trigger builds only when a BuildConfig is created: replacing it on
                 # any spec change is what builds the changed image (its tag changes too).
                 opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["spec"], delete_before_replace=True),
             )
-            pull_spec = manifests.internal_pull_spec(args.namespace_name, stream_name, tag)
+            pull_spec = image_build.internal_pull_spec(args.namespace_name, stream_name, tag)
             if build.await_image:
                 self.ready.append(self.image_stream)
                 self.image = self.image_stream.status.apply(
-                    lambda status: manifests.pushed_image(status, tag, pull_spec)
+                    lambda status: image_build.pushed_image(status, tag, pull_spec)
                 )
             else:
                 self.image = pulumi.Output.from_input(pull_spec)

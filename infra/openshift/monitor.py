@@ -4,7 +4,7 @@ A one-replica Deployment runs monitor_app.py (Python's http.server, mounted from
 with the results and logs PVCs mounted read-only, behind a Service. On OpenShift a reencrypt
 Route leads to OpenShift's oauth-proxy beside it, which sends a browser to the cluster's login
 and lets in only users who may read the project's Services (its ServiceAccount is the OAuth
-client; see manifests.py, "The monitor behind OpenShift's login"). On plain Kubernetes, an
+client; see manifests/monitor.py, "The monitor behind OpenShift's login"). On plain Kubernetes, an
 Ingress when `monitor.host` names one (without it, the monitor is reached through the API
 server's service proxy with the user's own credentials, as `scripts/compare` does: an Ingress
 without a host would publish it to anyone).
@@ -24,19 +24,27 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.openshift import manifests
+from infra.openshift.manifests.monitor import (
+    MONITOR_APP,
+    monitor_deployment,
+    monitor_ingress,
+    monitor_route,
+    monitor_service,
+    monitor_service_account,
+)
+from infra.openshift.manifests.pods import PodContext
 from infra.openshift.objects import KubernetesObject
 from infra.openshift.settings import OpenShiftSettings
 from infra.workload.model import Workload
 
-MONITOR_APP_PATH = Path(__file__).with_name(manifests.MONITOR_APP)
+MONITOR_APP_PATH = Path(__file__).with_name(MONITOR_APP)
 
 
 @dataclass
 class RunMonitorArgs:
     workload: Workload
     settings: OpenShiftSettings
-    context: manifests.PodContext
+    context: PodContext
     namespace_name: str
     depends_on: list[pulumi.Resource] = field(default_factory=list)
 
@@ -52,18 +60,18 @@ class RunMonitor(pulumi.ComponentResource):
         self.app = k8s.core.v1.ConfigMap(
             f"{name}-app",
             metadata={"namespace": context.namespace, "labels": context.identity.labels("monitor")},
-            data={manifests.MONITOR_APP: MONITOR_APP_PATH.read_text()},
+            data={MONITOR_APP: MONITOR_APP_PATH.read_text()},
             opts=child,
         )
         depends_on = list(args.depends_on)
         self.service_account: k8s.core.v1.ServiceAccount | None = None
         if settings.is_openshift:
-            account = manifests.monitor_service_account(context)
+            account = monitor_service_account(context)
             self.service_account = k8s.core.v1.ServiceAccount(
                 f"{name}-service-account", metadata=account["metadata"], opts=child
             )
             depends_on.append(self.service_account)
-        deployment = manifests.monitor_deployment(
+        deployment = monitor_deployment(
             args.workload, settings, context, self.app.metadata.name, args.namespace_name
         )
         self.deployment = k8s.apps.v1.Deployment(
@@ -72,7 +80,7 @@ class RunMonitor(pulumi.ComponentResource):
             spec=deployment["spec"],
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on),
         )
-        service = manifests.monitor_service(settings, context)
+        service = monitor_service(settings, context)
         self.service = k8s.core.v1.Service(
             f"{name}-service", metadata=service["metadata"], spec=service["spec"], opts=child
         )
@@ -81,13 +89,13 @@ class RunMonitor(pulumi.ComponentResource):
         self.ingress: k8s.networking.v1.Ingress | None = None
         if settings.is_openshift:
             self.route = KubernetesObject(
-                f"{name}-route", manifests.monitor_route(settings, context, service_name), opts=child
+                f"{name}-route", monitor_route(settings, context, service_name), opts=child
             )
             # OpenShift's router admission fills spec.host when it is left empty.
             host = self.route.spec.apply(lambda spec: (spec or {}).get("host") or settings.monitor.host or "")
             self.url = host.apply(lambda h: f"https://{h}/" if h else "")
         elif settings.monitor.host:
-            ingress = manifests.monitor_ingress(settings, context, service_name)
+            ingress = monitor_ingress(settings, context, service_name)
             self.ingress = k8s.networking.v1.Ingress(
                 f"{name}-ingress", metadata=ingress["metadata"], spec=ingress["spec"], opts=child
             )

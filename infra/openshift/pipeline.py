@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.openshift import manifests
 from infra.openshift.completion import ApiAccess, JobCompletion
+from infra.openshift.manifests.pods import PodContext
+from infra.openshift.manifests.step_jobs import is_awaited, step_job
 from infra.openshift.settings import OpenShiftSettings
 from infra.openshift.staging import AWAIT_MARGIN_S
 from infra.workload.model import Workload
@@ -29,7 +30,7 @@ class TrainingPipelineArgs:
     workload: Workload
     steps: tuple[RenderedStep, ...]  # render_steps(workload, "openshift")
     settings: OpenShiftSettings
-    context: manifests.PodContext
+    context: PodContext
     access: ApiAccess
     depends_on: list[pulumi.Resource] = field(default_factory=list)
 
@@ -43,7 +44,7 @@ class TrainingPipeline(pulumi.ComponentResource):
         self.completions: dict[str, JobCompletion] = {}
         previous: list[pulumi.Resource] = list(args.depends_on)
         for index, step in enumerate(args.steps):
-            job = manifests.step_job(step, args.workload, args.settings, args.context)
+            job = step_job(step, args.workload, args.settings, args.context)
             resource = k8s.batch.v1.Job(
                 f"{name}-{step.name}",
                 metadata=job["metadata"],
@@ -52,7 +53,7 @@ class TrainingPipeline(pulumi.ComponentResource):
             )
             self.jobs[step.name] = resource
             previous = [resource]
-            if manifests.is_awaited(index, args.steps, args.settings):
+            if is_awaited(index, args.steps, args.settings):
                 done = JobCompletion(
                     f"{name}-{step.name}-done",
                     job=resource,

@@ -17,12 +17,13 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.openshift import manifests
 from infra.openshift.completion import ApiAccess, JobCompletion
+from infra.openshift.manifests.pods import PodContext
+from infra.openshift.manifests.staging_jobs import STAGE_SCRIPT, prepare_volumes_job, staging_job
 from infra.openshift.settings import OpenShiftSettings
 from infra.workload.model import Workload
 
-STAGE_SCRIPT_PATH = Path(__file__).with_name(manifests.STAGE_SCRIPT)
+STAGE_SCRIPT_PATH = Path(__file__).with_name(STAGE_SCRIPT)
 # Beyond the Job's own deadline, so that Atlas reports the Job's failure rather than its own timeout.
 AWAIT_MARGIN_S = 600
 
@@ -31,7 +32,7 @@ AWAIT_MARGIN_S = 600
 class DataStagingArgs:
     workload: Workload
     settings: OpenShiftSettings
-    context: manifests.PodContext
+    context: PodContext
     access: ApiAccess
     depends_on: list[pulumi.Resource] = field(default_factory=list)
 
@@ -56,7 +57,7 @@ class DataStaging(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             )
 
-        prepare = manifests.prepare_volumes_job(args.workload, context)
+        prepare = prepare_volumes_job(args.workload, context)
         self.prepare_job = k8s.batch.v1.Job(
             f"{name}-volumes", metadata=prepare["metadata"], spec=prepare["spec"], opts=job_opts(list(args.depends_on))
         )
@@ -67,14 +68,14 @@ class DataStaging(pulumi.ComponentResource):
             self.scripts = k8s.core.v1.ConfigMap(
                 f"{name}-scripts",
                 metadata={"namespace": context.namespace, "labels": context.identity.labels("staging")},
-                data={manifests.STAGE_SCRIPT: STAGE_SCRIPT_PATH.read_text()},
+                data={STAGE_SCRIPT: STAGE_SCRIPT_PATH.read_text()},
                 opts=pulumi.ResourceOptions(parent=self),
             )
         scripts_name: pulumi.Input[str] = self.scripts.metadata.name if self.scripts is not None else ""
         self.jobs: dict[str, k8s.batch.v1.Job] = {}
         self.ready: list[pulumi.Resource] = [self.prepare_done]  # what the pipeline's first step waits for
         for source in settings.data.sources:
-            job = manifests.staging_job(source, args.workload, settings, context, scripts_name)
+            job = staging_job(source, args.workload, settings, context, scripts_name)
             self.jobs[source.input] = k8s.batch.v1.Job(
                 f"{name}-{source.input}",
                 metadata=job["metadata"],

@@ -107,7 +107,7 @@ def with_sampler(
 
 
 def sampled_argv(workload: Workload, rendered: RenderedStep, interval_seconds: float | None = None) -> tuple[str, ...]:
-    """A step's argv wrapped by the sampler as a Job's container runs it (infra/openshift/manifests.py):
+    """A step's argv wrapped by the sampler as a Job's container runs it (infra/openshift/manifests/step_jobs.py):
     `python3 -m infra.telemetry.sampler --out <telemetry>/<step>.jsonl --interval N --step <step> -- argv`."""
     interval = workload.telemetry.interval_seconds if interval_seconds is None else interval_seconds
     argv = list(with_sampler(rendered.argv, f"{workload.telemetry.root}/{rendered.name}.jsonl", interval))

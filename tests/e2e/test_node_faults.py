@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.openshift.manifests import step_mounts
+from infra.openshift.manifests.volumes import step_mounts
 from infra.workload.load import load_workload
 from localenv import images, kube, node
 from localenv.layout import Layout

@@ -18,7 +18,7 @@ import yaml
 from infra import workload_check
 from infra.compare.contract import read_throughput, report_contract
 from infra.compare.records import Missing, ThroughputReading, ThroughputSpec
-from infra.openshift import manifests
+from infra.openshift.manifests.volumes import SourceFile, source_config_map_data
 from infra.workload.load import check_staged_size, folder_files, load_workload, locate_workload, shipped_workloads
 from infra.workload.model import FOLDER_LIMITS, RUNTIME_BUILD, FolderSource, WorkloadError
 from infra.workload.parse import parse_workload
@@ -255,9 +255,9 @@ def test_the_last_matching_line_is_the_workload_s_throughput() -> None:
 
 
 def test_the_folder_travels_in_numbered_configmap_keys_with_paths_and_modes() -> None:
-    data, items = manifests.source_config_map_data([("steps/a.sh", b"echo a\n", 0o755), ("t.txt", b"\x00\xff", 0o644)])
-    assert items == (manifests.SourceFile("file-0000", "steps/a.sh", 0o755),
-                     manifests.SourceFile("file-0001", "t.txt", 0o644))
+    data, items = source_config_map_data([("steps/a.sh", b"echo a\n", 0o755), ("t.txt", b"\x00\xff", 0o644)])
+    assert items == (SourceFile("file-0000", "steps/a.sh", 0o755),
+                     SourceFile("file-0001", "t.txt", 0o644))
     assert set(data) == {"file-0000", "file-0001"}
     assert all(re.fullmatch(r"[-._a-zA-Z0-9]+", key) for key in data)  # what a ConfigMap key allows
 

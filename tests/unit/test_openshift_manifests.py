@@ -1,4 +1,4 @@
-"""infra/openshift/manifests.py: the objects rendered from the workload and the settings (pure)."""
+"""infra/openshift/manifests/: the objects rendered from the workload and the settings (pure)."""
 
 from __future__ import annotations
 
@@ -11,22 +11,41 @@ from typing import Any
 
 import pytest
 
-from infra.openshift import manifests
+from infra.openshift.manifests import step_jobs
+from infra.openshift.manifests.image_build import build_config, image_stream, image_tag, internal_pull_spec
+from infra.openshift.manifests.labels import RunIdentity, check_label_value
+from infra.openshift.manifests.monitor import (
+    COOKIE_SECRET_PROGRAM,
+    OAUTH_REDIRECT_ANNOTATION,
+    PROXY_COOKIE_SECRET,
+    SERVICE_ACCOUNT_DIR,
+    monitor_deployment,
+    monitor_ingress,
+    monitor_names,
+    monitor_route,
+    monitor_service,
+    monitor_service_account,
+)
+from infra.openshift.manifests.pods import PodContext
+from infra.openshift.manifests.project import limit_range_spec, pvc_spec, quota_hard
+from infra.openshift.manifests.staging_jobs import prepare_volumes_job, staging_job
+from infra.openshift.manifests.step_jobs import is_awaited
+from infra.openshift.manifests.volumes import Claims, step_mounts
 from infra.openshift.settings_parser import parse_openshift_settings
 from infra.workload.model import Workload
 from infra.workload.render import hpc_command_line, render_step, render_steps
 from tests.unit.openshift_fixtures import KEY, biggan, example_raw, example_settings, local_raw, modified
 
-IDENTITY = manifests.RunIdentity(stack="openshift-gpu", run_id="run-7", workload="biggan")
+IDENTITY = RunIdentity(stack="openshift-gpu", run_id="run-7", workload="biggan")
 
 
-def context(openshift: bool = True) -> manifests.PodContext:
-    return manifests.PodContext(
+def context(openshift: bool = True) -> PodContext:
+    return PodContext(
         identity=IDENTITY,
         namespace="atlas-biggan",
         image="registry/ns/biggan:tag",
         service_account="jobs-sa",
-        claims=manifests.Claims(data="data-pvc", results="results-pvc", logs="logs-pvc"),
+        claims=Claims(data="data-pvc", results="results-pvc", logs="logs-pvc"),
         workdir="/opt/biggan",
         openshift=openshift,
     )
@@ -34,7 +53,7 @@ def context(openshift: bool = True) -> manifests.PodContext:
 
 def step_job(name: str, workload: Workload | None = None) -> dict[str, Any]:
     workload = workload or biggan()
-    return manifests.step_job(render_step(workload, name, "openshift"), workload, example_settings(), context())
+    return step_jobs.step_job(render_step(workload, name, "openshift"), workload, example_settings(), context())
 
 
 def pod_of(job: dict[str, Any]) -> dict[str, Any]:
@@ -71,7 +90,7 @@ def test_shared_memory_is_memory_backed_and_sized():
     # Without pipeline.shm_size: a quarter of the step's memory (32Gi for make-hdf5's 64Gi... capped at 16Gi).
     settings = parse_openshift_settings(modified(example_raw(), lambda r: r["pipeline"].pop("shm_size")), KEY)
     workload = biggan()
-    job = manifests.step_job(render_step(workload, "inception-moments", "openshift"), workload, settings, context())
+    job = step_jobs.step_job(render_step(workload, "inception-moments", "openshift"), workload, settings, context())
     (shm,) = [v for v in pod_of(job)["volumes"] if v["name"] == "dshm"]
     assert shm["emptyDir"]["sizeLimit"] == "8Gi"
 
@@ -123,17 +142,17 @@ def test_labels_tie_job_and_pods_to_stack_run_and_step():
 def test_atlas_awaits_the_preparation_steps_and_pulumi_kubernetes_awaits_no_job():
     settings = example_settings()
     steps = render_steps(biggan(), "openshift")
-    assert [manifests.is_awaited(i, steps, settings) for i in range(len(steps))] == [True, True, False]
+    assert [is_awaited(i, steps, settings) for i in range(len(steps))] == [True, True, False]
     awaited_last = dataclasses.replace(settings, pipeline=dataclasses.replace(settings.pipeline, await_last_step=True))
-    assert [manifests.is_awaited(i, steps, awaited_last) for i in range(len(steps))] == [True, True, True]
+    assert [is_awaited(i, steps, awaited_last) for i in range(len(steps))] == [True, True, True]
     for step in ("make-hdf5", "train"):
         assert step_job(step)["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
-    prepare = manifests.prepare_volumes_job(biggan(), context())
+    prepare = prepare_volumes_job(biggan(), context())
     assert prepare["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
 
 
 def test_volume_layout_mirrors_the_working_directory():
-    mounts = {(m.role, m.sub_path) for m in manifests.step_mounts(biggan())}
+    mounts = {(m.role, m.sub_path) for m in step_mounts(biggan())}
     assert mounts == {
         ("data", "data"),  # ImageNet train (staged) and the HDF5 file and moments beside it
         ("data", ".cache"),  # the staged Inception weights
@@ -166,12 +185,12 @@ def test_changing_training_arguments_changes_only_the_training_job():
 def test_image_tag_follows_what_goes_into_the_image():
     settings = example_settings()
     assert settings.image.build is not None
-    tag = manifests.image_tag(biggan(), settings.image.build)
-    assert tag == manifests.image_tag(biggan(), settings.image.build)
+    tag = image_tag(biggan(), settings.image.build)
+    assert tag == image_tag(biggan(), settings.image.build)
     other = parse_openshift_settings(modified(example_raw(), lambda r: r["image"]["build"].update(git_ref="v2")), KEY)
     assert other.image.build is not None
-    assert manifests.image_tag(biggan(), other.image.build) != tag
-    assert manifests.internal_pull_spec("ns", "biggan-x", tag) == (
+    assert image_tag(biggan(), other.image.build) != tag
+    assert internal_pull_spec("ns", "biggan-x", tag) == (
         f"image-registry.openshift-image-registry.svc:5000/ns/biggan-x:{tag}"
     )
 
@@ -180,7 +199,7 @@ def test_build_config_builds_this_repository_with_the_workloads_containerfile():
     settings = example_settings()
     assert settings.image.build is not None
     workload = biggan()
-    bc = manifests.build_config(workload, settings.image.build, {"a": "b"}, "ns", "biggan-x:t")
+    bc = build_config(workload, settings.image.build, {"a": "b"}, "ns", "biggan-x:t")
     spec = bc["spec"]
     assert spec["source"] == {"type": "Git", "git": {"uri": "https://github.com/example/atlas.git", "ref": "main"}}
     assert spec["strategy"]["type"] == "Docker"
@@ -192,25 +211,25 @@ def test_build_config_builds_this_repository_with_the_workloads_containerfile():
     assert spec["triggers"] == [{"type": "ConfigChange"}]
     # A context directory below the root: the Containerfile path becomes relative to it.
     sub = dataclasses.replace(workload, build=dataclasses.replace(workload.build, context="workloads"))
-    sub_spec = manifests.build_config(sub, settings.image.build, {}, "ns", "x:t")["spec"]
+    sub_spec = build_config(sub, settings.image.build, {}, "ns", "x:t")["spec"]
     assert sub_spec["source"]["contextDir"] == "workloads"
     assert sub_spec["strategy"]["dockerStrategy"]["dockerfilePath"] == "biggan/Containerfile"
 
 
 def test_image_stream_waits_for_its_tag_only_when_asked():
-    stream = manifests.image_stream({}, "ns", "biggan-x", "abc", True, 900)
+    stream = image_stream({}, "ns", "biggan-x", "abc", True, 900)
     assert stream["metadata"]["annotations"]["pulumi.com/waitFor"] == (
         'jsonpath={.status.tags[?(@.tag=="abc")].items[0].image}'
     )
     assert stream["metadata"]["annotations"]["pulumi.com/timeoutSeconds"] == "900"
-    assert "annotations" not in manifests.image_stream({}, "ns", "biggan-x", "abc", False, 900)["metadata"]
+    assert "annotations" not in image_stream({}, "ns", "biggan-x", "abc", False, 900)["metadata"]
 
 
 def test_staging_from_a_claim_an_url_and_s3():
     workload = biggan()
     settings = example_settings()
     pvc, https = settings.data.sources
-    job = manifests.staging_job(pvc, workload, settings, context(), "scripts-cm")
+    job = staging_job(pvc, workload, settings, context(), "scripts-cm")
     (container,) = pod_of(job)["containers"]
     assert container["command"] == [
         "python3",
@@ -225,7 +244,7 @@ def test_staging_from_a_claim_an_url_and_s3():
     assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"} in container["env"]
     assert "nodeSelector" not in pod_of(job) and "tolerations" not in pod_of(job)
 
-    job = manifests.staging_job(https, workload, settings, context(), "scripts-cm")
+    job = staging_job(https, workload, settings, context(), "scripts-cm")
     (container,) = pod_of(job)["containers"]
     assert container["command"][3:] == [https.url, "--dest", "/atlas/data/.cache/torch/hub/checkpoints"]
 
@@ -238,7 +257,7 @@ def test_staging_from_a_claim_an_url_and_s3():
     )
     s3_settings = parse_openshift_settings(s3_raw, KEY)
     (s3,) = s3_settings.data.sources
-    job = manifests.staging_job(s3, workload, s3_settings, context(), "")
+    job = staging_job(s3, workload, s3_settings, context(), "")
     (container,) = pod_of(job)["containers"]
     assert container["image"] == "docker.io/amazon/aws-cli:2.15.0"
     assert container["command"] == [
@@ -253,12 +272,12 @@ def test_staging_from_a_claim_an_url_and_s3():
     ]
     assert container["envFrom"] == [{"secretRef": {"name": "s3-creds"}}]
     assert "runAsUser" not in repr(pod_of(job))  # OpenShift assigns it
-    plain = manifests.staging_job(s3, workload, s3_settings, context(openshift=False), "")
+    plain = staging_job(s3, workload, s3_settings, context(openshift=False), "")
     assert pod_of(plain)["securityContext"]["runAsUser"] == 1001
 
 
 def test_prepare_volumes_creates_every_subpath_the_steps_mount():
-    job = manifests.prepare_volumes_job(biggan(), context())
+    job = prepare_volumes_job(biggan(), context())
     (container,) = pod_of(job)["containers"]
     script = container["command"][2]
     for path in (
@@ -277,7 +296,7 @@ def test_quota_and_limit_range_are_sized_from_the_workload():
     steps = render_steps(biggan(), "openshift")
     from infra.openshift.settings import required_quota
 
-    hard = manifests.quota_hard(settings, required_quota(steps, settings))
+    hard = quota_hard(settings, required_quota(steps, settings))
     assert hard == {
         "requests.nvidia.com/gpu": "4",  # configured
         # Sized from the workload: the largest step, plus the monitor and its login proxy.
@@ -286,14 +305,14 @@ def test_quota_and_limit_range_are_sized_from_the_workload():
         "requests.storage": "800Gi",  # configured: the staged-from claim counts too
         "persistentvolumeclaims": "4",
     }
-    limits = manifests.limit_range_spec(steps, settings)["limits"]
+    limits = limit_range_spec(steps, settings)["limits"]
     assert limits[0]["max"] == {"cpu": "16", "memory": "128Gi"}
     assert limits[1] == {"type": "PersistentVolumeClaim", "max": {"storage": "400Gi"}}
 
 
 def test_pvcs_take_size_class_and_access_mode_from_settings():
     settings = parse_openshift_settings(local_raw(), KEY)
-    assert manifests.pvc_spec(settings.storage.data) == {
+    assert pvc_spec(settings.storage.data) == {
         "accessModes": ["ReadWriteMany"],
         "resources": {"requests": {"storage": "300Gi"}},
         "volumeMode": "Filesystem",
@@ -303,7 +322,7 @@ def test_pvcs_take_size_class_and_access_mode_from_settings():
 
 def test_monitor_reads_the_volumes_read_only():
     settings = example_settings()
-    deployment = manifests.monitor_deployment(biggan(), settings, context(), "app-cm", "atlas-biggan")
+    deployment = monitor_deployment(biggan(), settings, context(), "app-cm", "atlas-biggan")
     pod = deployment["spec"]["template"]["spec"]
     container, _proxy = pod["containers"]
     assert all(m.get("readOnly") for m in container["volumeMounts"])
@@ -319,32 +338,32 @@ def test_monitor_reads_the_volumes_read_only():
     assert deployment["metadata"]["annotations"] == {"pulumi.com/timeoutSeconds": "180"}
     assert container["readinessProbe"]["periodSeconds"] == 2 and container["livenessProbe"]["periodSeconds"] == 10
     # The Service is never awaited: the Deployment's await already covers its pod's readiness.
-    service = manifests.monitor_service(settings, context())
+    service = monitor_service(settings, context())
     assert service["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
 
 
-@pytest.mark.parametrize("make", [manifests.monitor_service, manifests.monitor_deployment])
+@pytest.mark.parametrize("make", [monitor_service, monitor_deployment])
 def test_monitor_skips_awaits_kwok_cannot_satisfy(make):
     settings = parse_openshift_settings(local_raw(), KEY)
     rendered = (
         make(settings, context(False))
-        if make is manifests.monitor_service
+        if make is monitor_service
         else make(biggan(), settings, context(False), "cm", "atlas-biggan")
     )
     assert rendered["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
-    ingress = manifests.monitor_ingress(settings, context(False), "svc")
+    ingress = monitor_ingress(settings, context(False), "svc")
     assert ingress["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
 
 
 def test_on_openshift_the_route_reencrypts_to_the_login_proxy_not_to_the_monitor():
-    route = manifests.monitor_route(example_settings(), context(), "monitor-svc")
+    route = monitor_route(example_settings(), context(), "monitor-svc")
     assert route["spec"]["to"] == {"kind": "Service", "name": "monitor-svc", "weight": 100}
     assert route["spec"]["tls"] == {"termination": "reencrypt", "insecureEdgeTerminationPolicy": "Redirect"}
     assert route["spec"]["port"] == {"targetPort": "https"}
-    service = manifests.monitor_service(example_settings(), context())
+    service = monitor_service(example_settings(), context())
     https = next(p for p in service["spec"]["ports"] if p["name"] == "https")
     assert https == {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}
-    deployment = manifests.monitor_deployment(biggan(), example_settings(), context(), "cm", "atlas-biggan")
+    deployment = monitor_deployment(biggan(), example_settings(), context(), "cm", "atlas-biggan")
     containers = {c["name"]: c for c in deployment["spec"]["template"]["spec"]["containers"]}
     assert [p["containerPort"] for p in containers["oauth-proxy"]["ports"] if p["name"] == "https"] == [8443]
     assert "--upstream=http://localhost:8080" in containers["oauth-proxy"]["args"]
@@ -352,26 +371,26 @@ def test_on_openshift_the_route_reencrypts_to_the_login_proxy_not_to_the_monitor
 
 def test_the_login_proxy_lets_in_only_who_may_read_the_projects_services():
     settings = example_settings()
-    deployment = manifests.monitor_deployment(biggan(), settings, context(), "cm", "atlas-biggan")
+    deployment = monitor_deployment(biggan(), settings, context(), "cm", "atlas-biggan")
     pod = deployment["spec"]["template"]["spec"]
     containers = {c["name"]: c for c in pod["containers"]}
     proxy = containers["oauth-proxy"]
     flags = dict(a.partition("=")[::2] for a in proxy["args"])
     assert flags["--provider"] == "openshift"
     assert json.loads(flags["--openshift-sar"]) == {"namespace": "atlas-biggan", "resource": "services", "verb": "get"}
-    names = manifests.monitor_names(IDENTITY)
+    names = monitor_names(IDENTITY)
     # The ServiceAccount is the OAuth client, and its annotation returns logins to the Route.
     assert flags["--openshift-service-account"] == names.service_account == pod["serviceAccountName"]
-    account = manifests.monitor_service_account(context())
+    account = monitor_service_account(context())
     assert account["metadata"]["name"] == names.service_account
-    redirect = json.loads(account["metadata"]["annotations"][manifests.OAUTH_REDIRECT_ANNOTATION])
-    route = manifests.monitor_route(settings, context(), "svc")
+    redirect = json.loads(account["metadata"]["annotations"][OAUTH_REDIRECT_ANNOTATION])
+    route = monitor_route(settings, context(), "svc")
     assert redirect["reference"] == {"kind": "Route", "name": route["metadata"]["name"]}
     # The Route's host, <route>-<namespace>.<domain>, must fit one 63-character DNS label.
-    long_identity = manifests.RunIdentity(stack="s" * 80, run_id="r", workload="w" * 80)
-    assert len(manifests.monitor_names(long_identity).route) + 1 + len("atlas-biggan") <= 63
+    long_identity = RunIdentity(stack="s" * 80, run_id="r", workload="w" * 80)
+    assert len(monitor_names(long_identity).route) + 1 + len("atlas-biggan") <= 63
     # TLS from the certificate the Service's annotation asks OpenShift's service CA for.
-    service = manifests.monitor_service(settings, context())
+    service = monitor_service(settings, context())
     secret = service["metadata"]["annotations"]["service.beta.openshift.io/serving-cert-secret-name"]
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["oauth-tls"]["secret"] == {"secretName": secret}
@@ -382,7 +401,7 @@ def test_the_login_proxy_lets_in_only_who_may_read_the_projects_services():
         name: [m["mountPath"] for m in spec["volumeMounts"] if m["name"] == "oauth-client"]
         for name, spec in containers.items()
     }
-    assert token_mounts == {"monitor": [], "oauth-proxy": [manifests.SERVICE_ACCOUNT_DIR]}
+    assert token_mounts == {"monitor": [], "oauth-proxy": [SERVICE_ACCOUNT_DIR]}
     sources = volumes["oauth-client"]["projected"]["sources"]
     assert {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}} in sources
     # The cookie key lives in memory, written by the init container, never in a Secret or the state.
@@ -393,8 +412,8 @@ def test_the_login_proxy_lets_in_only_who_may_read_the_projects_services():
 
 def test_the_cookie_secret_program_writes_a_32_byte_key_only_its_owner_reads(tmp_path):
     path = tmp_path / "cookie-secret"
-    program = manifests.COOKIE_SECRET_PROGRAM.replace(repr(manifests.PROXY_COOKIE_SECRET), repr(str(path)))
-    assert program != manifests.COOKIE_SECRET_PROGRAM
+    program = COOKIE_SECRET_PROGRAM.replace(repr(PROXY_COOKIE_SECRET), repr(str(path)))
+    assert program != COOKIE_SECRET_PROGRAM
     subprocess.run([sys.executable, "-c", program], check=True)
     key = path.read_text()
     assert len(key) == 32 and int(key, 16) >= 0
@@ -405,16 +424,16 @@ def test_the_cookie_secret_program_writes_a_32_byte_key_only_its_owner_reads(tmp
 
 def test_plain_kubernetes_has_no_login_proxy():
     settings = parse_openshift_settings(local_raw(), KEY)
-    deployment = manifests.monitor_deployment(biggan(), settings, context(False), "cm", "atlas-biggan")
+    deployment = monitor_deployment(biggan(), settings, context(False), "cm", "atlas-biggan")
     pod = deployment["spec"]["template"]["spec"]
     assert [c["name"] for c in pod["containers"]] == ["monitor"] and "initContainers" not in pod
-    assert [p["name"] for p in manifests.monitor_service(settings, context(False))["spec"]["ports"]] == ["http"]
+    assert [p["name"] for p in monitor_service(settings, context(False))["spec"]["ports"]] == ["http"]
 
 
 def test_label_values_are_checked():
-    assert manifests.check_label_value("run-2026-12-02", "run_id") == "run-2026-12-02"
+    assert check_label_value("run-2026-12-02", "run_id") == "run-2026-12-02"
     with pytest.raises(ValueError, match="run_id: 'run 1' cannot be a label value"):
-        manifests.check_label_value("run 1", "run_id")
+        check_label_value("run 1", "run_id")
 
 
 def test_limit_range_max_never_falls_below_its_defaults():
@@ -424,5 +443,5 @@ def test_limit_range_max_never_falls_below_its_defaults():
         dataclasses.replace(s, resources=dataclasses.replace(s.resources, memory="256Mi", memory_bytes=256 << 20))
         for s in render_steps(workload, "openshift")
     ]
-    limits = manifests.limit_range_spec(tiny, settings)["limits"][0]
+    limits = limit_range_spec(tiny, settings)["limits"][0]
     assert limits["max"]["memory"] == "1Gi" and limits["default"]["memory"] == "1Gi"

@@ -1,0 +1,96 @@
+"""Pods and Jobs: what every pod of the run shares (context, security, pod spec) and the Job around one.
+
+The GPU a pod asks for, and the memory quantities it states, are written here as the API reads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+
+from infra.openshift.manifests.labels import SKIP_AWAIT, Manifest, RunIdentity
+from infra.openshift.manifests.volumes import Claims, SourceVolume
+
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+# The taint key GPU nodes carry (the GPU operator's convention, and the local KWOK nodes').
+GPU_TAINT_KEY = "nvidia.com/gpu"
+# Where helper pods mount things; the steps use the image's working directory instead.
+MOUNT_ROOT = "/atlas"
+SCRIPTS_DIR = f"{MOUNT_ROOT}/scripts"
+
+POD_SECURITY = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+# The workload image sets NVIDIA_VISIBLE_DEVICES=all for its GPU steps; a pod that asked for no
+# GPU must not get every GPU of its node from the NVIDIA runtime because of it.
+NO_GPU_ENV = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}
+
+
+@dataclass(frozen=True)
+class PodContext:
+    """What every pod of the run shares."""
+
+    identity: RunIdentity
+    namespace: pulumi.Input[str]
+    image: pulumi.Input[str]
+    service_account: pulumi.Input[str]
+    claims: Claims
+    workdir: str
+    openshift: bool
+    # Labels every pod must land on and taints every pod tolerates (settings.placement),
+    # beside a GPU step's product and GPU toleration.
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: Sequence[Mapping[str, str]] = ()
+    # A folder source's ConfigMap (None: the code is in the image).
+    source: SourceVolume | None = None
+
+
+def pod_spec(context: PodContext, containers: list[Manifest], volumes: list[Manifest], **extra: Any) -> Manifest:
+    selector = {**context.node_selector, **extra.pop("nodeSelector", {})}
+    if selector:
+        extra["nodeSelector"] = selector
+    tolerations = [dict(t) for t in context.tolerations]
+    tolerations += [t for t in extra.pop("tolerations", []) if t not in tolerations]
+    if tolerations:
+        extra["tolerations"] = tolerations
+    return {
+        "serviceAccountName": context.service_account,
+        "automountServiceAccountToken": False,
+        # No runAsUser or fsGroup: OpenShift assigns them from the project's range.
+        "securityContext": dict(POD_SECURITY),
+        "containers": containers,
+        "volumes": volumes,
+        **extra,
+    }
+
+
+def job_manifest(
+    metadata: Manifest, pod_labels: Mapping[str, str], spec: Manifest, backoff_limit: int, deadline_s: int
+) -> Manifest:
+    """One pod run to completion: never restarted in place, retried `backoff_limit` times."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        # Atlas waits for the Jobs it must itself (completion.py): sooner than pulumi-kubernetes,
+        # which waits for the Job's Complete condition, a second after the pod succeeded.
+        "metadata": {**metadata, "annotations": {**(metadata.get("annotations") or {}), SKIP_AWAIT: "true"}},
+        "spec": {
+            "backoffLimit": backoff_limit,
+            "activeDeadlineSeconds": deadline_s,
+            "completions": 1,
+            "parallelism": 1,
+            # No ttlSecondsAfterFinished: a Job that deletes itself is drift on every refresh.
+            "template": {"metadata": {"labels": dict(pod_labels)}, "spec": {**spec, "restartPolicy": "Never"}},
+        },
+    }
+
+
+def memory_text(value: int) -> str:
+    """Bytes as the largest binary unit that divides them (`64Gi`), or plain bytes."""
+    for suffix, factor in (("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
+        if value % factor == 0:
+            return f"{value // factor}{suffix}"
+    return str(value)

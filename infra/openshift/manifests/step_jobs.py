@@ -1,0 +1,102 @@
+"""The pipeline: one Job per workload step, with the same argv as the HPC side, wrapped by the sampler."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from infra.openshift.manifests.labels import Manifest, object_metadata
+from infra.openshift.manifests.pods import (
+    CONTAINER_SECURITY,
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    GPU_TAINT_KEY,
+    NO_GPU_ENV,
+    PodContext,
+    job_manifest,
+    memory_text,
+    pod_spec,
+)
+from infra.openshift.manifests.volumes import SOURCE_DIR, SOURCE_ENV, pvc_volume, step_mounts
+from infra.openshift.settings import OpenShiftSettings, shm_bytes
+from infra.workload.model import Workload
+from infra.workload.render import RenderedStep, kubernetes_args, with_sampler
+
+
+def is_awaited(index: int, steps: Sequence[RenderedStep], settings: OpenShiftSettings) -> bool:
+    """Preparation steps hold `pulumi up` until they complete; the last one (training) does not."""
+    return index < len(steps) - 1 or settings.pipeline.await_last_step
+
+
+def step_job(
+    step: RenderedStep,
+    workload: Workload,
+    settings: OpenShiftSettings,
+    context: PodContext,
+) -> Manifest:
+    """One step as a Job: the same argv as the HPC side, wrapped by the telemetry sampler."""
+    resources = step.resources
+    labels = context.identity.labels("step", step.name)
+    telemetry_out = f"{workload.telemetry.root}/{step.name}.jsonl"
+    argv = list(with_sampler(kubernetes_args(step), telemetry_out, workload.telemetry.interval_seconds))
+    # The sampler names its records after the step; with_sampler leaves --step to the caller.
+    separator = argv.index("--")
+    argv[separator:separator] = ["--step", step.name]
+
+    amounts: dict[str, str] = {"cpu": str(resources.cpus_per_task), "memory": resources.memory}
+    env = [{"name": name, "value": value} for name, value in step.env]
+    env.append({"name": "ATLAS_RUN", "value": context.identity.run_id})
+    env.append({"name": "ATLAS_STEP", "value": step.name})
+    extra: Manifest = {}
+    if resources.gpus_per_node > 0:
+        amounts[GPU_RESOURCE] = str(resources.gpus_per_node)
+        # Not NVIDIA_VISIBLE_DEVICES: the device plugin sets it to the GPUs it allocated.
+        env.append({"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"})
+        extra["nodeSelector"] = {GPU_PRODUCT_LABEL: settings.gpu.product}
+        extra["tolerations"] = [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+    else:
+        env.append(dict(NO_GPU_ENV))
+
+    mounts: list[Manifest] = [
+        {"name": m.role, "mountPath": f"{context.workdir}/{m.sub_path}", "subPath": m.sub_path}
+        for m in step_mounts(workload)
+    ]
+    mounts.append({"name": "dshm", "mountPath": "/dev/shm"})  # noqa: S108 (a path in the container)
+    roles = sorted({m.role for m in step_mounts(workload)})
+    volumes = [pvc_volume(role, context.claims) for role in roles]
+    # PyTorch's DataLoader workers pass batches through /dev/shm; a container's default is 64 MiB.
+    volumes.append(
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": memory_text(shm_bytes(step, settings))}}
+    )
+    if context.source is not None:
+        volumes.append(
+            {
+                "name": "source",
+                "configMap": {
+                    "name": context.source.config_map,
+                    "items": [{"key": f.key, "path": f.path, "mode": f.mode} for f in context.source.files],
+                },
+            }
+        )
+        mounts.append({"name": "source", "mountPath": SOURCE_DIR, "readOnly": True})
+        env.append({"name": SOURCE_ENV, "value": SOURCE_DIR})
+    container = {
+        "name": "step",
+        "image": context.image,
+        # args, not command: the image's entrypoint (arbitrary-UID passwd entry) runs first.
+        "args": argv,
+        "workingDir": context.workdir,
+        "env": env,
+        # Requests equal limits: Guaranteed QoS, no CPU throttling below the request, and the
+        # LimitRange's defaults never apply to a step.
+        "resources": {"requests": dict(amounts), "limits": dict(amounts)},
+        "volumeMounts": mounts,
+        "securityContext": dict(CONTAINER_SECURITY),
+    }
+    metadata = object_metadata(labels, context.namespace)
+    return job_manifest(
+        metadata,
+        labels,
+        pod_spec(context, [container], volumes, **extra),
+        settings.pipeline.backoff_limit,
+        resources.walltime_seconds,
+    )
