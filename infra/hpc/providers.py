@@ -12,7 +12,7 @@ Lifecycle, as architecture.md asks of batch jobs:
   retired, so a later `up` never adopts it; `StagedFiles` removes what it staged.
 
 Providers hold no live objects (dill pickles them into state): SSH connections come from the
-pool in ssh.py, status from the per-host boards in polling.py. Credentials travel in the
+pool in ssh/, status from the per-host boards in polling.py. Credentials travel in the
 `ssh_secret` input, which the component marks secret; it is never logged, and
 `additional_secret_outputs` keeps it encrypted in state. Their inputs are read, checked and
 typed in provider_inputs.py; what every dynamic provider shares is in infra/dynamic/.
@@ -75,7 +75,8 @@ PROVIDER_VERSION = provider_version(
         "registry.py",
         "lsf.py",
         "slurm.py",
-        "ssh.py",
+        # The SSH package, every module of it.
+        *(f"ssh/{module.name}" for module in sorted((_HPC_DIR / "ssh").glob("*.py"))),
         "remote.py",
         "polling.py",
     )

@@ -2,7 +2,7 @@
 
 Plain frozen dataclasses with no connection behind them, so the schedulers' pure parsers
 (lsf.py, slurm.py, scheduler.py) and the providers' input readers use them without importing
-paramiko; ssh.py connects with them.
+paramiko; the ssh package connects with them.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from infra.hpc.polling import lookup_by_name
 from infra.hpc.providers import BatchJobProvider, HpcProviderError, JobCompletionProvider, StagedFilesProvider
 from infra.hpc.registry import scheduler_for
 from infra.hpc.scheduler import NO_SITE_DIRECTIVES, JobSpec, SchedulerError, SiteDirectives
+from infra.hpc.ssh import output
 from localenv import satori
 from localenv.layout import Layout, Ports
 from localenv.procs import port_open
@@ -461,7 +462,7 @@ GARBAGE = {
     "sacct() { echo 'Traceback (most recent call last):'; }",
     "lsf": "bjobs() { echo '<html><body>502 Bad Gateway</body></html>'; }\nbhist() { echo '<html>'; }",
 }
-# More than ssh.MAX_OUTPUT_BYTES (64 MiB) from the live query.
+# More than output.MAX_OUTPUT_BYTES (64 MiB) from the live query.
 HUGE = {
     "slurm": "squeue() { head -c 80000000 /dev/zero | tr '\\\\0' x; }",
     "lsf": "bjobs() { head -c 80000000 /dev/zero | tr '\\\\0' x; }",
@@ -504,7 +505,7 @@ def test_commands_abandoned_while_output_streams_leave_the_login_up(
     goes on feeding that channel from its transport thread. Waking the reader through an OS pipe
     that close() shuts under the feeder killed the whole login at random (EBADF on the transport,
     in two CI runs of five); every command on it was cut. Fails within 200 tries without the fix."""
-    monkeypatch.setattr(ssh, "MAX_OUTPUT_BYTES", 2**16)
+    monkeypatch.setattr(output, "MAX_OUTPUT_BYTES", 2**16)
     opened = sum(ssh.CONNECTIONS_OPENED.values())
     for _ in range(200):
         # Line by line, as a scheduler writes: the reader keeps up, so each packet wakes it.

@@ -15,7 +15,7 @@ from infra.hpc.providers import PROVIDER_VERSION, BatchJobProvider, StagedFilesP
 from infra.hpc.registry import scheduler_for
 from infra.hpc.remote import RemoteResult
 from infra.hpc.scheduler import JobState, Phase
-from infra.hpc.ssh import sha256_hex
+from infra.hpc.ssh.files import sha256_hex
 from infra.outputs import OUTPUTS_VERSION
 
 UNKNOWN = rpc.UNKNOWN

@@ -16,6 +16,7 @@ import pytest
 from paramiko.buffered_pipe import BufferedPipe
 
 from infra.hpc import ssh
+from infra.hpc.ssh import output
 
 
 class FakeClock:
@@ -84,7 +85,7 @@ class ScriptedChannel:
         self.closed_by_us = True
 
     def wait_readable(self, timeout: float) -> None:
-        """As paramiko's buffers wake ssh._OutputArrived: at the next output chunk or the EOF (not
+        """As paramiko's buffers wake output._OutputArrived: at the next output chunk or the EOF (not
         at the exit status, which no buffer signals), or after `timeout`."""
         events = [t for t, _ in self.stdout + self.stderr] + ([self.eof_at] if self.eof_at is not None else [])
         upcoming = [t for t in events if t > self.clock.now]
@@ -94,13 +95,13 @@ class ScriptedChannel:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     fake = FakeClock()
-    monkeypatch.setattr(ssh, "time", fake)
-    monkeypatch.setattr(ssh, "_OutputArrived", ScriptedArrival)
+    monkeypatch.setattr(output, "time", fake)
+    monkeypatch.setattr(output, "_OutputArrived", ScriptedArrival)
     return fake
 
 
 class ScriptedArrival:
-    """ssh._OutputArrived on a scripted channel's fake clock."""
+    """output._OutputArrived on a scripted channel's fake clock."""
 
     def __init__(self, channel: ScriptedChannel) -> None:
         self.channel = channel
@@ -138,7 +139,7 @@ def test_all_output_is_read_whatever_the_order(
         exit_code=3,
         eof_at=eof,
     )
-    out, err, code = ssh._read_all(channel, "sha256sum -- ...", deadline=60.0, host="login")  # type: ignore[arg-type]
+    out, err, code = output.read_all(channel, "sha256sum -- ...", deadline=60.0, host="login")  # type: ignore[arg-type]
     assert out == b"".join(LINES), case
     assert err == b"late warning\n", case
     assert code == 3
@@ -147,25 +148,25 @@ def test_all_output_is_read_whatever_the_order(
 def test_a_command_that_never_sends_eof_returns_after_the_grace(clock: FakeClock) -> None:
     # `cmd &` leaving a child that holds stdout: no EOF until the child ends; the exit status counts.
     channel = ScriptedChannel(clock, stdout=[(0.0, b"12345\n")], exit_at=0.01, eof_at=None)
-    out, _err, code = ssh._read_all(channel, "nohup sleep 600 & echo $!", deadline=600.0, host="login")  # type: ignore[arg-type]
+    out, _err, code = output.read_all(channel, "nohup sleep 600 & echo $!", deadline=600.0, host="login")  # type: ignore[arg-type]
     assert (out, code) == (b"12345\n", 0)
-    assert ssh.EXIT_EOF_GRACE_S <= clock.now < ssh.EXIT_EOF_GRACE_S + 1
+    assert output.EXIT_EOF_GRACE_S <= clock.now < output.EXIT_EOF_GRACE_S + 1
 
 
 def test_a_command_that_runs_past_its_deadline_is_abandoned(clock: FakeClock) -> None:
     channel = ScriptedChannel(clock, stdout=[], exit_at=1000.0, eof_at=None)
     with pytest.raises(ssh.RemoteTimeoutError, match="did not finish in time"):
-        ssh._read_all(channel, "sleep 1000", deadline=10.0, host="login")  # type: ignore[arg-type]
+        output.read_all(channel, "sleep 1000", deadline=10.0, host="login")  # type: ignore[arg-type]
     assert channel.closed_by_us
 
 
 def test_a_runaway_answer_is_abandoned_at_the_cap_not_held_in_memory(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ssh, "MAX_OUTPUT_BYTES", 1000)
+    monkeypatch.setattr(output, "MAX_OUTPUT_BYTES", 1000)
     channel = ScriptedChannel(clock, stdout=[(0.01 * i, b"x" * 300) for i in range(10)], exit_at=1.0, eof_at=1.0)
     with pytest.raises(ssh.RemoteOutputTooLargeError, match="printed more than"):
-        ssh._read_all(channel, "squeue --json", deadline=60.0, host="login")  # type: ignore[arg-type]
+        output.read_all(channel, "squeue --json", deadline=60.0, host="login")  # type: ignore[arg-type]
     assert channel.closed_by_us
     # Stopped at the chunk that crossed the cap, not after reading the rest.
     assert len(channel.stdout) == 6
@@ -181,20 +182,20 @@ BANNER = (
 
 
 def login(tmp_path, command: str, profile: str = BANNER, stdin: bytes | None = None):
-    """`command` as ssh.py runs it, through a real `bash -l` whose profile is `profile`."""
+    """`command` as infra.hpc.ssh runs it, through a real `bash -l` whose profile is `profile`."""
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     (home / ".bash_profile").write_text(profile)
-    marker = ssh.new_marker()
-    done = subprocess.run(  # noqa: S602 (the command line ssh.py sends, run by a shell as sshd does)
-        ssh.login_shell_command(command, marker),
+    marker = output.new_marker()
+    done = subprocess.run(  # noqa: S602 (the command line infra.hpc.ssh sends, run by a shell as sshd does)
+        output.login_shell_command(command, marker),
         shell=True,
         input=stdin,
         capture_output=True,
         env={"HOME": str(home), "PATH": os.environ["PATH"]},
         check=False,
     )
-    return ssh.after_marker(done.stdout, marker), ssh.after_marker(done.stderr, marker), done.returncode
+    return output.after_marker(done.stdout, marker), output.after_marker(done.stderr, marker), done.returncode
 
 
 def test_a_login_banner_is_cut_off_and_the_commands_output_exit_code_and_stdin_kept(tmp_path) -> None:
@@ -213,14 +214,14 @@ def test_a_profile_that_fails_before_the_command_is_shown_whole(tmp_path) -> Non
 
 
 def test_the_marker_differs_every_time() -> None:
-    assert len({ssh.new_marker() for _ in range(100)}) == 100
+    assert len({output.new_marker() for _ in range(100)}) == 100
 
 
 def test_output_on_either_buffer_wakes_the_reader_until_it_rearms() -> None:
     """paramiko's buffers clear their event when read empty; stdout read empty must not hide
     stderr's waiting output (a lost wake-up costs a command 50 ms)."""
     channel = SimpleNamespace(in_buffer=BufferedPipe(), in_stderr_buffer=BufferedPipe())
-    arrived = ssh._OutputArrived(channel)  # type: ignore[arg-type]
+    arrived = output._OutputArrived(channel)  # type: ignore[arg-type]
     assert not arrived.is_set()
     channel.in_stderr_buffer.feed(b"warning\n")
     channel.in_buffer.feed(b"x")

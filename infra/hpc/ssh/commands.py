@@ -1,0 +1,143 @@
+"""Running a command on the login node: `run_remote`, the one function every remote command goes through.
+
+At most MAX_COMMAND_SESSIONS commands run at once on a connection, fewer once sshd refuses a
+session; a command is retried after a dropped connection only when the caller says it is safe.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from infra.hpc.remote import RemoteResult
+from infra.hpc.ssh.errors import ConnectionLostError, RemoteCommandError, SshConnectError
+from infra.hpc.ssh.output import after_marker, login_shell_command, new_marker, read_all
+from infra.hpc.ssh.pool import PooledConnection
+
+if TYPE_CHECKING:
+    import paramiko
+else:
+    from infra.hpc.ssh.lazy_paramiko import paramiko
+
+DEFAULT_COMMAND_TIMEOUT_S = 120.0
+SAFE_RETRIES = 2  # extra attempts for commands that are safe to repeat
+
+
+def _take_slot(conn: PooledConnection) -> None:
+    with conn.sessions:
+        while conn.open_sessions >= conn.session_limit:
+            conn.sessions.wait()
+        conn.open_sessions += 1
+
+
+def _give_slot(conn: PooledConnection) -> None:
+    with conn.sessions:
+        conn.open_sessions -= 1
+        conn.sessions.notify_all()
+
+
+def _open_session(conn: PooledConnection) -> paramiko.Channel:
+    """A session channel for a command that holds a slot; nothing has been sent yet, so any
+    command may be tried again. sshd refusing one more session is not a lost connection
+    (dropping it would cut every other command on it): it is the site's MaxSessions, below
+    MAX_COMMAND_SESSIONS. The limit comes down to the sessions of ours sshd had open, and this
+    command waits for a slot under it."""
+    timeout = conn.endpoint.connect_timeout_s
+    deadline = time.monotonic() + timeout
+    pause = 0.05
+    while True:
+        try:
+            return conn.open_session()
+        except paramiko.ChannelException as refused:
+            if not conn.is_active():
+                why = f"the connection closed while a session was refused ({refused})"
+                break
+            with conn.sessions:
+                others = conn.open_sessions - 1
+                if others > 0:
+                    conn.session_limit = min(conn.session_limit, others)
+            if others > 0:
+                _give_slot(conn)
+                _take_slot(conn)
+                continue
+            # Refused with no other command of ours open: sshd has not yet counted off a session
+            # we closed, or it allows none beside the SFTP one.
+            if time.monotonic() + pause > deadline:
+                raise SshConnectError(
+                    f"{conn.endpoint.address} refused every new session on an open connection for {timeout:.0f} s "
+                    f"({refused}) with no other command running: its sshd allows too few sessions per "
+                    "connection (MaxSessions): ask the site's admins for at least 2"
+                ) from None
+            time.sleep(pause)  # nothing of ours to wait for: sshd's own bookkeeping
+            pause = min(pause * 2, 1.0)
+        except (paramiko.SSHException, OSError, EOFError) as error:
+            why = f"opening a session failed: {error or type(error).__name__}"
+            break
+    conn.drop(why)
+    return conn.open_session()
+
+
+def _run_once(conn: PooledConnection, command: str, stdin: bytes | None, timeout: float) -> RemoteResult:
+    _take_slot(conn)
+    try:
+        return _run_in_session(conn, command, stdin, timeout)
+    finally:
+        _give_slot(conn)
+
+
+def _run_in_session(conn: PooledConnection, command: str, stdin: bytes | None, timeout: float) -> RemoteResult:
+    host = conn.endpoint.address
+    channel = _open_session(conn)
+    marker = new_marker()
+    try:
+        channel.exec_command(login_shell_command(command, marker))
+        if stdin:
+            channel.sendall(stdin)
+        channel.shutdown_write()
+        out, err, code = read_all(channel, command, time.monotonic() + timeout, host)
+    except (paramiko.SSHException, OSError, EOFError) as error:
+        conn.drop(f"`{command}` failed: {error or type(error).__name__}")
+        raise ConnectionLostError(
+            f"the SSH connection to {host} failed while `{command}` ran ({error or type(error).__name__}); "
+            "it may or may not have run",
+            command,
+        ) from None
+    except ConnectionLostError:
+        conn.drop(f"the connection dropped while `{command}` ran")
+        raise
+    finally:
+        channel.close()
+    out, err = after_marker(out, marker), after_marker(err, marker)
+    return RemoteResult(command, code, out.decode(errors="replace"), err.decode(errors="replace"))
+
+
+def run_remote(
+    conn: PooledConnection,
+    command: str,
+    *,
+    stdin: str | bytes | None = None,
+    timeout: float = DEFAULT_COMMAND_TIMEOUT_S,
+    check: bool = True,
+    safe_to_retry: bool = False,
+) -> RemoteResult:
+    """Run `command` under `bash -lc` on the login node; the one way Atlas runs remote commands.
+
+    `command` is shell text that the caller built with every value shlex-quoted. With
+    `check`, a non-zero exit raises `RemoteCommandError(command, exit_code, stdout, stderr)`.
+    A dropped connection is retried (after reconnecting) only with `safe_to_retry`, for reads
+    and for steps whose repetition is harmless; otherwise `ConnectionLostError` tells the
+    caller that the command may have run, so it can find out (e.g. look a job up by name).
+    """
+    data = stdin.encode() if isinstance(stdin, str) else stdin
+    attempts = 1 + (SAFE_RETRIES if safe_to_retry else 0)
+    for attempt in range(attempts):
+        try:
+            result = _run_once(conn, command, data, timeout)
+            break
+        except (ConnectionLostError, SshConnectError):
+            if attempt + 1 >= attempts:
+                raise
+            time.sleep(0.5 * (attempt + 1))
+    if check and result.exit_code != 0:
+        raise RemoteCommandError(command, result.exit_code, result.stdout, result.stderr, conn.endpoint.address)
+    return result
