@@ -15,8 +15,8 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from infra.compare.metrics import _gpu_step
 from infra.compare.report_model import EnvironmentMetrics, Value, missing
+from infra.compare.step_metrics import gpu_step
 from infra.compare.timeparse import iso_text
 
 
@@ -49,7 +49,7 @@ def with_estimates(
             reason = f"not estimable then: {basis}"
             result.append(_set(env, missing("s", reason, source), missing("s", reason)))
             continue
-        gpu = _gpu_step(env.steps)
+        gpu = gpu_step(env.steps)
         requested = gpu.requested_at.value if gpu is not None else None
         forecast = requested is None or taken_at <= requested
         note = (

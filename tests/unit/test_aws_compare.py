@@ -12,7 +12,7 @@ import pytest
 
 from infra.cli import compare as cli
 from infra.cli import stack_files
-from infra.compare import metrics, report_model
+from infra.compare import economics, metrics, report_model
 from infra.compare.access import Access
 from infra.compare.cost_files import load_cost_profiles, load_rate_table
 from infra.compare.records import EnvironmentRecords, Missing
@@ -113,15 +113,15 @@ def test_executed_aws_records_are_priced_by_the_cloud_rate() -> None:
         report_model.Value(4.0, "GPUs", "squeue"), report_model.Value(4.0, "GPUs", "squeue"), "", "node", False,
     )  # fmt: skip
     iterations = report_model.missing("iterations", "no log")
-    economics = metrics.economics(None, [step], iterations, load_rate_table(), "aws-p3.8xlarge")
-    assert economics.gpu_hours.value == pytest.approx(2.0)
-    assert economics.cost_per_run.value == pytest.approx(2.0 * 3.06) and economics.cost_per_run.kind == "assumption"
+    priced = economics.economics(None, [step], iterations, load_rate_table(), "aws-p3.8xlarge")
+    assert priced.gpu_hours.value == pytest.approx(2.0)
+    assert priced.cost_per_run.value == pytest.approx(2.0 * 3.06) and priced.cost_per_run.kind == "assumption"
 
 
 def test_an_unknown_instance_type_rate_says_so() -> None:
     iterations = report_model.missing("iterations", "x")
-    economics = metrics.economics(None, [], iterations, load_rate_table(), "aws-g6.12xlarge")
-    assert economics.usd_per_gpu_hour.value is None and "no rate 'aws-g6.12xlarge'" in economics.usd_per_gpu_hour.note
+    priced = economics.economics(None, [], iterations, load_rate_table(), "aws-g6.12xlarge")
+    assert priced.usd_per_gpu_hour.value is None and "no rate 'aws-g6.12xlarge'" in priced.usd_per_gpu_hour.note
 
 
 def test_stack_file_names_the_aws_key_and_the_cli_report_says_not_executed(

@@ -22,10 +22,12 @@ from infra.cli import compare as cli
 from infra.cli import stack_files
 from infra.compare import cost_files, costs, metrics, render, report_model, telemetry
 from infra.compare.charts import all_charts
+from infra.compare.comparability import comparability
 from infra.compare.hpc_collector import collect_hpc
 from infra.compare.hpc_records import LSF_FIELDS, SQUEUE_QUERY, lsf_steps, slurm_steps
 from infra.compare.kube_collector import collect_kubernetes
 from infra.compare.kube_records import records_from_api
+from infra.compare.performance import _throughput, downsample
 from infra.compare.records import (
     NO_TRAINING_LOG,
     EnvironmentRecords,
@@ -36,6 +38,7 @@ from infra.compare.records import (
     ThroughputSpec,
 )
 from infra.compare.remote_files import LocalFiles
+from infra.compare.scalability import scalability
 from infra.compare.seed_import import import_seed_logs
 from infra.compare.timeparse import lsf_short, rfc3339
 from infra.compare.training import training_log_from_text
@@ -375,7 +378,7 @@ def test_training_rate_is_iterations_between_first_and_last_evaluation_over_thei
         None,
     )
     first, last = json.loads(text.splitlines()[0]), json.loads(text.splitlines()[-1])
-    iterations, it_per_s, images, _ = metrics._throughput(log)
+    iterations, it_per_s, images, _ = _throughput(log)
     expected = (last["itr"] - first["itr"]) / (last["_stamp"] - first["_stamp"])
     assert it_per_s.value == pytest.approx(expected)
     assert images.value == pytest.approx(expected * 64)
@@ -496,7 +499,7 @@ def test_runs_with_different_arguments_are_flagged_naming_the_arguments(report: 
         for s in kube.steps
     ]
     other = EnvironmentRecords(**{**vars(kube), "name": "moc", "steps": tuple(changed)})
-    result = metrics.comparability([kube, other])
+    result = comparability([kube, other])
     assert not result.comparable
     assert [(d.step, d.argument) for d in result.differences] == [("train", "--batch_size")]
     # A repeated option: the last one wins, as argparse reads it.
@@ -505,13 +508,13 @@ def test_runs_with_different_arguments_are_flagged_naming_the_arguments(report: 
 
 def test_downsampling_keeps_charts_bounded_and_means_exact() -> None:
     x = np.arange(10_000, dtype=np.float64)
-    bx, by = metrics.downsample(x, x * 2, points=100)
+    bx, by = downsample(x, x * 2, points=100)
     assert bx.size == 100 and by[0] == pytest.approx(2 * x[:100].mean())
 
 
 def test_projection_is_labelled_and_linear() -> None:
     measured = report_model.Value(100.0, "images/s", "log")
-    result = metrics.scalability(2, measured)
+    result = scalability(2, measured)
     eight = dict(result.projection)[8]
     assert eight.value == 400.0 and eight.kind == "projection" and "linear" in eight.note
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infra.compare import cost_files, metrics, render, telemetry
+from infra.compare import cost_files, metrics, performance, render, telemetry
 from infra.compare.records import CGROUP_PEAK
 from infra.telemetry.columns import ColumnWriter, columns_path
 from tests.unit.test_compare import hpc_records, kube_records
@@ -22,17 +22,17 @@ MIB = 1 << 20
     ("recording", "value", "basis", "why"),
     [
         # 4 forked children sharing the parent's 200 MiB: RSS sum 1,036 MiB, the cgroup 219 MiB.
-        ("sampler_cgroup_v1.jsonl", 229707776, metrics.CGROUP_BASIS, None),
+        ("sampler_cgroup_v1.jsonl", 229707776, performance.CGROUP_BASIS, None),
         # A sampler from before cgroup peaks: the RSS sum, and why.
-        ("sampler_h200.jsonl", None, metrics.RSS_BASIS, "not recorded (a sampler from before cgroup peaks)"),
-        ("compare/lsf_telemetry_train.jsonl", 56664064, metrics.RSS_BASIS, "not recorded"),
+        ("sampler_h200.jsonl", None, performance.RSS_BASIS, "not recorded (a sampler from before cgroup peaks)"),
+        ("compare/lsf_telemetry_train.jsonl", 56664064, performance.RSS_BASIS, "not recorded"),
     ],
 )
 def test_memory_peak_prefers_the_cgroup_and_says_which(
     recording: str, value: int | None, basis: str, why: str | None
 ) -> None:
     columns = telemetry.load_sampler_jsonl(DATA / recording, "recorded")
-    peak, said = metrics.memory_peak(columns)
+    peak, said = performance.memory_peak(columns)
     assert said.startswith(basis) and peak.note.startswith(basis)
     expected = value if value is not None else float(np.nanmax(columns.tree_rss_bytes))
     assert peak.value == expected and peak.unit == "bytes" and peak.source == "recorded"
@@ -62,15 +62,15 @@ def test_a_peak_the_sampler_could_not_read_keeps_its_reason_through_the_column_f
     fast = telemetry.load_sampler_telemetry(jsonl, "x", columns_path(str(jsonl)))
     assert dict(fast.not_measured)[CGROUP_PEAK] == reason
     assert math.isnan(fast.cgroup_peak_bytes[0]) and fast.cgroup_peak_bytes[2] == 229707776
-    peak, basis = metrics.memory_peak(fast)
-    assert peak.value == 229707776 and basis == metrics.CGROUP_BASIS  # the samples that have one
+    peak, basis = performance.memory_peak(fast)
+    assert peak.value == 229707776 and basis == performance.CGROUP_BASIS  # the samples that have one
 
 
 def test_nothing_recorded_is_not_measured_never_zero() -> None:
     columns = telemetry.load_sampler_jsonl(
         b'{"type":"sample","t":1.0,"memory":{"measured":false,"reason":"PermissionError: /proc/1/stat"}}\n', "x"
     )
-    peak, basis = metrics.memory_peak(columns)
+    peak, basis = performance.memory_peak(columns)
     assert peak.value is None and peak.kind == "not-measured"
     assert basis == "not measured: PermissionError: /proc/1/stat"
 

@@ -1,11 +1,11 @@
 """infra/workload/options.py, the one command-line option reader, and its users in the comparison
-report (infra/compare/metrics.py, infra/compare/training.py), table-driven."""
+report (infra/compare/comparability.py, infra/compare/training.py), table-driven."""
 
 from __future__ import annotations
 
 import pytest
 
-from infra.compare import metrics
+from infra.compare import comparability
 from infra.compare.records import EnvironmentRecords, Missing, StepRecord
 from infra.compare.training import batch_size_of
 from infra.workload.options import OptionUse, is_option, last_values, option_values, split_options
@@ -142,7 +142,7 @@ def test_both_spellings_of_an_option_read_the_same() -> None:
     ids=["--x=y", "--x y", "flag", "repeated: the last wins", "interpreter's -m is the command", "short option"],
 )
 def test_the_report_reads_options_with_the_shared_parser(argv: list[str], expected: dict[str, str]) -> None:
-    assert metrics._options(argv) == expected
+    assert comparability._options(argv) == expected
 
 
 def _records(name: str, argv: tuple[str, ...]) -> EnvironmentRecords:
@@ -170,14 +170,14 @@ def _records(name: str, argv: tuple[str, ...]) -> EnvironmentRecords:
 def test_metrics_reads_an_equals_sign_as_the_option_and_its_value() -> None:
     """`--batch_size=64` and `--batch_size 64` are the same run; the report used to key the first
     as a flag named `--batch_size=64` and call the runs incomparable."""
-    same = metrics.comparability(
+    same = comparability.comparability(
         [
             _records("a", ("python", "main.py", "--batch_size=64")),
             _records("b", ("python", "main.py", "--batch_size", "64")),
         ]
     )
     assert same.comparable and same.differences == ()
-    other = metrics.comparability(
+    other = comparability.comparability(
         [
             _records("a", ("python", "main.py", "--batch_size=64")),
             _records("b", ("python", "main.py", "--batch_size", "32")),
