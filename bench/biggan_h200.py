@@ -50,7 +50,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from infra.telemetry.parsers import format_cri_line  # noqa: E402
+from infra.telemetry.parsers.console_log import format_cri_line  # noqa: E402
 from infra.workload.load import load_workload  # noqa: E402
 from infra.workload.model import GitSource, Workload, input_override  # noqa: E402
 from infra.workload.options import last_values  # noqa: E402

@@ -46,7 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.stats import abba_order, bootstrap_ci, machine, now_utc, paired_ratio  # noqa: E402
-from infra.telemetry.parsers import parse_sampler_jsonl  # noqa: E402
+from infra.telemetry.parsers.sampler_jsonl import parse_sampler_jsonl  # noqa: E402
 
 GOAL_PERCENT_OF_A_CORE = 1.0
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

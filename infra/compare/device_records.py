@@ -10,14 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.compare.records import Missing, StepRecord, TelemetryColumns, step_record
-from infra.telemetry.parsers import (
-    IterationRate,
-    biggan_iterations,
-    iteration_rate,
-    parse_cri_log,
-    parse_metalog,
-    parse_sampler_jsonl,
-)
+from infra.telemetry.parsers.biggan_logs import parse_metalog
+from infra.telemetry.parsers.console_log import IterationRate, biggan_iterations, iteration_rate, parse_cri_log
+from infra.telemetry.parsers.sampler_jsonl import parse_sampler_jsonl
 from infra.workload.differences import step_differences
 from infra.workload.model import Workload
 from infra.workload.options import last_values

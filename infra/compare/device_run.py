@@ -30,7 +30,8 @@ from infra.compare.records import EnvironmentRecords, Missing, TelemetryColumns,
 from infra.compare.telemetry import load_sampler_telemetry
 from infra.compare.training import training_log_from_text
 from infra.telemetry.columns import columns_path
-from infra.telemetry.parsers import ParseError, biggan_iterations, parse_cri_log
+from infra.telemetry.parsers import ParseError
+from infra.telemetry.parsers.console_log import biggan_iterations, parse_cri_log
 from infra.workload.model import Workload
 
 

@@ -78,7 +78,7 @@ DECODE_ONE = msgspec.json.Decoder(Record)
 
 
 def _cgroup_peak_reason(record: Record) -> str:
-    """Why a sample has no cgroup peak (the same words as infra.telemetry.parsers)."""
+    """Why a sample has no cgroup peak (the same words as infra.telemetry.parsers.sampler_jsonl)."""
     if not record.memory.measured:
         return f"memory not measured: {record.memory.reason or 'absent from the sample'}"
     return record.memory.cgroup_peak_reason or "not recorded (a sampler from before cgroup peaks)"

@@ -14,16 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from infra.compare.records import CGROUP_PEAK, EnvironmentRecords, Missing, TelemetryColumns
-from infra.telemetry.parsers import (
-    NvidiaSmiRow,
-    ParseError,
-    SarCpu,
-    SarMemory,
-    parse_nvidia_smi_csv,
-    parse_sar,
-    sar_cpu,
-    sar_memory,
-)
+from infra.telemetry.parsers import ParseError
+from infra.telemetry.parsers.nvidia_smi import NvidiaSmiRow, parse_nvidia_smi_csv
+from infra.telemetry.parsers.sar import SarCpu, SarMemory, parse_sar, sar_cpu, sar_memory
 
 NAN = np.nan
 

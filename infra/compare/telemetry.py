@@ -1,10 +1,10 @@
 """Load the sampler's JSONL (infra/telemetry/sampler.py) into columns, fast and in bounded memory.
 
-A month of 5-second samples is half a million lines; `infra.telemetry.parsers` builds a frozen
-dataclass per sample, which is right for tests and small files and far too slow for that. Here
-the file is read a chunk at a time (large files in byte ranges, by several processes) and each
-chunk decoded into typed arrays by `infra.compare.sampler_decode`: memory is the columns plus
-one chunk, whatever the file's size.
+A month of 5-second samples is half a million lines; `infra.telemetry.parsers.sampler_jsonl`
+builds a frozen dataclass per sample, which is right for tests and small files and far too slow
+for that. Here the file is read a chunk at a time (large files in byte ranges, by several
+processes) and each chunk decoded into typed arrays by `infra.compare.sampler_decode`: memory is
+the columns plus one chunk, whatever the file's size.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from infra.compare.records import TrainingLog
-from infra.telemetry.parsers import parse_biggan_jsonl, parse_loss_log, parse_metalog
+from infra.telemetry.parsers.biggan_logs import parse_biggan_jsonl, parse_loss_log, parse_metalog
 from infra.workload.options import last_values
 
 BATCH_IN_CONFIG = re.compile(r"'batch_size': (\d+)")

@@ -13,8 +13,8 @@ Guarantees, because a measurement must never cost the run it measures:
   between samples (it sleeps on a pidfd of the child). bench/telemetry_overhead.py
   measures it.
 
-Record types: "start", "sample", "signal", "end" (see infra/telemetry/parsers.py). Units are
-in the key names: *_bytes, *_percent, *_s (seconds), t (Unix time, seconds).
+Record types: "start", "sample", "signal", "end" (see infra/telemetry/parsers/sampler_jsonl.py).
+Units are in the key names: *_bytes, *_percent, *_s (seconds), t (Unix time, seconds).
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from infra.telemetry.parsers import (
+from infra.telemetry.parsers import ParseError
+from infra.telemetry.parsers.console_log import (
     IterationMark,
-    ParseError,
     biggan_iterations,
     cri_time,
     format_cri_line,

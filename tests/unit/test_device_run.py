@@ -21,7 +21,7 @@ from infra.compare.device_records import images_per_iteration
 from infra.compare.device_run import bench_result, import_device_run
 from infra.compare.metrics import build_report
 from infra.compare.records import TelemetryColumns, TrainingLog
-from infra.telemetry.parsers import format_cri_line
+from infra.telemetry.parsers.console_log import format_cri_line
 from infra.workload.load import load_workload
 from infra.workload.render import render_step
 

@@ -13,7 +13,7 @@ import h5py
 import numpy as np
 import pytest
 
-from infra.telemetry.parsers import parse_biggan_jsonl, parse_loss_log, parse_metalog
+from infra.telemetry.parsers.biggan_logs import parse_biggan_jsonl, parse_loss_log, parse_metalog
 from workloads.probe import probe
 from workloads.probe.features import frechet_distance, inception_like_score
 from workloads.probe.gan_numpy import Mlp, NumpyGan

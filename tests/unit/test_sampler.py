@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from infra.telemetry.gpu import open_gpu_reader
-from infra.telemetry.parsers import parse_sampler_jsonl
+from infra.telemetry.parsers.sampler_jsonl import parse_sampler_jsonl
 from tests.support import wait_until
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,17 +8,11 @@ from pathlib import Path
 import pytest
 
 from infra.telemetry.gpu import parse_nvidia_smi_query
-from infra.telemetry.parsers import (
-    ParseError,
-    parse_biggan_jsonl,
-    parse_loss_log,
-    parse_metalog,
-    parse_nvidia_smi_csv,
-    parse_sampler_jsonl,
-    parse_sar,
-    sar_cpu,
-    sar_memory,
-)
+from infra.telemetry.parsers import ParseError
+from infra.telemetry.parsers.biggan_logs import parse_biggan_jsonl, parse_loss_log, parse_metalog
+from infra.telemetry.parsers.nvidia_smi import parse_nvidia_smi_csv
+from infra.telemetry.parsers.sampler_jsonl import parse_sampler_jsonl
+from infra.telemetry.parsers.sar import parse_sar, sar_cpu, sar_memory
 
 DATA = Path(__file__).parent / "data"
 MIB = 1 << 20
