@@ -3,7 +3,8 @@
 Each kind of knowledge has its own module; import from the module itself:
 
 - `model`: the typed, frozen definition (`Workload`, `Step`, `Resources`, ...) and `WorkloadError`;
-- `parse`: validation of the YAML into the model, every error naming its key path and fix;
+- `parse`: validation of the YAML into the model, every error naming its key path and fix (its
+  sections read by `parse_sections`, single values by `parse_values`);
 - `load`: the only file I/O: `locate_workload` (what `atlas:workload` names), `load_workload(path)`,
   `folder_files` (a folder source's files, within their limits);
 - `options`: the one reader of a command line's options (`--x=y`, `--x y`, flags, repeats);

@@ -1,8 +1,8 @@
 """The one reader of a command line's options, used wherever Atlas looks inside an argv.
 
-A workload's override sets and removes options (`parse.py`, `render.py`), the differences
+A workload's override sets and removes options (`parse_sections.py`, `render.py`), the differences
 report lists them (`differences.py`), and the comparison report reads the argv each run
-recorded (`infra/compare/metrics.py`, `infra/compare/training.py`): all through here, so
+recorded (`infra/compare/comparability.py`, `infra/compare/training.py`): all through here, so
 `--batch_size=64`, `--batch_size 64`, a bare flag and a repeated option mean the same thing
 everywhere.
 
