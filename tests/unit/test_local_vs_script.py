@@ -1,6 +1,7 @@
-"""bench/local_vs_script.py's pure helpers: what the script is given (Atlas's objects made fit to
-apply in another namespace, its job scripts for another folder), how it reaches the login node
-(one ControlMaster connection) and how it reads a pod's phase."""
+"""bench/local_vs_script.py's pure helpers (most in bench/local_vs_script_peer.py): what the script
+is given (Atlas's objects made fit to apply in another namespace, its job scripts for another
+folder), how it reaches the login node (one ControlMaster connection) and how it reads a pod's
+phase."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from bench import local_vs_script as lvs
+from bench import local_vs_script_peer as peer
 
 INFO = {
     "host": "127.0.0.1",
@@ -28,7 +30,7 @@ def options_as_dict(argv: list[str]) -> dict[str, str]:
 
 
 def test_mux_options_share_one_connection_and_check_the_host_key() -> None:
-    options = options_as_dict(lvs.mux_ssh_options(INFO, Path("/tmp/cm-x"), persist_s=60))
+    options = options_as_dict(peer.mux_ssh_options(INFO, Path("/tmp/cm-x"), persist_s=60))
     assert options == {
         "IdentityFile": "/s/id_ed25519",
         "Port": "18222",
@@ -99,7 +101,7 @@ CLEAN_CASES = [
                         "containers": [
                             {
                                 "name": "step",
-                                "image": lvs.IMAGE_PLACEHOLDER,
+                                "image": peer.IMAGE_PLACEHOLDER,
                                 "env": [{"name": "NS", "value": "script-bench-s0"}],
                             }
                         ]
@@ -197,14 +199,14 @@ CLEAN_CASES = [
 @pytest.mark.parametrize(("live", "expected"), CLEAN_CASES)
 def test_clean_object(live: dict[str, Any], expected: dict[str, Any]) -> None:
     before = copy.deepcopy(live)
-    assert lvs.clean_object(live, "atlas-bench-warmup", "script-bench-s0", IMAGE) == expected
+    assert peer.clean_object(live, "atlas-bench-warmup", "script-bench-s0", IMAGE) == expected
     assert live == before, "the captured object is left as it was"
 
 
 def test_with_image_fills_the_script_s_own_build_in() -> None:
-    cleaned = lvs.clean_object(job(), "atlas-bench-warmup", "script-bench-s0", IMAGE)
+    cleaned = peer.clean_object(job(), "atlas-bench-warmup", "script-bench-s0", IMAGE)
     mine = "127.0.0.1:18210/script-bench-s0/probe-local@sha256:" + "cd" * 32
-    assert lvs.with_image(cleaned, mine)["spec"]["template"]["spec"]["containers"][0]["image"] == mine
+    assert peer.with_image(cleaned, mine)["spec"]["template"]["spec"]["containers"][0]["image"] == mine
 
 
 LSF = """#!/bin/bash
@@ -215,7 +217,7 @@ cd ~/atlas-bench-warmup/local/satori/probe && python3 .atlas/python/probe.py
 
 
 def test_script_job_text_moves_the_folder_and_renames_the_job() -> None:
-    text = lvs.script_job_text(
+    text = peer.script_job_text(
         LSF, "atlas-bench-warmup/local/satori/probe", "script-bench-s0/local/satori/probe", "script-make-hdf5-s0"
     )
     assert text == LSF.replace("atlas-bench-warmup", "script-bench-s0").replace(
@@ -235,12 +237,12 @@ def test_script_job_text_moves_the_folder_and_renames_the_job() -> None:
     ],
 )
 def test_pod_phase_verdict(line: str, verdict: str | None) -> None:
-    assert lvs.pod_phase_verdict(line) == verdict
+    assert peer.pod_phase_verdict(line) == verdict
 
 
 def test_image_stream_tag_and_pushed_reference() -> None:
     config = {"metadata": {"name": "b"}, "spec": {"output": {"to": {"kind": "ImageStreamTag", "name": "probe:v1"}}}}
-    assert lvs.image_stream_tag(config) == ("probe", "v1")
+    assert peer.image_stream_tag(config) == ("probe", "v1")
     stream = {
         "status": {
             "tags": [
@@ -252,10 +254,10 @@ def test_image_stream_tag_and_pushed_reference() -> None:
             ]
         }
     }
-    assert lvs.pushed_reference(stream, "v1") == "r@sha256:2"
-    assert lvs.pushed_reference({"status": {}}, "v1") is None
+    assert peer.pushed_reference(stream, "v1") == "r@sha256:2"
+    assert peer.pushed_reference({"status": {}}, "v1") is None
     with pytest.raises(ValueError, match="DockerImage"):
-        lvs.image_stream_tag({"metadata": {"name": "b"}, "spec": {"output": {"to": {"kind": "DockerImage"}}}})
+        peer.image_stream_tag({"metadata": {"name": "b"}, "spec": {"output": {"to": {"kind": "DockerImage"}}}})
 
 
 def test_plan_splits_atlas_objects_into_the_script_s_phases() -> None:
@@ -281,7 +283,7 @@ def test_plan_splits_atlas_objects_into_the_script_s_phases() -> None:
             {"kind": "Job", "metadata": {"name": "t"}},
         ),
     ]
-    steps = lvs.plan(objects, ["v", "m"])
+    steps = peer.plan(objects, ["v", "m"])
 
     def names(objs: list[dict[str, Any]]) -> list[str]:
         return [str(o["metadata"]["name"]) for o in objs]
