@@ -19,9 +19,13 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.hpc.pipeline import StagedFile
-from infra.openshift import manifests
 from infra.openshift.completion import ApiAccess
 from infra.openshift.image import WorkloadImage, WorkloadImageArgs
+from infra.openshift.manifests.labels import MANAGED_BY, SKIP_AWAIT, RunIdentity, check_label_value
+from infra.openshift.manifests.network import network_policies
+from infra.openshift.manifests.pods import PodContext
+from infra.openshift.manifests.project import limit_range_spec, project_request, pvc_spec, quota_hard, service_account
+from infra.openshift.manifests.volumes import VOLUME_ROLES, Claims, SourceVolume, source_config_map_data, volume_path
 from infra.openshift.monitor import RunMonitor, RunMonitorArgs
 from infra.openshift.objects import KubernetesObject
 from infra.openshift.pipeline import TrainingPipeline, TrainingPipelineArgs
@@ -33,7 +37,6 @@ from infra.outputs import FilesAt, KubernetesOutputs, KubeStep
 from infra.workload.model import Workload
 from infra.workload.render import RenderedStep, render_steps, requested_gpus
 
-MANAGED_BY = manifests.MANAGED_BY
 # The key of this side in a workload definition's `overrides`.
 ENVIRONMENT = "openshift"
 
@@ -82,9 +85,9 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
         self.staged_source = args.source_files
         if (args.definition is None) != (settings is None):
             raise ValueError("OpenShiftEnvironmentArgs: pass both definition and settings, or neither")
-        run_id = manifests.check_label_value(args.run_id or args.stack, "run_id")
-        identity = manifests.RunIdentity(
-            stack=manifests.check_label_value(args.stack, "stack"), run_id=run_id, workload=args.workload
+        run_id = check_label_value(args.run_id or args.stack, "run_id")
+        identity = RunIdentity(
+            stack=check_label_value(args.stack, "stack"), run_id=run_id, workload=args.workload
         )
         # Checked before anything is registered (this component included), so bad settings stop
         # `pulumi preview` with the message alone.
@@ -130,7 +133,7 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
             project = settings.project if settings is not None else None
             request = KubernetesObject(
                 f"{name}-project",
-                manifests.project_request(
+                project_request(
                     target.namespace,
                     labels,
                     project.display_name if project else None,
@@ -156,7 +159,7 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
         settings: OpenShiftSettings,
         steps: tuple[RenderedStep, ...],
         needed: RequiredQuota,
-        identity: manifests.RunIdentity,
+        identity: RunIdentity,
         target: KubernetesTarget,
         child: pulumi.ResourceOptions,
     ) -> pulumi.Output[dict[str, Any]]:
@@ -169,7 +172,7 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
             WorkloadImageArgs(workload, settings, identity, self.namespace, target.namespace),
             opts=component,
         )
-        context = manifests.PodContext(
+        context = PodContext(
             identity=identity,
             namespace=self.namespace,
             image=self.image.image,
@@ -205,7 +208,7 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
             monitor_url = self.monitor.url
         # Where the sampler and the training log write: a folder on one of the run's claims.
         files = {
-            what: manifests.volume_path(workload, root)
+            what: volume_path(workload, root)
             for what, root in (("telemetry", workload.telemetry.root), ("logs", workload.logs.root))
         }
 
@@ -240,7 +243,7 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
         settings: OpenShiftSettings,
         steps: tuple[RenderedStep, ...],
         needed: RequiredQuota,
-        identity: manifests.RunIdentity,
+        identity: RunIdentity,
         child: pulumi.ResourceOptions,
     ) -> list[pulumi.Resource]:
         """What every pod needs to exist first: LimitRange defaults and quota apply only to pods
@@ -251,27 +254,27 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
             self.quota = k8s.core.v1.ResourceQuota(
                 f"{name}-quota",
                 metadata={"namespace": namespace, "labels": identity.labels("quota")},
-                spec={"hard": manifests.quota_hard(settings, needed)},
+                spec={"hard": quota_hard(settings, needed)},
                 opts=child,
             )
             self.limit_range = k8s.core.v1.LimitRange(
                 f"{name}-limits",
                 metadata={"namespace": namespace, "labels": identity.labels("quota")},
-                spec=manifests.limit_range_spec(steps, settings),
+                spec=limit_range_spec(steps, settings),
                 opts=child,
             )
             constraints += [self.quota, self.limit_range]
 
         # Our own ServiceAccount: a pod created right after its namespace can be refused before the
         # namespace's `default` ServiceAccount exists; this one is awaited by reference.
-        account = manifests.service_account(identity.labels("jobs"), namespace)
+        account = service_account(identity.labels("jobs"), namespace)
         self.service_account = k8s.core.v1.ServiceAccount(
             f"{name}-jobs",
             metadata=account["metadata"],
             automount_service_account_token=account["automountServiceAccountToken"],
             opts=child,
         )
-        # Before any pod: nothing reaches the run's pods but the monitor (manifests.network_policies).
+        # Before any pod: nothing reaches the run's pods but the monitor (manifests/network.py).
         self.network_policies = [
             k8s.networking.v1.NetworkPolicy(
                 f"{name}-{policy['metadata']['labels']['atlas.dev/policy']}",
@@ -279,7 +282,7 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
                 spec=policy["spec"],
                 opts=child,
             )
-            for policy in manifests.network_policies(settings, identity, namespace)
+            for policy in network_policies(settings, identity, namespace)
         ]
         return [*constraints, *self.network_policies]
 
@@ -287,13 +290,13 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
         self,
         name: str,
         settings: OpenShiftSettings,
-        identity: manifests.RunIdentity,
+        identity: RunIdentity,
         constraints: list[pulumi.Resource],
         child: pulumi.ResourceOptions,
-    ) -> manifests.Claims:
+    ) -> Claims:
         """The run's volumes: data (RWX), results and logs."""
         self.claims: dict[str, k8s.core.v1.PersistentVolumeClaim] = {}
-        for role in manifests.VOLUME_ROLES:
+        for role in VOLUME_ROLES:
             volume = getattr(settings.storage, role)
             self.claims[role] = k8s.core.v1.PersistentVolumeClaim(
                 f"{name}-{role}",
@@ -302,26 +305,26 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
                 metadata={
                     "namespace": self.namespace,
                     "labels": identity.labels(f"{role}-volume"),
-                    "annotations": {manifests.SKIP_AWAIT: "true"},
+                    "annotations": {SKIP_AWAIT: "true"},
                 },
-                spec=manifests.pvc_spec(volume),
+                spec=pvc_spec(volume),
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=constraints)),
             )
-        return manifests.Claims(
+        return Claims(
             data=self.claims["data"].metadata.name,
             results=self.claims["results"].metadata.name,
             logs=self.claims["logs"].metadata.name,
         )
 
     def _source_volume(
-        self, name: str, workload: Workload, identity: manifests.RunIdentity, child: pulumi.ResourceOptions
-    ) -> manifests.SourceVolume | None:
+        self, name: str, workload: Workload, identity: RunIdentity, child: pulumi.ResourceOptions
+    ) -> SourceVolume | None:
         """For a workload that runs in Atlas's runtime image: its code in one ConfigMap, copied into
-        each step's working directory by the image's entrypoint (manifests.SOURCE_DIR)."""
+        each step's working directory by the image's entrypoint (SOURCE_DIR, manifests/volumes.py)."""
         if not workload.runs_in_runtime_image:
             return None
         files = [(f.path, f.source.read_bytes(), f.mode) for f in self.staged_source]
-        data, items = manifests.source_config_map_data(files)
+        data, items = source_config_map_data(files)
         self.source_config_map = k8s.core.v1.ConfigMap(
             f"{name}-source",
             metadata={"namespace": self.namespace, "labels": identity.labels("source")},
@@ -330,7 +333,7 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
             # Immutable: a changed folder is a new ConfigMap (and new Jobs), never an edit.
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(replace_on_changes=["binaryData"])),
         )
-        return manifests.SourceVolume(self.source_config_map.metadata.name, items)
+        return SourceVolume(self.source_config_map.metadata.name, items)
 
 
 def _api_url(target: KubernetesTarget) -> str:
