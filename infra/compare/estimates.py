@@ -17,7 +17,7 @@ from typing import Any
 
 from infra.compare.report_model import EnvironmentMetrics, Value, missing
 from infra.compare.step_metrics import gpu_step
-from infra.compare.timeparse import iso_text
+from infra.timeparse import iso_text
 
 
 def with_estimates(

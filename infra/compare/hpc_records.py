@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from infra.compare.records import StepRecord, step_record
-from infra.compare.timeparse import iso_utc, lsf_short
+from infra.timeparse import iso_utc, lsf_short
 from infra.hpc.lsf import LsfScheduler, parse_bhist_event_times
 from infra.hpc.remote import RemoteResult
 from infra.hpc.scheduler import JobState, UnsupportedOutput

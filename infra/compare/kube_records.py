@@ -15,8 +15,8 @@ from infra.compare.records import (
     StepRecord,
     step_record,
 )
-from infra.compare.timeparse import rfc3339
 from infra.outputs import KubernetesOutputs, KubeStep
+from infra.timeparse import rfc3339
 
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 GPU_MOCK_LABEL = "atlas.dev/gpu-mock"

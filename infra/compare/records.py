@@ -11,6 +11,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+# A step's record is the schedulers' vocabulary (infra/job_records.py, no NumPy there); the
+# collectors here import it with the rest of the records.
+from infra.job_records import StepRecord as StepRecord
+from infra.job_records import step_record as step_record
+
 FloatArray = npt.NDArray[np.float64]
 
 
@@ -19,58 +24,6 @@ class Missing:
     """A record that could not be collected, and why (shown in the report as "not measured")."""
 
     reason: str
-
-
-@dataclass(frozen=True)
-class StepRecord:
-    """One workload step's lifecycle as the environment's own scheduler recorded it.
-
-    `requested_at`: Job created (Kubernetes) / job submitted (LSF, Slurm).
-    `scheduled_at`: the pod's PodScheduled condition / the job dispatched to a host.
-    `started_at`: the container started / the job started.
-    `finished_at`: the container finished / the job finished.
-    """
-
-    step: str
-    job: str  # Job name or scheduler job id
-    state: str  # the native state: Complete, Failed, DONE, EXIT, COMPLETED, ...
-    requested_at: float | None
-    scheduled_at: float | None
-    started_at: float | None
-    finished_at: float | None
-    exit_code: int | None
-    pending_reason: str
-    gpus_requested: int | None
-    gpus_allocated: int | None
-    node: str
-    simulated: bool  # ran on a KWOK node: no container ran, times are the simulator's
-    argv: tuple[str, ...] | None  # the step's own command line where the record carries it
-    source: str  # which API or command these times came from
-
-
-def step_record(
-    step: str,
-    job: str,
-    state: str,
-    source: str,
-    *,
-    requested_at: float | None = None,
-    scheduled_at: float | None = None,
-    started_at: float | None = None,
-    finished_at: float | None = None,
-    exit_code: int | None = None,
-    pending_reason: str = "",
-    gpus_requested: int | None = None,
-    gpus_allocated: int | None = None,
-    node: str = "",
-    simulated: bool = False,
-    argv: tuple[str, ...] | None = None,
-) -> StepRecord:
-    """A StepRecord from what its source gave; what the source did not give stays None (or empty):
-    every collector (LSF, Slurm, Kubernetes, a device run) builds its records here."""
-    lifecycle = (requested_at, scheduled_at, started_at, finished_at, exit_code, pending_reason)
-    placement = (gpus_requested, gpus_allocated, node, simulated)
-    return StepRecord(step, job, state, *lifecycle, *placement, argv, source)  # in field order
 
 
 @dataclass(frozen=True)

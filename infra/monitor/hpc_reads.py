@@ -18,7 +18,7 @@ from typing import Any
 from infra.compare.hpc_records import BJOBS_QUERY, SQUEUE_QUERY, lsf_steps, slurm_steps
 from infra.compare.records import StepRecord
 from infra.compare.telemetry import load_sampler_jsonl
-from infra.compare.timeparse import iso_utc, lsf_short
+from infra.timeparse import iso_utc, lsf_short
 from infra.hpc.lsf import LsfScheduler
 from infra.hpc.registry import scheduler_class
 from infra.hpc.remote import RemoteResult

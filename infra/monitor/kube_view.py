@@ -22,7 +22,7 @@ from infra.compare.kube_records import (
 )
 from infra.compare.records import StepRecord
 from infra.compare.report_model import MOCK_GPU
-from infra.compare.timeparse import rfc3339
+from infra.timeparse import rfc3339
 from infra.hpc.scheduler import Phase
 from infra.monitor.estimate import RunningJob, estimate_wait
 from infra.monitor.kube import KubeCache

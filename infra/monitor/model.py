@@ -10,8 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infra.compare.records import StepRecord
 from infra.hpc.target import PROVENANCE_NOT_STATED
+
+# What one poll reads is the schedulers' vocabulary (infra/job_records.py); the monitor's own
+# modules import it from here with the rest of the model.
+from infra.job_records import HpcNode as HpcNode
+from infra.job_records import QueueJob as QueueJob
+from infra.job_records import StepRecord as StepRecord
 
 # What a node or environment is, as every output labels it (issue 17: nothing defaults to "real").
 REAL = "real"
@@ -103,17 +108,6 @@ class Snapshot:
 
 
 @dataclass(frozen=True)
-class HpcNode:
-    name: str
-    state: str
-    gpus_total: int
-    gpus_allocated: int
-    gpu_util_percent: float | None
-    util_source: str
-    cpus: str = ""
-
-
-@dataclass(frozen=True)
 class StepTelemetry:
     """The last samples of one step's sampler file (columns as the comparison loads them)."""
 
@@ -122,19 +116,6 @@ class StepTelemetry:
     rss_bytes: tuple[float, ...]
     gpu_util_percent: tuple[float, ...]  # NaN where not measured
     not_measured: tuple[tuple[str, str], ...]
-
-
-@dataclass(frozen=True)
-class QueueJob:
-    """A job in the scheduler's queue (any user's): what the wait estimate reads."""
-
-    job_id: str
-    state: str  # pending | running | finished
-    submitted_at: float | None
-    started_at: float | None
-    expected_end: float | None  # start + time limit, where the scheduler says
-    gpus: int | None  # None: the listing does not say
-    preemptible: bool = False  # in a backfill queue: a real job pushes it aside, it is not ahead of one
 
 
 @dataclass(frozen=True)

@@ -33,10 +33,10 @@ from typing import Any
 import pulumi
 import pulumi.dynamic
 
-from infra.compare.timeparse import rfc3339
 from infra.dynamic.inputs import is_unknown
 from infra.kubeapi import KubeApi, KubeRequestError
 from infra.kubeconfig import default_kubeconfig
+from infra.timeparse import rfc3339
 
 PROVIDER_VERSION = "1+" + hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
 CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"

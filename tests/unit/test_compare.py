@@ -40,7 +40,7 @@ from infra.compare.records import (
 from infra.compare.remote_files import LocalFiles
 from infra.compare.scalability import scalability
 from infra.compare.seed_import import import_seed_logs
-from infra.compare.timeparse import lsf_short, rfc3339
+from infra.timeparse import lsf_short, rfc3339
 from infra.compare.training import training_log_from_text
 from infra.hpc.registry import UnknownSchedulerError
 from infra.hpc.remote import RemoteResult

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from infra.compare.hpc_records import SQUEUE_QUERY
-from infra.compare.timeparse import rfc3339
+from infra.timeparse import rfc3339
 from infra.hpc.remote import RemoteResult
 from infra.kinds import read_stack_outputs
 from infra.monitor import hpc_reads

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from infra.compare.timeparse import rfc3339
 from infra.openshift import completion
 from infra.openshift.completion import StepFailed, StepJob, assess, wait_for_step
+from infra.timeparse import rfc3339
 
 UID = "0b9d3c1e-uid"
 
