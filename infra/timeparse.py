@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+
 def rfc3339(text: str | None) -> float | None:
     """Kubernetes' `2026-12-02T15:56:44Z` (or with fractions, or an offset)."""
     if not text:

@@ -21,11 +21,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from infra.hpc.remote import RemoteResult
+from infra.hpc.remote import RemoteResult, Runner
 from infra.hpc.scheduler import JobState, Scheduler, SchedulerError, UnsupportedOutput
-
-# Runs one shell command on the login node: `ssh.run_remote` in a provider, recorded output in tests.
-Runner = Callable[[str], RemoteResult]
 
 GATHER_S = 0.2  # how long a first request waits for others to join its query
 

@@ -1,4 +1,4 @@
-"""The HPC dynamic resources' inputs, read from the props the engine passes (providers.py):
+"""The HPC dynamic resources' inputs, read from the props the engine passes (infra/hpc/providers/):
 the SSH endpoint, the checks of paths and of the `ssh` input, and a BatchJob's typed inputs, each
 default in one place. Pure: nothing here opens a connection.
 """
@@ -12,13 +12,13 @@ from typing import Any
 import pulumi.dynamic
 
 from infra.dynamic.inputs import is_unknown, number
+from infra.hpc.registry import scheduler_class
 from infra.hpc.remote import SshEndpoint
 from infra.hpc.target import HpcConfigError
 from infra.hpc.target_parser import validate_remote_path
 
 DEFAULT_WAIT_TIMEOUT_S = 3600.0
 DEFAULT_POLL_INTERVAL_S = 60.0
-DEFAULT_LSF_MEMORY_UNIT = "MB"
 
 
 def endpoint_from(props: Mapping[str, Any]) -> SshEndpoint:
@@ -82,12 +82,23 @@ def ssh_identity(props: Mapping[str, Any]) -> tuple[Any, ...]:
     return (target.get("host"), target.get("port"), target.get("user"))
 
 
+def scheduler_options_of(props: Mapping[str, Any]) -> dict[str, str]:
+    """A BatchJob's (or its completion's) `scheduler_options`, read by its scheduler's class with
+    every default filled in. State written before the input existed holds the scheduler's older
+    spelling of its options instead (its class's `legacy_option_keys`): those
+    read back as the same options, so the two compare equal. Raises HpcConfigError for options
+    the scheduler does not take, UnknownSchedulerError for a scheduler Atlas does not drive."""
+    scheduler = scheduler_class(props.get("scheduler"))
+    legacy = {name: props[name] for name in scheduler.legacy_option_keys if props.get(name) is not None}
+    return scheduler.parse_options(props.get("scheduler_options"), "inputs", legacy)
+
+
 @dataclass(frozen=True)
 class JobInputs:
     """A BatchJob's inputs (a JobCompletion has the same, less the script), parsed once per call."""
 
     scheduler: str
-    lsf_memory_unit: str
+    scheduler_options: dict[str, str]
     step: str
     job_name: str
     run_dir: str
@@ -103,7 +114,7 @@ class JobInputs:
     def of(cls, props: Mapping[str, Any]) -> JobInputs:
         return cls(
             scheduler=str(props["scheduler"]),
-            lsf_memory_unit=str(props.get("lsf_memory_unit") or DEFAULT_LSF_MEMORY_UNIT),
+            scheduler_options=scheduler_options_of(props),
             step=str(props.get("step")),
             job_name=str(props["job_name"]),
             run_dir=str(props["run_dir"]),

@@ -1,9 +1,10 @@
 """Every batch scheduler Atlas drives, by the name a target's `scheduler` key gives it.
 
-The one list of them: config validation (target_parser.py), the providers, the monitor and
-`atlas-nodes` ask here, and a name not listed is an error everywhere (never quietly taken
-for Slurm). What differs between schedulers is data and methods on their classes (lsf.py,
-slurm.py); this module only names them, so scheduler.py imports neither.
+The one list of them: config validation (target_parser.py), the providers, the report, the
+monitor, `scripts/nodes` and backfill ask here, and a name not listed is an error everywhere
+(never quietly taken for Slurm). Everything Atlas knows of a scheduler is on its class (the
+`infra/hpc/<name>/` package); this module only names them, so scheduler.py imports none of them.
+Adding a scheduler is its package and one line here (docs/architecture.md shows PBS Pro).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ def scheduler_class(name: object) -> type[Scheduler]:
     return found
 
 
-def scheduler_for(name: object, lsf_memory_unit: str = "MB") -> Scheduler:
-    """The scheduler object for a target's `scheduler` value and its scheduler-specific options."""
-    return scheduler_class(name).from_options({"lsf_memory_unit": lsf_memory_unit})
+def scheduler_for(name: object, options: Mapping[str, str] | None = None) -> Scheduler:
+    """The scheduler object for a target's `scheduler` value and its `scheduler_options` (as the
+    class's `parse_options` returned them; absent ones take their defaults)."""
+    return scheduler_class(name).from_options(options or {})

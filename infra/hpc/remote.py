@@ -8,6 +8,7 @@ paramiko; the ssh package connects with them.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 CONNECT_TIMEOUT_S = 15.0
@@ -51,3 +52,8 @@ class RemoteResult:
     exit_code: int
     stdout: str
     stderr: str
+
+
+# Runs one shell command on the login node: `ssh.run_remote` over a pooled connection in a
+# provider or a script, recorded output in tests.
+Runner = Callable[[str], RemoteResult]

@@ -1,11 +1,18 @@
-"""What LSF and Slurm have in common: job specs, job states, site directives, and the `Scheduler` interface.
+"""What every batch scheduler has in common: job specs, job states, site directives, and the `Scheduler` interface.
 
-The differences between the two live as data and small methods on `LsfScheduler`
-(lsf.py) and `SlurmScheduler` (slurm.py), the way dask-jobqueue splits them; registry.py
-names them, and everything else asks it. The whole job script is rendered from a `JobSpec`
-by one pure function in job_script.py (`render_job_script`); a site's own directives
-(`SiteDirectives`: account, extra lines, directives to leave out) go through it too. Running
-a scheduler's queries is polling.py's (`query_states`); nothing in this module does I/O.
+Everything Atlas knows of one scheduler lives in its own package (infra/hpc/lsf/, infra/hpc/slurm/)
+on a subclass of `Scheduler`, the way dask-jobqueue splits them: rendering, submission, status,
+cancel, the report's records, the monitor's reads, backfill and its own options. The interface
+below lists each operation as an abstract method, so a scheduler that lacks one fails when its
+class is instantiated (the registry's test instantiates every one), never at run time.
+registry.py names the schedulers, and everything else asks it. The whole job script is rendered
+from a `JobSpec` by one pure function in job_script.py (`render_job_script`); a site's own
+directives (`SiteDirectives`: account, extra lines, directives to leave out) go through it too.
+Running a scheduler's queries is the callers' (polling.py's `query_states`, the report's and the
+monitor's runners); nothing in this module does I/O.
+
+What crosses to the report and the monitor is scheduler-neutral data: `StepRecord`, `HpcNode` and
+`QueueJob` (infra/job_records.py), `BackfillJob` here; never a scheduler's own dict.
 """
 
 from __future__ import annotations
@@ -16,9 +23,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from infra.hpc.remote import RemoteResult
+from infra.hpc.remote import RemoteResult, Runner
+from infra.job_records import HpcNode, QueueJob, StepRecord, step_record
 
 JOB_ID = re.compile(r"^[0-9]{1,12}$")
 # Job names Atlas gives its jobs: scheduler-safe everywhere (LSF, Slurm, file names).
@@ -26,6 +34,10 @@ JOB_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 # Characters a directive value may use without quotes, as sites write them by hand.
 _BARE = re.compile(r"^[A-Za-z0-9_@%+:,./-]+$")
 _DOUBLE_QUOTE_SAFE = re.compile(r'^[^"$`\\!\n]*$')
+# The queue (LSF) or partition (Slurm) backfill that yields runs in unless a site names another
+# (infra/nodes/backfill.py): its jobs give way to any real job, so none is ahead of a real one.
+BACKFILL_QUEUE = "backfill"
+PREEMPTIBLE_QUEUES = frozenset({BACKFILL_QUEUE})
 
 
 class Phase(StrEnum):
@@ -130,6 +142,38 @@ class JobSpec:
 
 
 @dataclass(frozen=True)
+class SubmittedStep:
+    """A workload step's job as the stack outputs name it: what the report and the monitor ask about."""
+
+    step: str
+    job_id: str
+    submitted_at: str = ""  # when Atlas submitted it (ISO 8601, UTC): the year LSF does not print
+
+    @classmethod
+    def all_of(cls, outputs: Mapping[str, Any]) -> tuple[SubmittedStep, ...]:
+        """Every step an HPC side's stack outputs list (`steps`: name, job_id, submitted_at)."""
+        return tuple(
+            cls(str(s["name"]), str(s["job_id"]), str(s.get("submitted_at") or "")) for s in outputs.get("steps", [])
+        )
+
+
+# By step: the command line the step's sampler recorded (the report puts it beside the record).
+Argv = Mapping[str, tuple[str, ...]]
+# What one monitor poll's sections script answered, by section name: (exit status, output).
+Sections = Mapping[str, tuple[int, str]]
+
+
+@dataclass(frozen=True)
+class BackfillJob:
+    """One of the login user's backfill jobs, as the scheduler lists it."""
+
+    job_id: str
+    state: str  # the scheduler's own state (PENDING, RUNNING, ...)
+    reason: str  # why it waits, where the scheduler says
+    name: str
+
+
+@dataclass(frozen=True)
 class StatusQuery:
     """One way to ask for job states; `parse` raises UnsupportedOutput when it cannot read the output."""
 
@@ -159,7 +203,13 @@ class Directive:
 
 
 class Scheduler(ABC):
-    """The scheduler-specific data and the few methods whose logic differs."""
+    """One batch scheduler: its data (class variables) and every operation whose logic differs.
+
+    Grouped as the callers use them: rendering (job_script.py), submission, status and cancel
+    (the providers, polling.py), the report's records (infra/compare/hpc_collector.py), the
+    monitor's reads (infra/monitor/hpc.py), backfill (infra/nodes/) and the scheduler's own
+    options (target_parser.py, the BatchJob's `scheduler_options` input).
+    """
 
     name: ClassVar[str]  # the target's `scheduler` value
     label: ClassVar[str]  # how reports name it ("LSF over SSH")
@@ -176,14 +226,27 @@ class Scheduler(ABC):
     rendered_options: ClassVar[frozenset[str]]
     # Options Atlas's own bookkeeping depends on, with why: a site may neither skip nor add them.
     reserved_options: ClassVar[Mapping[str, str]]
-    # Target config keys that only this scheduler reads (a key of another scheduler's is an error).
-    own_config_keys: ClassVar[tuple[str, ...]] = ()
+    # Keys of a target's section beside `scheduler_options` that this scheduler still reads: an
+    # older spelling of one of its options (another scheduler's target refuses them).
+    legacy_option_keys: ClassVar[tuple[str, ...]] = ()
     # Why backfill that yields cannot be placed here; empty where it can (preemptible partitions).
     backfill_unsupported: ClassVar[str] = ""
 
+    # --- its own options ----------------------------------------------------------------------
+
+    @classmethod
+    @abstractmethod
+    def parse_options(
+        cls, options: object, key: str, legacy: Mapping[str, Any] | None = None
+    ) -> dict[str, str]:
+        """A target's `scheduler_options` (and the `legacy_option_keys` it has) validated, every
+        default filled in, so two spellings of the same settings compare equal. Raises
+        HpcConfigError naming `<key>.scheduler_options.<option>` (or the legacy key) and the fix;
+        an option this scheduler does not take is refused the same way."""
+
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> Scheduler:
-        """The scheduler for a target's own config keys (`own_config_keys`, already validated)."""
+        """The scheduler for options `parse_options` returned (absent ones take their defaults)."""
         return cls()
 
     # --- rendering ---------------------------------------------------------------------------
@@ -220,7 +283,7 @@ class Scheduler(ABC):
     def phase_of(self, native_state: str, exit_code: int | None = None, reason: str = "") -> Phase:
         return self.state_phases.get(native_state.split(" ")[0].upper(), Phase.UNKNOWN)
 
-    # --- command lines ------------------------------------------------------------------------
+    # --- submission, status, cancel (the providers) -------------------------------------------
 
     @abstractmethod
     def submit_command(self, workdir: str, script: str, after: Sequence[str]) -> str: ...
@@ -242,11 +305,115 @@ class Scheduler(ABC):
     @abstractmethod
     def lookup_by_name_query(self, job_name: str) -> StatusQuery: ...
 
-    def cancel_command(self, job_id: str) -> str:
-        return f"{self.cancel_program} {shlex.join(validate_job_ids([job_id]))}"
+    def cancel_command(self, *job_ids: str) -> str:
+        return f"{self.cancel_program} {shlex.join(validate_job_ids(job_ids))}"
 
     @abstractmethod
     def parse_cancel(self, job_id: str, result: RemoteResult) -> CancelOutcome: ...
+
+    # --- the report's records (infra/compare/hpc_collector.py) ---------------------------------
+
+    @abstractmethod
+    def record_query(self, job_ids: Sequence[str]) -> str:
+        """One command for every job's lifecycle (times printed under TZ=UTC), also the monitor's
+        status query: what the scheduler still holds in memory."""
+
+    @abstractmethod
+    def record_query_answered(self, live: RemoteResult) -> bool:
+        """Whether `record_query` answered at all (an answer may still know none of the jobs)."""
+
+    @abstractmethod
+    def records_forgotten(self, live: RemoteResult, job_ids: Sequence[str]) -> list[str]:
+        """The jobs `record_query` printed nothing of: the history queries are asked for them."""
+
+    @abstractmethod
+    def history_queries(self, job_ids: Sequence[str]) -> list[str]:
+        """Where finished jobs are kept longer (LSF's event log, Slurm's accounting): commands
+        tried in order, the next only when one exits non-zero."""
+
+    @abstractmethod
+    def step_records(
+        self,
+        steps: Sequence[SubmittedStep],
+        live: RemoteResult,
+        history: RemoteResult | None,
+        host: str,
+        argv: Argv,
+    ) -> tuple[StepRecord, ...]:
+        """Each step's record, from the live answer or else the history's; a job neither knows
+        is an UNKNOWN record saying so. `host` is named in each record's source."""
+
+    def collect_step_records(
+        self, runner: Runner, steps: Sequence[SubmittedStep], host: str, argv: Argv
+    ) -> tuple[StepRecord, ...]:
+        """One live query for every job; the history only when the live one forgot some."""
+        ids = [s.job_id for s in steps]
+        live = runner(self.record_query(ids))
+        history = None
+        if self.records_forgotten(live, ids):
+            for command in self.history_queries(ids):
+                history = runner(command)
+                if history.exit_code == 0:
+                    break
+        return self.step_records(steps, live, history, host, argv)
+
+    def live_step_records(
+        self, steps: Sequence[SubmittedStep], command: str, live: RemoteResult, host: str
+    ) -> tuple[StepRecord, ...]:
+        """The monitor's view: the answer to `record_query` (`command`) alone; SchedulerError
+        when it did not answer (the monitor shows why, never "no jobs")."""
+        if not self.record_query_answered(live):
+            raise SchedulerError(f"`{command}` exited {live.exit_code}: {live.stderr.strip()[:500]}")
+        return self.step_records(steps, live, None, host, {})
+
+    # --- the monitor's reads (infra/monitor/hpc.py) --------------------------------------------
+
+    @abstractmethod
+    def monitor_sections(self) -> tuple[tuple[str, str], ...]:
+        """The nodes' and the queue's sections of the monitor's poll script: (name, command)."""
+
+    @abstractmethod
+    def read_nodes(self, sections: Sections) -> tuple[list[HpcNode], str]:
+        """The nodes' GPUs from `monitor_sections`' answers, and an error note (empty when read)."""
+
+    @abstractmethod
+    def read_queue(self, sections: Sections, year: int) -> tuple[list[QueueJob], str]:
+        """Every user's jobs in the queue, and an error note (empty when read). `year`: the
+        current one, for a scheduler that prints none."""
+
+    # --- backfill that yields (infra/nodes/) ----------------------------------------------------
+
+    def no_backfill(self) -> SchedulerError:
+        return SchedulerError(f"no backfill on {self.label}: {self.backfill_unsupported}")
+
+    @abstractmethod
+    def backfill_submit_command(self, workdir: str, script: str) -> str:
+        """Submit one backfill job script (relative to `workdir`), requeued when preempted."""
+
+    @abstractmethod
+    def backfill_jobs_query(self, queue: str, finished: bool) -> str:
+        """The login user's jobs in the backfill `queue`; with `finished`, the ended ones too."""
+
+    @abstractmethod
+    def parse_backfill_jobs(self, result: RemoteResult) -> list[BackfillJob]: ...
+
+
+def job_step_record(step: SubmittedStep, state: JobState, source: str, argv: Argv, **given: Any) -> StepRecord:
+    """A step whose job the scheduler knows: its id, native state and exit code, and what else
+    the scheduler gave (times, pending reason, node, GPUs) as `step_record`'s keywords."""
+    return step_record(
+        step.step, step.job_id, state.native_state, source, exit_code=state.exit_code, argv=argv.get(step.step), **given
+    )
+
+
+def unknown_step_record(step: SubmittedStep, why: str, argv: Argv) -> StepRecord:
+    """A step whose job no query knows any more: UNKNOWN, with why as its pending reason."""
+    return step_record(step.step, step.job_id, "UNKNOWN", "", pending_reason=why, argv=argv.get(step.step))
+
+
+def no_answer(tool: str, text: str) -> str:
+    """The error note of a monitor section that did not answer: the tool and what it printed."""
+    return f"{tool}: {text.strip()[:300] or 'no answer'}"
 
 
 def validate_job_ids(job_ids: Sequence[str]) -> list[str]:

@@ -8,6 +8,7 @@ loaded, so a missing file stops `pulumi preview` early; the model itself touches
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,7 +54,9 @@ class HpcTarget:
     private_key_file: Path | None = None
     remote_work_dir: str = DEFAULT_REMOTE_WORK_DIR  # absolute, or relative to the login user's home
     poll_interval_s: float = DEFAULT_POLL_INTERVAL_S
-    lsf_memory_unit: str = "MB"
+    # What only this target's scheduler reads (LSF: memory_unit), as its class's `parse_options`
+    # returned them: validated, every default filled in.
+    scheduler_options: Mapping[str, str] = field(default_factory=dict)
     directives: SiteDirectives = NO_SITE_DIRECTIVES
     private_key: str | None = field(default=None, repr=False)
     private_key_passphrase: str | None = field(default=None, repr=False)

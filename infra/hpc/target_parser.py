@@ -24,13 +24,10 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from infra.hpc.lsf import MEMORY_UNIT_MIB
 from infra.hpc.registry import SCHEDULER_CLASSES, SCHEDULER_NAMES
 from infra.hpc.scheduler import Scheduler, SiteDirectives
 from infra.hpc.target import DEFAULT_POLL_INTERVAL_S, DEFAULT_REMOTE_WORK_DIR, HpcConfigError, HpcTarget
 from infra.validation import Fields
-
-LSF_MEMORY_UNITS = tuple(MEMORY_UNIT_MIB)
 
 # RFC 1123 host names (dots allowed), or an IPv4/IPv6 literal (no brackets).
 HOST_NAME = re.compile(
@@ -84,10 +81,12 @@ ALLOWED_KEYS = (
     "private_key_passphrase",
     "remote_work_dir",
     "poll_interval_seconds",
-    "lsf_memory_unit",
+    "scheduler_options",
     "account",
     "extra_directives",
     "skip_directives",
+    # Older spellings of a scheduler's options, which only that scheduler's target reads.
+    *(legacy for cls in SCHEDULER_CLASSES.values() for legacy in cls.legacy_option_keys),
 )
 
 
@@ -366,21 +365,17 @@ def parse_hpc_target(
     work_dir = _one_line_text(raw, "remote_work_dir", f"{key}.remote_work_dir", 255) or DEFAULT_REMOTE_WORK_DIR
     work_dir = validate_remote_path(work_dir, f"{key}.remote_work_dir")
 
-    lsf_memory_unit = raw.get("lsf_memory_unit", "MB")
-    if lsf_memory_unit not in LSF_MEMORY_UNITS:
-        raise _fail(
-            f"{key}.lsf_memory_unit",
-            f"expected one of {', '.join(LSF_MEMORY_UNITS)}, found {lsf_memory_unit!r}",
-            "use the cluster's LSF_UNIT_FOR_LIMITS (bparams -a | grep LSF_UNIT_FOR_LIMITS)",
-        )
     for other in SCHEDULER_CLASSES.values():
-        for own_key in other.own_config_keys:
-            if own_key in raw and other is not scheduler_class:
+        for legacy_key in other.legacy_option_keys:
+            if legacy_key in raw and legacy_key not in scheduler_class.legacy_option_keys:
                 raise _fail(
-                    f"{key}.{own_key}",
+                    f"{key}.{legacy_key}",
                     f"only applies to {other.label}",
                     f"remove it for a {scheduler_class.label} target",
                 )
+    # The scheduler reads its own options (and their older spellings); nothing here names one.
+    legacy = {name: raw[name] for name in scheduler_class.legacy_option_keys if name in raw}
+    scheduler_options = scheduler_class.parse_options(raw.get("scheduler_options"), key, legacy)
 
     return HpcTarget(
         host=host,
@@ -393,7 +388,7 @@ def parse_hpc_target(
         private_key_file=_local_path(private_key_file, project_dir) if private_key_file else None,
         remote_work_dir=work_dir,
         poll_interval_s=_poll_interval(raw, key),
-        lsf_memory_unit=lsf_memory_unit,
+        scheduler_options=scheduler_options,
         directives=_site_directives(raw, key, scheduler_class),
         private_key=private_key,
         private_key_passphrase=passphrase,

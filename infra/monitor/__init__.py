@@ -3,7 +3,8 @@
     sources.py    what every environment's source gives: a view of it now (whatever its kind)
     kube.py       the Kubernetes API: one list, then watches (nodes, pods, the run's Jobs)
     kube_view.py  the Kubernetes side's view, from the watch cache
-    hpc_reads.py  pure: what one HPC poll asks each scheduler, and the parsers of its answers
+    hpc_reads.py  pure: the poll's sections script and the readers of the steps' own files (the
+                  nodes' and the queue's commands and parsers are each scheduler's, in infra/hpc)
     hpc.py        an HPC side over SSH: one batched status query and one node/telemetry query
                   per environment, never more often than the poll interval
     hpc_view.py   an HPC side's view, from its last poll

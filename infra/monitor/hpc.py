@@ -2,15 +2,15 @@
 
 One poll of an environment is two remote commands, whatever the number of jobs:
 1. the status of every step's job in one query, under TZ=UTC so times read back exactly
-   (LSF `bjobs -a -hms -o ... -json ids`, Slurm `squeue -h -t all -O ... -j ids`), parsed by the
-   comparison's own parsers (infra.compare.hpc_records);
-2. one script printing, in marked sections, the nodes' GPUs (Slurm `sinfo -N -O ...`;
-   LSF `lsload -gpu`, `lsload -gpuload`, `bhosts -w`) and the last lines of each running
-   step's telemetry and of the training log.
+   (LSF `bjobs -a -hms -o ... -json ids`, Slurm `squeue -h -t all -O ... -j ids`): the report's
+   own record query, read by the same parser (the scheduler's `record_query`, `live_step_records`);
+2. one script printing, in marked sections, the nodes' GPUs and the queue (the scheduler's
+   `monitor_sections`: Slurm `sinfo -N -O ...`; LSF `lsload -gpu`, `lsload -gpuload`,
+   `bhosts -w`) and the last lines of each running step's telemetry and of the training log.
 A poll happens no more often than the interval (default 30 s, what site admins ask for);
 between polls the last answer is served. `calls` counts the remote commands (tests read it).
-What differs between the schedulers is data (`SchedulerReads`, one per scheduler class of
-infra.hpc.registry); an environment whose `scheduler` the registry does not know is an error.
+What differs between the schedulers is on their classes (infra.hpc.registry gives the one of
+the outputs' `scheduler`); an environment whose `scheduler` the registry does not know is an error.
 """
 
 from __future__ import annotations
@@ -24,21 +24,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.compare.records import StepRecord
 from infra.hpc.registry import scheduler_for
-from infra.hpc.remote import RemoteResult
+from infra.hpc.remote import RemoteResult, Runner
+from infra.hpc.scheduler import Scheduler, SubmittedStep
 from infra.monitor.hpc_reads import (
     TELEMETRY_LINES,
-    SchedulerReads,
     iterations_per_second,
     parse_sections,
     parse_telemetry_tail,
-    reads_for,
     sections_script,
 )
-from infra.monitor.model import HpcPoll, StepTelemetry
-
-Runner = Callable[[str], RemoteResult]
+from infra.monitor.model import HpcPoll, StepRecord, StepTelemetry
 
 
 @dataclass
@@ -66,15 +62,18 @@ class HpcSource:
         self.calls += 1
         return self.runner(command)
 
-    @property
-    def reads(self) -> SchedulerReads:
-        return reads_for(self.scheduler)
+    def scheduler_of(self) -> Scheduler:
+        """The outputs' scheduler; UnknownSchedulerError for a name infra.hpc.registry does not list."""
+        return scheduler_for(self.scheduler)
+
+    def steps(self) -> tuple[SubmittedStep, ...]:
+        return SubmittedStep.all_of(self.outputs)
 
     def status_command(self) -> str:
-        return self.reads.status_command([str(s["job_id"]) for s in self.outputs.get("steps", [])])
+        return self.scheduler_of().record_query([s.job_id for s in self.steps()])
 
     def node_sections(self, running: Sequence[str]) -> list[tuple[str, str]]:
-        sections = list(self.reads.node_sections)
+        sections = list(self.scheduler_of().monitor_sections())
         telemetry_dir = str((self.outputs.get("telemetry") or {}).get("path", ""))
         for step in running:
             path = posixpath.join(telemetry_dir, f"{step}.jsonl")
@@ -97,16 +96,16 @@ class HpcSource:
             return self._last
 
     def _poll_now(self) -> HpcPoll:
-        reads = self.reads
+        scheduler = self.scheduler_of()
         commands = []
         steps: tuple[StepRecord, ...] = ()
-        if self.outputs.get("steps"):
+        submitted = self.steps()
+        if submitted:
             command = self.status_command()
             commands.append(command)
-            steps = reads.read_steps(self.outputs, self._run(command), command)
+            steps = scheduler.live_step_records(submitted, command, self._run(command), str(self.outputs.get("host")))
         # LSF prints a running job's expected end as FINISH_TIME (`... E`, from its run limit): a job
         # that has not finished has no finish time here.
-        scheduler = scheduler_for(self.scheduler)
         steps = tuple(
             s
             if scheduler.phase_of(s.state).finished or s.finished_at is None
@@ -117,7 +116,7 @@ class HpcSource:
         script = sections_script(self.node_sections(running))
         commands.append(script)
         sections = parse_sections(self._run(script).stdout)
-        nodes, node_error = reads.read_nodes(sections)
+        nodes, node_error = scheduler.read_nodes(sections)
         telemetry: dict[str, StepTelemetry] = {}
         host = f"{self.outputs.get('user')}@{self.outputs.get('host')}"
         for step in running:
@@ -127,7 +126,7 @@ class HpcSource:
                 if parsed is not None:
                     telemetry[step] = parsed
         rate, stamp = iterations_per_second(sections.get("log", (-1, ""))[1])
-        queue, queue_error = reads.read_queue(sections, time.gmtime(self.wall()).tm_year)
+        queue, queue_error = scheduler.read_queue(sections, time.gmtime(self.wall()).tm_year)
         return HpcPoll(
             at=self.wall(),
             steps=steps,

@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from infra.compare.hpc_records import SQUEUE_QUERY
 from infra.hpc import ssh
+from infra.hpc.registry import scheduler_for
 from infra.kinds import read_stack_outputs
 from infra.monitor.build import Monitor
 from infra.monitor.estimate import JobShape
@@ -42,6 +42,9 @@ from infra.outputs import HpcOutputs, KubernetesOutputs
 from localenv import kube, kwok, satori
 from localenv.layout import Layout
 from tests.support import wait_until
+
+# The Slurm side's status query, less its job ids (the scheduler's record query, as the report asks).
+SQUEUE_QUERY = scheduler_for("slurm").record_query(["1"]).removesuffix(" 1")
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,8 @@ from infra.hpc.scheduler import (
     StatusQuery,
     UnsupportedOutput,
 )
-from infra.hpc.slurm import STATUS_FORMAT, SlurmScheduler
+from infra.hpc.slurm import SlurmScheduler
+from infra.hpc.slurm.jobs import STATUS_FORMAT
 
 LSF = LsfScheduler()
 SLURM = SlurmScheduler()

@@ -114,6 +114,52 @@ def test_bad_values_are_refused_naming_the_key(changes: dict[str, Any], key: str
     assert text.startswith(f"{key}:") and message in text, text
 
 
+# --- scheduler_options: each scheduler reads its own ------------------------------------------
+
+
+def test_scheduler_options_are_read_by_the_target_s_scheduler_with_defaults_filled_in() -> None:
+    assert parse_hpc_target(good(), PREFIX).scheduler_options == {"memory_unit": "MB"}
+    gb = parse_hpc_target(good(scheduler_options={"memory_unit": "GB"}), PREFIX)
+    assert gb.scheduler_options == {"memory_unit": "GB"}
+    # The older spelling still works, and means the same.
+    assert parse_hpc_target(good(lsf_memory_unit="GB"), PREFIX).scheduler_options == gb.scheduler_options
+    both = good(lsf_memory_unit="GB", scheduler_options={"memory_unit": "GB"})
+    assert parse_hpc_target(both, PREFIX).scheduler_options == gb.scheduler_options
+    assert parse_hpc_target(good(scheduler="slurm"), PREFIX).scheduler_options == {}
+    assert parse_hpc_target(good(scheduler="slurm", scheduler_options={}), PREFIX).scheduler_options == {}
+
+
+@pytest.mark.parametrize(
+    ("changes", "key", "message"),
+    [
+        (
+            {"scheduler_options": {"memory_unit": "TB"}},
+            "atlas:satori.scheduler_options.memory_unit",
+            "LSF_UNIT_FOR_LIMITS",
+        ),
+        ({"scheduler_options": {"memory": "MB"}}, "atlas:satori.scheduler_options.memory", "use one of: memory_unit"),
+        ({"scheduler_options": "MB"}, "atlas:satori.scheduler_options", "expected an object"),
+        (
+            {"scheduler": "slurm", "scheduler_options": {"memory_unit": "MB"}},
+            "atlas:satori.scheduler_options.memory_unit",
+            "is not an option of Slurm",
+        ),
+        (
+            {"lsf_memory_unit": "GB", "scheduler_options": {"memory_unit": "MB"}},
+            "atlas:satori.lsf_memory_unit",
+            "keep scheduler_options.memory_unit alone",
+        ),
+    ],
+)
+def test_bad_scheduler_options_are_refused_naming_the_key_and_the_fix(
+    changes: dict[str, Any], key: str, message: str
+) -> None:
+    with pytest.raises(HpcConfigError) as caught:
+        parse_hpc_target(good(**changes), PREFIX)
+    text = str(caught.value)
+    assert text.startswith(f"{key}:") and message in text and "; " in text, text
+
+
 def test_not_an_object() -> None:
     with pytest.raises(HpcConfigError, match=r"^atlas:satori: expected an object"):
         parse_hpc_target("satori.mit.edu", PREFIX)

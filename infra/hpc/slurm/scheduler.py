@@ -1,0 +1,247 @@
+"""`SlurmScheduler`: Slurm as Atlas drives it, every operation of the `Scheduler` interface.
+
+`#SBATCH` directives and the sbatch/squeue/sacct/scancel command lines are here; the answers are
+read by jobs.py (job states), records.py (the report's records) and nodes.py (the monitor's
+nodes and queue). Backfill that yields runs in a preemptible partition, requeued when a real job
+takes its GPUs. Slurm takes no scheduler options. Formats were recorded on Debian bookworm's
+slurm-wlm 22.05.8 (tests/unit/data). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from infra.hpc.options import options_section
+from infra.hpc.remote import RemoteResult
+from infra.hpc.scheduler import (
+    Argv,
+    BackfillJob,
+    CancelOutcome,
+    Directive,
+    JobSpec,
+    JobState,
+    Phase,
+    Scheduler,
+    SchedulerError,
+    Sections,
+    StatusQuery,
+    SubmittedStep,
+    validate_job_ids,
+)
+from infra.hpc.slurm import jobs, nodes, records
+from infra.job_records import HpcNode, QueueJob, StepRecord
+
+PARSABLE = re.compile(r"^(\d+)(?:;\S+)?$")
+SUBMITTED = re.compile(r"Submitted batch job (\d+)")
+BACKFILL_FORMAT = "%i|%T|%r|%j"
+
+
+class SlurmScheduler(Scheduler):
+    name: ClassVar[str] = "slurm"
+    label: ClassVar[str] = "Slurm"
+    script_suffix: ClassVar[str] = ".sbatch"
+    directive_prefix: ClassVar[str] = "#SBATCH"
+    job_id_variable: ClassVar[str] = "SLURM_JOB_ID"
+    log_placeholder: ClassVar[str] = "%j"
+    option_value_separator: ClassVar[str] = "="
+    state_phases: ClassVar[Mapping[str, Phase]] = jobs.STATE_PHASES
+    submit_program: ClassVar[str] = "sbatch"
+    cancel_program: ClassVar[str] = "scancel"
+    account_option: ClassVar[str] = "--account"
+    rendered_options: ClassVar[frozenset[str]] = frozenset(
+        {
+            "--cpus-per-task",
+            "--job-name",
+            "--nodes",
+            "--ntasks-per-node",
+            "--output",
+            "--gres",
+            "--mem",
+            "--partition",
+            "--time",
+            account_option,
+        }
+    )
+    reserved_options: ClassVar[Mapping[str, str]] = {
+        "--job-name": "Atlas finds its jobs by this name",
+        "-J": "Atlas finds its jobs by this name",
+        "--output": "Atlas reads each step's log (stdout and stderr) from this file",
+        "-o": "Atlas reads each step's log (stdout and stderr) from this file",
+        "--error": "Atlas reads each step's errors from its --output file",
+        "-e": "Atlas reads each step's errors from its --output file",
+        "--dependency": "Atlas chains the steps with dependencies of its own",
+        "-d": "Atlas chains the steps with dependencies of its own",
+        "--array": "Atlas runs one job per step",
+        "-a": "Atlas runs one job per step",
+    }
+
+    # --- its own options: none ------------------------------------------------------------------
+
+    @classmethod
+    def parse_options(
+        cls, options: object, key: str, legacy: Mapping[str, Any] | None = None
+    ) -> dict[str, str]:
+        options_section(options, key, (), cls.label)
+        return {}
+
+    # --- rendering ---------------------------------------------------------------------------
+
+    @classmethod
+    def option_of(cls, directive_text: str) -> str:
+        option = super().option_of(directive_text)
+        # A short option may carry its value attached (`-pdebug`): every short option is one letter.
+        return option[:2] if len(option) > 2 and not option.startswith("--") else option
+
+    def directives(self, spec: JobSpec) -> list[Directive]:
+        result = [
+            Directive("--cpus-per-task", str(spec.cpus_per_task)),
+            Directive("--job-name", spec.job_name),
+            Directive("--nodes", str(spec.nodes)),
+            Directive("--ntasks-per-node", "1"),
+            Directive("--output", spec.log_file(self.log_placeholder)),
+        ]
+        if spec.gpus_per_node:
+            result.append(Directive("--gres", f"gpu:{spec.gpus_per_node}"))
+        if spec.memory_mib is not None:
+            result.append(Directive("--mem", f"{spec.memory_mib}M"))
+        if spec.queue:
+            result.append(Directive("--partition", spec.queue))
+        if spec.walltime_seconds:
+            days, rest = divmod(spec.walltime_seconds, 86400)
+            hours, rest = divmod(rest, 3600)
+            minutes, seconds = divmod(rest, 60)
+            clock = f"{hours:02d}:{minutes:02d}:{seconds:02d}"
+            result.append(Directive("--time", f"{days}-{clock}" if days else clock))
+        return result
+
+    # --- submission ---------------------------------------------------------------------------
+
+    def dependency_option(self, after: Sequence[str]) -> str:
+        # Slurm silently drops a dependency on an unknown job: callers check the ids exist first.
+        return "--dependency=afterok:" + ":".join(validate_job_ids(after))
+
+    def submit_command(self, workdir: str, script: str, after: Sequence[str]) -> str:
+        command = "sbatch --parsable"
+        if after:
+            command += " " + shlex.quote(self.dependency_option(after))
+        return f"cd -- {shlex.quote(workdir)} && {command} {shlex.quote(script)}"
+
+    def parse_submission(self, result: RemoteResult) -> str:
+        if result.exit_code == 0:
+            for line in reversed(result.stdout.strip().splitlines()):
+                match = PARSABLE.match(line.strip()) or SUBMITTED.search(line)
+                if match:
+                    return match.group(1)
+        raise self.submission_refused(result)
+
+    # --- status ---------------------------------------------------------------------------------
+
+    def status_queries(self, job_ids: Sequence[str]) -> list[StatusQuery]:
+        ids = ",".join(validate_job_ids(job_ids))
+        return [
+            # -t all: finished jobs stay visible for MinJobAge (300 s by default).
+            StatusQuery(f"squeue -h -t all -j {ids} -O {shlex.quote(jobs.STATUS_FORMAT)}", self.parse_squeue_fields),
+            # A Slurm whose -O lacks a field: the short form (no exit code or times).
+            StatusQuery(f"squeue -h -t all -j {ids} -o {shlex.quote(jobs.TEXT_FORMAT)}", self.parse_squeue_text),
+        ]
+
+    def accounting_queries(self, job_ids: Sequence[str]) -> list[StatusQuery]:
+        ids = validate_job_ids(job_ids)
+        return [
+            StatusQuery(jobs.sacct_command(ids), self.parse_sacct),
+            # Without slurmdbd, jobcomp/filetxt still records finished jobs.
+            StatusQuery(jobs.sacct_command(ids, jobcomp=True), self.parse_sacct),
+        ]
+
+    def lookup_by_name_query(self, job_name: str) -> StatusQuery:
+        # The login user's jobs only: squeue lists every user's by default, and another user's
+        # job of the same name (a colleague's clone of the same stack) is not this resource's.
+        # (bjobs -J shows only the user's own.) `--me` is Slurm 20.11+; -u works everywhere.
+        return StatusQuery(
+            f'squeue -h -t all -u "$(id -un)" --name={shlex.quote(job_name)} -o {shlex.quote(jobs.TEXT_FORMAT)}',
+            self.parse_squeue_text,
+        )
+
+    def parse_squeue_fields(self, result: RemoteResult) -> dict[str, JobState]:
+        return jobs.parse_squeue_fields(result)
+
+    def state_from_fields(self, row: Mapping[str, str]) -> JobState:
+        return jobs.state_from_fields(row)
+
+    def parse_squeue_text(self, result: RemoteResult) -> dict[str, JobState]:
+        return jobs.parse_squeue_text(result)
+
+    def parse_sacct(self, result: RemoteResult) -> dict[str, JobState]:
+        return jobs.parse_sacct(result)
+
+    # --- cancel ---------------------------------------------------------------------------------
+
+    def parse_cancel(self, job_id: str, result: RemoteResult) -> CancelOutcome:
+        # scancel is silent and exits 0 for unknown and finished jobs alike; the caller's status
+        # query tells those apart.
+        if result.exit_code == 0:
+            return CancelOutcome.CANCELLED
+        text = (result.stderr + result.stdout).strip()
+        if "Invalid job id specified" in text:
+            return CancelOutcome.NOT_FOUND
+        if "already completing or completed" in text or "Job/step already completed" in text:
+            return CancelOutcome.ALREADY_FINISHED
+        raise SchedulerError(f"scancel {job_id} failed (exit {result.exit_code}): {text or '(no output)'}")
+
+    # --- the report's records -------------------------------------------------------------------
+
+    def record_query(self, job_ids: Sequence[str]) -> str:
+        return records.squeue_query(validate_job_ids(job_ids))
+
+    def record_query_answered(self, live: RemoteResult) -> bool:
+        # Exit 1 with "Invalid job id specified": none of the jobs is known any more, an answer.
+        return live.exit_code == 0 or "Invalid job id" in live.stderr
+
+    def records_forgotten(self, live: RemoteResult, job_ids: Sequence[str]) -> list[str]:
+        return records.squeue_forgot(live, job_ids)
+
+    def history_queries(self, job_ids: Sequence[str]) -> list[str]:
+        return records.sacct_queries(validate_job_ids(job_ids))
+
+    def step_records(
+        self,
+        steps: Sequence[SubmittedStep],
+        live: RemoteResult,
+        history: RemoteResult | None,
+        host: str,
+        argv: Argv,
+    ) -> tuple[StepRecord, ...]:
+        return records.slurm_step_records(steps, live, history, host, argv)
+
+    # --- the monitor's reads --------------------------------------------------------------------
+
+    def monitor_sections(self) -> tuple[tuple[str, str], ...]:
+        return nodes.SECTIONS
+
+    def read_nodes(self, sections: Sections) -> tuple[list[HpcNode], str]:
+        return nodes.read_nodes(sections)
+
+    def read_queue(self, sections: Sections, year: int) -> tuple[list[QueueJob], str]:
+        return nodes.read_queue(sections)
+
+    # --- backfill that yields: a preemptible partition, requeued jobs ---------------------------
+
+    def backfill_submit_command(self, workdir: str, script: str) -> str:
+        # --requeue: a preempted job goes back to the queue instead of ending.
+        return self.submit_command(workdir, script, ()).replace("sbatch --parsable", "sbatch --parsable --requeue")
+
+    def backfill_jobs_query(self, queue: str, finished: bool) -> str:
+        states = " -t all" if finished else ""
+        return f'squeue -h -u "$USER" -p {shlex.quote(queue)}{states} -o {shlex.quote(BACKFILL_FORMAT)}'
+
+    def parse_backfill_jobs(self, result: RemoteResult) -> list[BackfillJob]:
+        """`squeue -o '%i|%T|%r|%j'`: id, state, reason, name."""
+        found = []
+        for line in result.stdout.splitlines():
+            parts = line.strip().split("|")
+            if len(parts) == 4 and parts[0].isdigit():
+                found.append(BackfillJob(job_id=parts[0], state=parts[1], reason=parts[2], name=parts[3]))
+        return found
