@@ -57,7 +57,7 @@ hpc_components = {name: env.component for name, env in built.items() if isinstan
 
 if config.backfill is not None:
     from infra.nodes.backfill import BackfillError, work_for
-    from infra.nodes.component import Backfill, BackfillArgs, SlurmBackfillTarget
+    from infra.nodes.component import Backfill, BackfillArgs, HpcBackfillTarget
 
     wanted = config.backfill.environments
     try:
@@ -96,10 +96,10 @@ if config.backfill is not None:
             # The image the run built (its digest, on a cluster that builds), when it is the same workload.
             image=openshift.image.image if openshift is not None and backfill_workload is workload else None,
             # In the environment's own run folder, after its preparation steps: the data is there.
-            slurm=tuple(
-                SlurmBackfillTarget(h.name, h.target, hpc_components[h.name].run_dir, (hpc_components[h.name],))
+            hpc=tuple(
+                HpcBackfillTarget(h.name, h.target, hpc_components[h.name].run_dir, (hpc_components[h.name],))
                 if backfill_workload is workload
-                else SlurmBackfillTarget(h.name, h.target)
+                else HpcBackfillTarget(h.name, h.target)
                 for h in config.hpc
                 if not scheduler_class(h.target.scheduler).backfill_unsupported and (wanted is None or h.name in wanted)
             ),

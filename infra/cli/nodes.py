@@ -28,12 +28,12 @@ from infra.cli.monitor import build_monitor
 from infra.cli.stack_files import load_access
 from infra.compare.access import Access
 from infra.hpc import ssh
-from infra.hpc.scheduler import SchedulerError
+from infra.hpc.scheduler import BACKFILL_QUEUE, SchedulerError
 from infra.kinds import BackfillRequest, backfill, outputs_before_up
 from infra.kubeapi import KubeRequestError
 from infra.monitor.build import Monitor
 from infra.monitor.render import estimate_text
-from infra.nodes.backfill import SLURM_PARTITION, BackfillError
+from infra.nodes.backfill import BackfillError
 from infra.nodes.idle import IDLE_AFTER_S, IDLE_PERCENT, find_underused, summarize
 from infra.nodes.render import estimates_record, estimates_table, findings_table
 from infra.outputs import RunOutputs, StackOutputs
@@ -110,7 +110,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--backfill-partition",
-        default=SLURM_PARTITION,
+        default=BACKFILL_QUEUE,
         help="Slurm partition whose jobs are preempted and requeued (default %(default)s)",
     )
     return p

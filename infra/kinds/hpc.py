@@ -109,11 +109,11 @@ class HpcKind(EnvironmentKind[HpcOutputs]):
         return polled_source(name, outputs, access, interval_s)
 
     def backfill(self, request: BackfillRequest, outputs: HpcOutputs, echo: Callable[[str], None]) -> None:
-        from infra.hpc.registry import scheduler_class
+        from infra.hpc.registry import scheduler_for
         from infra.monitor.hpc_view import HpcEnvironmentSource
         from infra.nodes import backfill, backfill_apply
 
-        scheduler = scheduler_class(outputs.scheduler)
+        scheduler = scheduler_for(outputs.scheduler)
         if scheduler.backfill_unsupported:
             echo(
                 f"{request.environment}: no backfill: {scheduler.label}: {scheduler.backfill_unsupported}; "
@@ -125,17 +125,17 @@ class HpcKind(EnvironmentKind[HpcOutputs]):
             raise backfill.BackfillError("no SSH access (key or known_hosts missing)")
         runner = source.poller.runner
         if request.stop:
-            ids = backfill_apply.stop_slurm(runner, request.partition)
+            ids = backfill_apply.stop_backfill(scheduler, runner, request.partition)
             echo(f"{request.environment}: cancelled backfill job(s) {', '.join(ids) or '(none)'}")
             return
         work = backfill_work(request)
         run_dir = outputs.run_dir
         if work.workload != request.run_workload:
             run_dir = posixpath.join(posixpath.dirname(run_dir), work.workload)
-        scripts = backfill.slurm_scripts(
-            work, request.environment, run_dir, request.slots, request.partition, telemetry=True
+        scripts = backfill.backfill_scripts(
+            scheduler, work, request.environment, run_dir, request.slots, request.partition, telemetry=True
         )
-        ids = backfill_apply.submit_slurm(runner, run_dir, scripts)
+        ids = backfill_apply.submit_backfill(scheduler, runner, run_dir, scripts)
         echo(
             f"{request.environment}: {len(ids)} one-GPU backfill job(s) in partition {request.partition} "
             f"({', '.join(ids) or 'none: no free GPU'}); real jobs preempt them and Slurm requeues them"

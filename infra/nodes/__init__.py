@@ -2,8 +2,10 @@
 
 idle.py       judge each GPU node from the monitor's snapshot (use, not only requests)
 backfill.py   fill free GPUs with low-priority work: a PriorityClass that real jobs preempt
-              (Kubernetes), a preemptible partition whose jobs are requeued (Slurm, LSF)
-backfill_apply.py  apply and stop that backfill (the Kubernetes API, the Slurm login node)
+              (Kubernetes), a preemptible partition whose jobs are requeued (Slurm); LSF is
+              declined, saying why (its preemptible queues are the site's, unseen from outside)
+backfill_apply.py  apply and stop that backfill (the Kubernetes API; a login node, through the
+              scheduler's own commands)
 settings.py   atlas:backfill parsed into BackfillSettings
 render.py     scripts/nodes' tables and the estimate file's record
 component.py  the same backfill as a Pulumi component (`atlas:nodes:Backfill`)

@@ -6,10 +6,12 @@ counts against a run's ResourceQuota) and a Deployment of one-GPU pods. When a r
 cannot be placed, the cluster's own kube-scheduler preempts backfill pods; the Deployment
 replaces each one, and the replacement waits, Pending, until GPUs are free again.
 
-Slurm: one-GPU batch jobs in the preemptible partition (`backfill` on the local Satori:
-`PreemptType=preempt/partition_prio`, the real partitions a higher PriorityTier,
-`PreemptMode=REQUEUE`). A real job that needs the GPUs preempts them; Slurm requeues them
-and starts them again when the GPUs free up.
+A batch scheduler that can (the registry's schedulers whose class leaves `backfill_unsupported`
+empty: Slurm): one-GPU batch jobs in the preemptible queue (Slurm's partition `backfill` on the
+local Satori: `PreemptType=preempt/partition_prio`, the real partitions a higher PriorityTier,
+`PreemptMode=REQUEUE`). A real job that needs the GPUs preempts them; Slurm requeues them and
+starts them again when the GPUs free up. The scripts are rendered by the one job-script renderer
+for the target's scheduler; submitting, listing and stopping them are the scheduler's own commands.
 
 Resuming: where the GPU step declares `resume_args` (the probe: `--resume --save_every 200`),
 backfill appends them, so a restarted copy continues from its last checkpoint (and a first start,
@@ -20,9 +22,11 @@ volume), so there it finds no checkpoint and starts over. A step without `resume
 whose `--resume` fails when there are no weights yet) restarts from the beginning everywhere.
 
 LSF: preemption is a queue property set by the site (`PREEMPTION=PREEMPTABLE[...]` in
-lsb.queues); pass --backfill-queue naming such a queue. The local LSF command set has none.
+lsb.queues), which Atlas cannot see from outside: it declines LSF backfill, saying so
+(`LsfScheduler.backfill_unsupported`), rather than pretend. The local LSF command set has no
+such queue either.
 
-Pure: the work, its Kubernetes objects and its Slurm scripts; infra.nodes.backfill_apply
+Pure: the work, its Kubernetes objects and its batch scripts; infra.nodes.backfill_apply
 applies and stops them (the API, the login node).
 """
 
@@ -34,8 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.hpc.job_script import render_job_script
-from infra.hpc.scheduler import JobSpec
-from infra.hpc.slurm import SlurmScheduler
+from infra.hpc.scheduler import BACKFILL_QUEUE, JobSpec, Scheduler
 from infra.workload.model import FolderSource, Workload
 from infra.workload.render import render_step
 
@@ -44,7 +47,6 @@ PRIORITY_VALUE = -10
 NAMESPACE = "atlas-backfill"
 MANAGED_BY = "atlas-nodes"
 BACKFILL_LABEL = "atlas.dev/backfill"
-SLURM_PARTITION = "backfill"
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_TAINT_KEY = "nvidia.com/gpu"
 JOBS_DIR = ".atlas/backfill"
@@ -190,11 +192,11 @@ def backfill_namespace(namespace: str = NAMESPACE) -> dict[str, Any]:
     }
 
 
-# --- Slurm ---------------------------------------------------------------------------------------
+# --- a batch scheduler (Slurm) ---------------------------------------------------------------------
 
 
 def slot_argv(work: BackfillWork, index: int) -> tuple[str, ...]:
-    """One Slurm copy's command: its own experiment (logs, checkpoint), since the copies share a run
+    """One batch copy's command: its own experiment (logs, checkpoint), since the copies share a run
     folder and a requeued copy must resume its own checkpoint, not another's."""
     if work.experiment_name is None or work.argv[-2:] != ("--experiment_name", work.experiment_name):
         return work.argv
@@ -206,16 +208,19 @@ def backfill_job_name(environment: str, workload: str, index: int, run_dir: str)
     return f"atlas-backfill-{index}-{digest}"
 
 
-def slurm_scripts(
+def backfill_scripts(
+    scheduler: Scheduler,
     work: BackfillWork,
     environment: str,
     run_dir: str,
     slots: int,
-    partition: str = SLURM_PARTITION,
+    queue: str = BACKFILL_QUEUE,
     telemetry: bool = False,
 ) -> list[tuple[str, str]]:
-    """(job name, script) per one-GPU backfill job, rendered by the one job-script renderer."""
-    scheduler = SlurmScheduler()
+    """(job name, script) per one-GPU backfill job in the preemptible `queue`, rendered by the one
+    job-script renderer for `scheduler`; BackfillError where the scheduler cannot take backfill."""
+    if scheduler.backfill_unsupported:
+        raise BackfillError(f"no backfill on {scheduler.label}: {scheduler.backfill_unsupported}")
     scripts = []
     for index in range(slots):
         name = backfill_job_name(environment, work.workload, index, run_dir)
@@ -229,7 +234,7 @@ def slurm_scripts(
             cpus_per_task=work.cpus,
             memory_mib=work.memory_mib,
             walltime_seconds=work.walltime_seconds,
-            queue=partition,
+            queue=queue,
             telemetry_out=f"telemetry/backfill-{index}.jsonl" if telemetry else None,
             python_path=".atlas/python" if telemetry else None,
             description=f"Atlas backfill of {work.workload}: preemptible, requeued when a real job needs the GPU",

@@ -1,32 +1,31 @@
-"""Starts and stops backfill: apply/delete on the Kubernetes API, sbatch/scancel on a Slurm login node.
+"""Starts and stops backfill: apply/delete on the Kubernetes API, submit/cancel on a batch login node.
 
-What is applied or submitted is rendered by infra.nodes.backfill; every remote command goes
-through infra.hpc.ssh.run_remote's runner.
+What is applied or submitted is rendered by infra.nodes.backfill; on a login node the commands
+and how their answers read are the scheduler's own (its class of infra.hpc.registry: Slurm's
+`sbatch --requeue`, `squeue -p`, `scancel`), and every one goes through the caller's runner
+(infra.hpc.ssh.run_remote).
 """
 
 from __future__ import annotations
 
 import shlex
 import urllib.parse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from infra.hpc.remote import RemoteResult
-from infra.hpc.slurm import SlurmScheduler
+from infra.hpc.remote import Runner
+from infra.hpc.scheduler import BACKFILL_QUEUE, BackfillJob, Scheduler
 from infra.kubeapi import KubeRequestError
 from infra.monitor.kube import KubeClient
 from infra.nodes.backfill import (
     JOBS_DIR,
     NAMESPACE,
-    SLURM_PARTITION,
     BackfillError,
     BackfillWork,
     backfill_deployment,
     backfill_namespace,
     priority_class,
 )
-
-Runner = Callable[[str], RemoteResult]
 
 
 def _object_path(obj: Mapping[str, Any]) -> str:
@@ -63,44 +62,40 @@ def stop_kubernetes(client: KubeClient, workload: str, namespace: str = NAMESPAC
     return True
 
 
-def submit_slurm(runner: Runner, run_dir: str, scripts: Sequence[tuple[str, str]]) -> list[str]:
-    """Write the scripts and submit them with `sbatch --parsable --requeue`; the job ids."""
-    scheduler = SlurmScheduler()
+def submit_backfill(
+    scheduler: Scheduler, runner: Runner, run_dir: str, scripts: Sequence[tuple[str, str]]
+) -> list[str]:
+    """Write the scripts and submit each so that a preempted job is requeued (Slurm's `sbatch
+    --parsable --requeue`); the job ids."""
+    if scheduler.backfill_unsupported:
+        raise BackfillError(f"no backfill on {scheduler.label}: {scheduler.backfill_unsupported}")
     job_dir = f"{run_dir}/{JOBS_DIR}"
     result = runner(f"mkdir -p -- {shlex.quote(job_dir)}/logs")
     if result.exit_code != 0:
         raise BackfillError(f"cannot create {job_dir} on the login node: {result.stderr.strip()}")
     ids = []
     for name, script in scripts:
-        path = f"{JOBS_DIR}/{name}.sbatch"
+        path = f"{JOBS_DIR}/{name}{scheduler.script_suffix}"
         write = runner(
             f"cd -- {shlex.quote(run_dir)} && cat > {shlex.quote(path)} <<'ATLAS_BACKFILL_EOF'\n"
             f"{script}ATLAS_BACKFILL_EOF"
         )
         if write.exit_code != 0:
             raise BackfillError(f"cannot write {run_dir}/{path}: {write.stderr.strip()}")
-        command = scheduler.submit_command(run_dir, path, ()).replace(
-            "sbatch --parsable", "sbatch --parsable --requeue"
-        )
-        ids.append(scheduler.parse_submission(runner(command)))
+        ids.append(scheduler.parse_submission(runner(scheduler.backfill_submit_command(run_dir, path))))
     return ids
 
 
-def stop_slurm(runner: Runner, partition: str = SLURM_PARTITION) -> list[str]:
-    """Cancel this user's jobs in the backfill partition; the ids cancelled."""
-    listing = runner(f'squeue -h -u "$USER" -p {shlex.quote(partition)} -o %i')
-    ids = [line.strip() for line in listing.stdout.splitlines() if line.strip().isdigit()]
+def stop_backfill(scheduler: Scheduler, runner: Runner, queue: str = BACKFILL_QUEUE) -> list[str]:
+    """Cancel the login user's unfinished jobs in the backfill queue; the ids cancelled."""
+    ids = [job.job_id for job in backfill_jobs(scheduler, runner, queue, finished=False)]
     if ids:
-        runner(f"scancel {' '.join(ids)}")
+        runner(scheduler.cancel_command(*ids))
     return ids
 
 
-def slurm_backfill_jobs(runner: Runner, partition: str = SLURM_PARTITION) -> list[dict[str, str]]:
-    """This user's backfill jobs: id, state, reason, restarts (`scontrol` counts requeues)."""
-    result = runner(f"squeue -h -u \"$USER\" -p {shlex.quote(partition)} -t all -o '%i|%T|%r|%j'")
-    jobs = []
-    for line in result.stdout.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) == 4 and parts[0].isdigit():
-            jobs.append({"job_id": parts[0], "state": parts[1], "reason": parts[2], "name": parts[3]})
-    return jobs
+def backfill_jobs(
+    scheduler: Scheduler, runner: Runner, queue: str = BACKFILL_QUEUE, finished: bool = True
+) -> list[BackfillJob]:
+    """The login user's backfill jobs (with `finished`, the ended ones too): id, state, reason, name."""
+    return scheduler.parse_backfill_jobs(runner(scheduler.backfill_jobs_query(queue, finished)))

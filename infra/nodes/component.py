@@ -4,9 +4,10 @@ Children (each `f"{name}-<role>"`, parent=self):
 - Kubernetes: `{name}-provider`, `{name}-priority` (a PriorityClass below every real pod,
   never preempting), `{name}-namespace` (its own, so backfill never uses a run's quota) and
   `{name}-deployment` (one-GPU pods; a preempted pod is replaced and waits for free GPUs);
-- per Slurm environment: `{name}-{env}-scripts` (the job scripts, staged by SFTP) and
-  `{name}-{env}-<i>`, one BatchJob per GPU in the preemptible partition (preempted jobs are
-  requeued by Slurm; destroy cancels them).
+- per batch environment whose scheduler takes backfill (Slurm): `{name}-{env}-scripts` (the job
+  scripts, staged by SFTP) and `{name}-{env}-<i>`, one BatchJob per GPU in the preemptible
+  partition (preempted jobs are requeued by Slurm; destroy cancels them). The scheduler comes
+  from the registry by the target's name; one that cannot take backfill is refused, saying why.
 Everything is rendered before registration (backfill.py's pure functions), no resource is
 created inside an apply.
 """
@@ -21,6 +22,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.hpc.providers import BatchJob, StagedFiles, target_ssh_inputs
+from infra.hpc.registry import scheduler_for
 from infra.hpc.target import HpcTarget
 from infra.hpc.target_parser import validate_remote_path
 from infra.nodes import backfill
@@ -31,7 +33,9 @@ TYPE_TOKEN = "atlas:nodes:Backfill"  # noqa: S105 (a type token, not a password)
 
 
 @dataclass(frozen=True)
-class SlurmBackfillTarget:
+class HpcBackfillTarget:
+    """A batch environment backfill fills: its target (whose scheduler must take backfill)."""
+
     environment: str
     target: HpcTarget
     # The environment's run folder (where the workload's code and data are staged) and what must
@@ -46,7 +50,7 @@ class BackfillArgs:
     work: backfill.BackfillWork
     stack: str
     kubernetes: KubernetesTarget | None = None
-    slurm: tuple[SlurmBackfillTarget, ...] = field(default_factory=tuple)
+    hpc: tuple[HpcBackfillTarget, ...] = field(default_factory=tuple)
     # The image the copies run (the run's own, an output once it is built); else work.image.
     image: pulumi.Input[str] | None = None
 
@@ -54,7 +58,7 @@ class BackfillArgs:
 class Backfill(pulumi.ComponentResource):
     namespace: pulumi.Output[str] | None
     priority_class: pulumi.Output[str] | None
-    slurm_job_ids: dict[str, list[pulumi.Output[str]]]
+    hpc_job_ids: dict[str, list[pulumi.Output[str]]]
 
     def __init__(self, name: str, args: BackfillArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TYPE_TOKEN, name, None, opts)
@@ -64,10 +68,11 @@ class Backfill(pulumi.ComponentResource):
         outputs: dict[str, Any] = {"workload": args.work.workload, "gpus_per_environment": settings.gpus}
         if args.kubernetes is not None:
             outputs["kubernetes"] = self._kubernetes(name, args.kubernetes, settings, args.work, args.image)
-        self.slurm_job_ids = {}
-        for slurm in args.slurm:
-            self.slurm_job_ids[slurm.environment] = self._slurm(name, slurm, settings, args)
-        outputs["slurm"] = {env: pulumi.Output.all(*ids) for env, ids in self.slurm_job_ids.items()}
+        self.hpc_job_ids = {}
+        for hpc in args.hpc:
+            self.hpc_job_ids[hpc.environment] = self._hpc(name, hpc, settings, args)
+        # The key says slurm: the outputs' shape stays as stacks recorded it.
+        outputs["slurm"] = {env: pulumi.Output.all(*ids) for env, ids in self.hpc_job_ids.items()}
         self.outputs = outputs
         self.register_outputs(outputs)
 
@@ -134,21 +139,23 @@ class Backfill(pulumi.ComponentResource):
             "deployment": self.deployment.metadata.name,
         }
 
-    def _slurm(
-        self, name: str, slurm: SlurmBackfillTarget, settings: BackfillSettings, args: BackfillArgs
+    def _hpc(
+        self, name: str, hpc: HpcBackfillTarget, settings: BackfillSettings, args: BackfillArgs
     ) -> list[pulumi.Output[str]]:
-        target = slurm.target
+        target = hpc.target
+        scheduler = scheduler_for(target.scheduler, target.scheduler_options)
         run_dir = validate_remote_path(
-            slurm.run_dir or f"{target.remote_work_dir}/{args.stack}/{slurm.environment}/backfill", "remote_work_dir"
+            hpc.run_dir or f"{target.remote_work_dir}/{args.stack}/{hpc.environment}/backfill", "remote_work_dir"
         )
         # With the environment's run folder, the staged code (.atlas/python) and the sampler are there.
-        scripts = backfill.slurm_scripts(
+        scripts = backfill.backfill_scripts(
+            scheduler,
             args.work,
-            slurm.environment,
+            hpc.environment,
             run_dir,
             settings.gpus,
             settings.partition,
-            telemetry=slurm.run_dir is not None,
+            telemetry=hpc.run_dir is not None,
         )
         ssh_target = target_ssh_inputs(target)
         ssh_secret = pulumi.Output.secret(
@@ -156,7 +163,7 @@ class Backfill(pulumi.ComponentResource):
         )
         files = [
             {
-                "path": f"{backfill.JOBS_DIR}/{job_name}.sbatch",
+                "path": f"{backfill.JOBS_DIR}/{job_name}{scheduler.script_suffix}",
                 "content": script,
                 "sha256": hashlib.sha256(script.encode()).hexdigest(),
                 "mode": 0o644,
@@ -164,27 +171,28 @@ class Backfill(pulumi.ComponentResource):
             for job_name, script in scripts
         ]
         staged = StagedFiles(
-            f"{name}-{slurm.environment}-scripts",
+            f"{name}-{hpc.environment}-scripts",
             ssh_target=ssh_target,
             ssh_secret=ssh_secret,
             run_dir=run_dir,
             files=files,
             directories=[backfill.JOBS_DIR, f"{backfill.JOBS_DIR}/logs"],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(slurm.after)),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(hpc.after)),
         )
         ids = []
         for index, (job_name, script) in enumerate(scripts):
             job = BatchJob(
-                f"{name}-{slurm.environment}-{index}",
+                f"{name}-{hpc.environment}-{index}",
                 ssh_target=ssh_target,
                 ssh_secret=ssh_secret,
-                scheduler="slurm",
+                scheduler=scheduler.name,
+                scheduler_options=target.scheduler_options,
                 step=f"backfill-{index}",
                 job_name=job_name,
                 run_dir=run_dir,
-                script_path=f"{backfill.JOBS_DIR}/{job_name}.sbatch",
+                script_path=f"{backfill.JOBS_DIR}/{job_name}{scheduler.script_suffix}",
                 script=script,
-                log_pattern=f"{backfill.JOBS_DIR}/logs/backfill-{index}.%j",
+                log_pattern=f"{backfill.JOBS_DIR}/logs/backfill-{index}.{scheduler.log_placeholder}",
                 requested_queue=settings.partition,
                 poll_interval_s=target.poll_interval_s,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[staged]),

@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 
 from infra.hpc import ssh
+from infra.hpc.registry import scheduler_for
+from infra.hpc.scheduler import BACKFILL_QUEUE
 from infra.monitor.kube import KubeClient
 from infra.nodes import backfill, backfill_apply
 from localenv import kube, kwok, satori
@@ -184,13 +186,14 @@ def test_the_slurm_backfill_job_is_preempted_requeued_and_runs_again(login: Runn
     assert total, node
     free = int(total.group(1)) - (int(held.group(1)) if held else 0)
     assert free >= 1, f"no free GPU on the local Slurm: {node}"
-    scripts = backfill.slurm_scripts(WORK, "satori-slurm", "h10-backfill", free)
-    ids = backfill_apply.submit_slurm(run, "h10-backfill", scripts)
+    slurm = scheduler_for("slurm")
+    scripts = backfill.backfill_scripts(slurm, WORK, "satori-slurm", "h10-backfill", free)
+    ids = backfill_apply.submit_backfill(slurm, run, "h10-backfill", scripts)
     real = ""
     try:
         assert len(ids) == free
         wait_until(lambda: all(job_fields(run, i).get("JobState") == "RUNNING" for i in ids), "backfill running", 60)
-        assert {job_fields(run, i)["Partition"] for i in ids} == {backfill.SLURM_PARTITION}
+        assert {job_fields(run, i)["Partition"] for i in ids} == {BACKFILL_QUEUE}
         submitted = run(
             "mkdir -p ~/h10-backfill && cd ~/h10-backfill && "
             "sbatch --parsable -p normal --gres=gpu:1 -t 2 --wrap 'sleep 4'"
@@ -217,10 +220,10 @@ def test_the_slurm_backfill_job_is_preempted_requeued_and_runs_again(login: Runn
             180,
             pause=2.0,
         )
-        listed = {j["job_id"]: j for j in backfill_apply.slurm_backfill_jobs(run)}
+        listed = {j.job_id: j for j in backfill_apply.backfill_jobs(slurm, run)}
         assert set(ids) <= set(listed)
     finally:
-        cancelled = backfill_apply.stop_slurm(run)
+        cancelled = backfill_apply.stop_backfill(slurm, run)
         assert set(ids) <= set(cancelled) or not cancelled
         if real:
             run(f"scancel {real}")

@@ -12,10 +12,11 @@ import pulumi
 import pytest
 
 from infra.errors import AtlasConfigError
+from infra.hpc.registry import scheduler_for
 from infra.hpc.remote import RemoteResult
 from infra.hpc.target import HpcTarget
 from infra.nodes import backfill, backfill_apply
-from infra.nodes.component import TYPE_TOKEN, Backfill, BackfillArgs, SlurmBackfillTarget
+from infra.nodes.component import TYPE_TOKEN, Backfill, BackfillArgs, HpcBackfillTarget
 from infra.nodes.settings import BackfillSettings, parse_backfill_settings
 from infra.openshift.target import KubernetesTarget
 from infra.workload.load import load_workload
@@ -25,6 +26,7 @@ from tests.unit.openshift_fixtures import RecordingMonitor, install_mocks
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = load_workload(REPO / "workloads" / "probe" / "workload.yaml")
+SLURM = scheduler_for("slurm")
 
 
 def work() -> backfill.BackfillWork:
@@ -59,7 +61,7 @@ def test_a_workload_without_resume_args_gets_none() -> None:
 
 def test_each_slurm_copy_resumes_its_own_experiment() -> None:
     # The copies share a run folder: one checkpoint (and log) per copy, or a requeued one resumes another's.
-    scripts = backfill.slurm_scripts(work(), "satori-slurm", "runs/x", 3)
+    scripts = backfill.backfill_scripts(SLURM, work(), "satori-slurm", "runs/x", 3)
     for index, (_, script) in enumerate(scripts):
         (line,) = [line for line in script.splitlines() if "workloads.probe train" in line]
         argv = shlex.split(line[line.index("python3") :])
@@ -108,7 +110,7 @@ def test_backfill_follows_the_runs_placement() -> None:
 
 
 def test_slurm_backfill_scripts_go_to_the_preemptible_partition_one_gpu_each() -> None:
-    scripts = backfill.slurm_scripts(work(), "satori-slurm", "runs/local/satori-slurm/probe", 2)
+    scripts = backfill.backfill_scripts(SLURM, work(), "satori-slurm", "runs/local/satori-slurm/probe", 2)
     assert len(scripts) == 2 and len({name for name, _ in scripts}) == 2
     for name, script in scripts:
         assert f"#SBATCH --job-name={name}" in script
@@ -124,12 +126,41 @@ def test_submit_writes_each_script_and_submits_it_requeueable() -> None:
         out = str(40 + len(commands)) if "sbatch --parsable" in command else ""
         return RemoteResult(command, 0, out, "")
 
-    ids = backfill_apply.submit_slurm(runner, "runs/x", backfill.slurm_scripts(work(), "s", "runs/x", 2))
+    ids = backfill_apply.submit_backfill(
+        SLURM, runner, "runs/x", backfill.backfill_scripts(SLURM, work(), "s", "runs/x", 2)
+    )
     assert len(ids) == 2
     submits = [c for c in commands if "sbatch --parsable" in c]
     assert len(submits) == 2 and all("sbatch --parsable --requeue" in c for c in submits)
     writes = [c for c in commands if "<<'ATLAS_BACKFILL_EOF'" in c]
     assert len(writes) == 2 and all("#SBATCH --partition=backfill" in c for c in writes)
+
+
+def test_stop_cancels_the_user_s_unfinished_backfill_jobs_through_the_scheduler() -> None:
+    commands: list[str] = []
+
+    def runner(command: str) -> RemoteResult:
+        commands.append(command)
+        listing = "61|RUNNING|None|atlas-backfill-0-x\n62|PENDING|Resources|atlas-backfill-1-x\n"
+        return RemoteResult(command, 0, listing if command.startswith("squeue") else "", "")
+
+    assert backfill_apply.stop_backfill(SLURM, runner) == ["61", "62"]
+    assert commands[0].startswith('squeue -h -u "$USER" -p backfill ') and " -t all" not in commands[0]
+    assert commands[1] == "scancel 61 62"
+    listed = backfill_apply.backfill_jobs(SLURM, runner)
+    assert [(j.job_id, j.state, j.reason) for j in listed] == [
+        ("61", "RUNNING", "None"),
+        ("62", "PENDING", "Resources"),
+    ]
+    assert " -t all " in commands[-1]
+
+
+def test_a_scheduler_without_backfill_is_refused_saying_why() -> None:
+    lsf = scheduler_for("lsf")
+    with pytest.raises(backfill.BackfillError, match=r"no backfill on LSF: preemption is a queue the site defines"):
+        backfill.backfill_scripts(lsf, work(), "satori", "runs/x", 1)
+    with pytest.raises(backfill.BackfillError, match="no backfill on LSF"):
+        backfill_apply.submit_backfill(lsf, lambda c: RemoteResult(c, 0, "", ""), "runs/x", [("n", "s")])
 
 
 # --- atlas:backfill ------------------------------------------------------------------------------
@@ -183,7 +214,6 @@ def slurm_target(tmp_path: Path) -> HpcTarget:
         private_key_file=tmp_path / "id",
         remote_work_dir="atlas",
         poll_interval_s=2.0,
-        lsf_memory_unit="MB",
     )
 
 
@@ -200,7 +230,7 @@ def test_the_component_declares_priority_namespace_deployment_and_slurm_jobs_as_
             work(),
             "unit",
             kubernetes=target,
-            slurm=(SlurmBackfillTarget("satori-slurm", slurm_target(tmp_path)),),
+            hpc=(HpcBackfillTarget("satori-slurm", slurm_target(tmp_path)),),
         ),
     )
 
@@ -228,7 +258,7 @@ def test_the_component_declares_priority_namespace_deployment_and_slurm_jobs_as_
         assert job["requested_queue"] == "backfill" and "#SBATCH --partition=backfill" in job["script"]
         assert job["run_dir"] == "atlas/unit/satori-slurm/backfill"
 
-    ids = [i for job_ids in component.slurm_job_ids.values() for i in job_ids]
+    ids = [i for job_ids in component.hpc_job_ids.values() for i in job_ids]
     return pulumi.Output.all(component.namespace, component.priority_class, component.deployment.metadata, *ids).apply(
         check
     )
