@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from infra.hpc.job_script import RunIdentity, step_scripts
+from infra.hpc.job_script import SubmissionKey, step_scripts
 from infra.hpc.registry import SCHEDULER_NAMES, scheduler_for
 from infra.openshift.manifests import labels
 from infra.openshift.manifests.pods import PodContext
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             print(line)
         if args.quiet:
             return 0
-        run = RunIdentity("atlas", "<stack>", args.environment, "1", "<run directory>")
+        run = SubmissionKey("atlas", "<stack>", args.environment, "1", "<run directory>")
         for scheduler_name in SCHEDULER_NAMES:
             scripts = step_scripts(workload, scheduler_for(scheduler_name), run, "<queue>")
             for name in steps:

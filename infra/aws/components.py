@@ -28,7 +28,7 @@ import pulumi
 from infra.aws.launch import LaunchSpec, render_launch_script
 from infra.aws.providers import DataBucket, Instance, InstanceRole, KeyPair, SecurityGroup, StagedObjects, common_inputs
 from infra.aws.settings import AwsConfigError, AwsSettings
-from infra.hpc.job_script import RunIdentity, StepScript, step_scripts
+from infra.hpc.job_script import StepScript, SubmissionKey, step_scripts
 from infra.hpc.pipeline import StagedFile, run_directories, staged_file_entries, submit_pipeline
 from infra.hpc.providers import BatchJob, ssh_inputs
 from infra.hpc.registry import scheduler_for
@@ -90,7 +90,7 @@ class AwsEnvironment(pulumi.ComponentResource):
         self.run_dir = f"{REMOTE_WORK_DIR}/{args.stack}/{args.environment}/{workload.name}"
         self.prefix = f"{args.project}/{args.stack}/{args.environment}/{workload.name}"
         scheduler = scheduler_for(SCHEDULER)
-        run = RunIdentity(args.project, args.stack, args.environment, args.run_id, self.run_dir)
+        run = SubmissionKey(args.project, args.stack, args.environment, args.run_id, self.run_dir)
         scripts = step_scripts(workload, scheduler, run, QUEUE)
         files = staged_file_entries(scripts, args.extra_files, True, AwsConfigError)
 

@@ -1,4 +1,4 @@
-"""Plumbing shared by Atlas's Pulumi dynamic providers (infra/hpc/providers.py, infra/aws/providers/).
+"""Plumbing shared by Atlas's Pulumi dynamic providers (infra/hpc/providers/, infra/aws/providers/).
 
 - `inputs.py`: reading a provider call's props: values not known during preview, which inputs
   changed, check failures, and typed numbers with their defaults (pure);
@@ -7,5 +7,6 @@
 
 Providers hold no live objects: dill pickles each provider instance into state *by reference*
 (module and class name), so a provider class must stay importable under the name it was first
-registered with; a moved class leaves a re-export behind (see infra/aws/providers/__init__.py).
+registered with; a moved class leaves a re-export behind (see infra/aws/providers/__init__.py and
+infra/hpc/providers/__init__.py).
 """

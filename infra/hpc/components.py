@@ -6,7 +6,7 @@ Children (each `f"{name}-<role>"`, parent=self):
 - `{name}-<step>`: one `BatchJob` per workload step, chained through the scheduler's own
   dependencies (`-w "done(id)"`, `--dependency=afterok:id`) from the workload's inputs and
   outputs, so the cluster, not Pulumi, sequences the steps;
-- `{name}-<step>-done`: a `JobCompletion` for each step in `wait_for_steps` (the short preparation
+- `{name}-<step>-done`: a `BatchJobCompletion` for each step in `wait_for_steps` (the short preparation
   steps): `pulumi up` waits for it after the whole pipeline is submitted, and fails with the
   step's exit code and log if it did not succeed.
 
@@ -23,7 +23,7 @@ from typing import Any
 
 import pulumi
 
-from infra.hpc.job_script import PYTHON_DIR, RunIdentity, step_scripts
+from infra.hpc.job_script import PYTHON_DIR, SubmissionKey, step_scripts
 from infra.hpc.pipeline import StagedFile, staged_file_entries, submit_pipeline
 from infra.hpc.providers import target_ssh_inputs
 from infra.hpc.registry import scheduler_for
@@ -113,7 +113,7 @@ class HpcEnvironment(pulumi.ComponentResource):
         super().__init__(TYPE_TOKEN, name, None, opts)
         target = args.target
         workload = args.workload
-        scheduler = scheduler_for(target.scheduler, target.lsf_memory_unit)
+        scheduler = scheduler_for(target.scheduler, target.scheduler_options)
         unknown_waits = sorted(set(args.wait_for_steps) - {s.name for s in workload.steps})
         if unknown_waits:
             raise HpcConfigError(
@@ -134,7 +134,7 @@ class HpcEnvironment(pulumi.ComponentResource):
             )
         )
 
-        run = RunIdentity(args.project, args.stack, args.environment, args.run_id, run_dir)
+        run = SubmissionKey(args.project, args.stack, args.environment, args.run_id, run_dir)
         scripts = step_scripts(workload, scheduler, run, target.queue, args.telemetry, target.directives)
         pipeline = submit_pipeline(
             name,
@@ -150,7 +150,7 @@ class HpcEnvironment(pulumi.ComponentResource):
             poll_interval_s=target.poll_interval_s,
             wait_for_steps=args.wait_for_steps,
             wait_timeout_s=args.wait_timeout_s,
-            lsf_memory_unit=target.lsf_memory_unit,
+            scheduler_options=target.scheduler_options,
         )
         self.jobs, self.completions = pipeline.jobs, pipeline.completions
 

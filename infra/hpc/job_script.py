@@ -80,8 +80,9 @@ class StepScript:
 
 
 @dataclass(frozen=True)
-class RunIdentity:
-    """What names a run's jobs: the key of idempotent submission (see `job_name_for`)."""
+class SubmissionKey:
+    """A run's submission key: what names its jobs (`job_name_for`), so a retried submission
+    finds the job it already submitted and never adopts another deployment's."""
 
     project: str
     stack: str
@@ -93,7 +94,7 @@ class RunIdentity:
 def step_scripts(
     workload: Workload,
     scheduler: Scheduler,
-    run: RunIdentity,
+    run: SubmissionKey,
     queue: str | None,
     telemetry: bool = True,
     site: SiteDirectives = NO_SITE_DIRECTIVES,

@@ -18,7 +18,7 @@ from typing import Any
 import pulumi
 
 from infra.hpc.job_script import JOBS_DIR, PYTHON_DIR, StepScript
-from infra.hpc.providers import BatchJob, JobCompletion, StagedFiles
+from infra.hpc.providers import BatchJob, BatchJobCompletion, StagedFiles
 from infra.hpc.scheduler import Scheduler
 from infra.workload.model import Workload
 
@@ -70,7 +70,7 @@ def run_directories(workload: Workload) -> list[str]:
 @dataclass(frozen=True)
 class SubmittedPipeline:
     jobs: dict[str, BatchJob]
-    completions: dict[str, JobCompletion]
+    completions: dict[str, BatchJobCompletion]
 
 
 def submit_pipeline(
@@ -89,12 +89,12 @@ def submit_pipeline(
     wait_for_steps: Sequence[str],
     wait_timeout_s: float,
     depends_on: Sequence[pulumi.Resource] = (),
-    lsf_memory_unit: str = "MB",
+    scheduler_options: Mapping[str, str] | None = None,
 ) -> SubmittedPipeline:
     """`{name}-staged-files`: `files` and the folders the jobs write into, in the run directory
     (after `depends_on`). Then `{name}-<step>`: one BatchJob per step, once the files are in place,
     each chained to the steps whose outputs it reads by the scheduler's own dependency; then
-    `{name}-<step>-done`: a JobCompletion for each step in `wait_for_steps`, so the whole pipeline
+    `{name}-<step>-done`: a BatchJobCompletion for each step in `wait_for_steps`, so the whole pipeline
     is in the queue before any step is awaited."""
     staged = StagedFiles(
         f"{name}-staged-files",
@@ -122,11 +122,13 @@ def submit_pipeline(
             requested_queue=queue,
             after_job_ids=[jobs[d].job_id for d in workload.depends_on(step.name)],
             poll_interval_s=poll_interval_s,
-            lsf_memory_unit=lsf_memory_unit,
+            scheduler_options=scheduler_options,
             opts=pulumi.ResourceOptions(parent=parent, depends_on=[staged]),
         )
     completions = {
-        step: JobCompletion(f"{name}-{step}-done", jobs[step], wait_timeout_s, pulumi.ResourceOptions(parent=parent))
+        step: BatchJobCompletion(
+            f"{name}-{step}-done", jobs[step], wait_timeout_s, pulumi.ResourceOptions(parent=parent)
+        )
         for step in wait_for_steps
     }
     return SubmittedPipeline(jobs, completions)

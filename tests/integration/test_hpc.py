@@ -23,7 +23,7 @@ import pytest
 from infra.hpc import polling, providers, ssh
 from infra.hpc.job_script import render_job_script
 from infra.hpc.polling import lookup_by_name
-from infra.hpc.providers import BatchJobProvider, HpcProviderError, JobCompletionProvider, StagedFilesProvider
+from infra.hpc.providers import BatchJobCompletionProvider, BatchJobProvider, HpcProviderError, StagedFilesProvider
 from infra.hpc.registry import scheduler_for
 from infra.hpc.scheduler import NO_SITE_DIRECTIVES, JobSpec, SchedulerError, SiteDirectives
 from infra.hpc.ssh import output
@@ -247,7 +247,7 @@ def test_a_waited_job_that_succeeds(target: dict[str, Any], scheduler: str) -> N
 @pytest.mark.parametrize("scheduler", SCHEDULERS)
 def test_a_pipeline_submitted_whole_then_awaited(target: dict[str, Any], scheduler: str) -> None:
     """HpcEnvironment's order: every step submitted at once, chained by the scheduler; the
-    preparation step awaited afterwards by a JobCompletion; its failure names the job and the fix."""
+    preparation step awaited afterwards by a BatchJobCompletion; its failure names the job and the fix."""
     provider = BatchJobProvider()
     prep_props = make_job(target, scheduler, ("bash", "-c", "sleep 1; echo broken input >&2; exit 4"))
     prep = provider.create(prep_props)
@@ -257,7 +257,7 @@ def test_a_pipeline_submitted_whole_then_awaited(target: dict[str, Any], schedul
     urn = "urn:pulumi:unit::atlas::pulumi-python:dynamic/hpc:BatchJob::satori-make-hdf5"
     completion = {**prep_props, "job_id": str(prep.id), "job_urn": urn, "wait_timeout_s": 60}
     with pytest.raises(HpcProviderError) as caught:
-        JobCompletionProvider().create(completion)
+        BatchJobCompletionProvider().create(completion)
     message = str(caught.value)
     assert f"job {prep.id}" in message and "exit code 4" in message and "broken input" in message, message
     assert f"pulumi up --replace '{urn}'" in message
@@ -267,7 +267,7 @@ def test_a_pipeline_submitted_whole_then_awaited(target: dict[str, Any], schedul
     provider.delete(str(later.id), later_props)
     ok_props = make_job(target, scheduler, ("true",))
     ok = provider.create(ok_props)
-    done = JobCompletionProvider().create({**ok_props, "job_id": str(ok.id), "wait_timeout_s": 60})
+    done = BatchJobCompletionProvider().create({**ok_props, "job_id": str(ok.id), "wait_timeout_s": 60})
     assert done.id == f"{ok.id}-done" and (done.outs or {})["state"] == "succeeded"
 
 

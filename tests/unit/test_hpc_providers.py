@@ -11,6 +11,7 @@ from pulumi.runtime import rpc
 
 from infra.hpc import polling
 from infra.hpc.job_script import job_name_for
+from infra.hpc.provider_inputs import JobInputs
 from infra.hpc.providers import PROVIDER_VERSION, BatchJobProvider, StagedFilesProvider
 from infra.hpc.registry import scheduler_for
 from infra.hpc.remote import RemoteResult
@@ -119,6 +120,45 @@ def test_diff_code_or_credential_changes_update_in_place() -> None:
     for changes in ({"provider_version": "0+old"}, {"ssh_secret": {"private_key": "other"}}, {"poll_interval_s": 5.0}):
         result = BatchJobProvider().diff("41", outputs(**changes), job_inputs())
         assert result.changes and result.replaces == [], changes
+
+
+# --- scheduler_options: state written with `lsf_memory_unit` reads as the same options -------------
+
+
+def lsf_job(**changes: Any) -> dict[str, Any]:
+    return job_inputs(scheduler="lsf", script_path=".atlas/jobs/train.lsf", log_pattern="logs/train.%J", **changes)
+
+
+def test_old_props_read_back_as_the_same_scheduler_options() -> None:
+    old = JobInputs.of({**lsf_job(), "lsf_memory_unit": "GB"})
+    new = JobInputs.of(lsf_job(scheduler_options={"memory_unit": "GB"}))
+    assert old.scheduler_options == new.scheduler_options == {"memory_unit": "GB"}
+    # A Slurm job's state carried the LSF default too; Slurm takes no options.
+    assert JobInputs.of(job_inputs(lsf_memory_unit="MB")).scheduler_options == {}
+
+
+def test_diff_old_lsf_memory_unit_against_the_same_scheduler_options_keeps_the_job() -> None:
+    olds = {**lsf_job(), "lsf_memory_unit": "MB", "job_id": "41", "state": "running"}
+    same = BatchJobProvider().diff("41", olds, lsf_job(scheduler_options={"memory_unit": "MB"}))
+    assert (same.changes, same.replaces) == (False, [])  # a running training job is not resubmitted
+    slurm = BatchJobProvider().diff("41", outputs(lsf_memory_unit="MB"), job_inputs(scheduler_options={}))
+    assert (slurm.changes, slurm.replaces) == (False, [])
+
+
+def test_diff_a_really_changed_memory_unit_replaces_the_job() -> None:
+    olds = {**lsf_job(), "lsf_memory_unit": "MB", "job_id": "41", "state": "running"}
+    changed = BatchJobProvider().diff("41", olds, lsf_job(scheduler_options={"memory_unit": "GB"}))
+    assert changed.changes and changed.replaces == ["scheduler_options"]
+    new_olds = {**lsf_job(scheduler_options={"memory_unit": "GB"}), "job_id": "41", "state": "running"}
+    back = BatchJobProvider().diff("41", new_olds, lsf_job(scheduler_options={"memory_unit": "KB"}))
+    assert back.changes and back.replaces == ["scheduler_options"]
+
+
+def test_check_refuses_options_the_scheduler_does_not_take() -> None:
+    assert failures(lsf_job(scheduler_options={"memory_unit": "MB"})) == {}
+    assert "memory_unit" in failures(lsf_job(scheduler_options={"memory_unit": "TB"}))["scheduler_options"]
+    slurm = failures(job_inputs(scheduler_options={"memory_unit": "MB"}))
+    assert "not an option of Slurm" in slurm["scheduler_options"]
 
 
 def test_diff_another_host_replaces() -> None:
@@ -310,6 +350,7 @@ def test_hpc_environment_children_outputs_and_dependencies(mocks: Mocks) -> Any:
         # train reads make-hdf5's and inception-moments' outputs: both become scheduler dependencies.
         assert len(train.inputs["after_job_ids"]) == 2
         assert train.inputs["script"].startswith("#!/bin/bash\n#BSUB -J atlas-train-")
+        assert train.inputs["scheduler_options"] == {"memory_unit": "MB"}  # the target's, defaults filled in
 
     return env.outputs.apply(check)
 

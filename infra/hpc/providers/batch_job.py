@@ -1,45 +1,33 @@
-"""Pulumi dynamic resources for the HPC side: `StagedFiles` and `BatchJob`.
+"""`BatchJob`: one scheduler job for one workload step, submitted once and found again by its name.
 
-Lifecycle, as architecture.md asks of batch jobs:
-- preview: `script` is an input, so `pulumi preview --diff` prints the job script that will run;
-- up: `StagedFiles` uploads scripts and inputs over SFTP, checked by sha256; `BatchJob`
-  submits with a name derived from the resource, after looking that name up, so a retry
-  after a dropped connection (or an interrupted `pulumi up`) adopts the job it already
-  submitted instead of submitting it twice;
-- refresh: `read` asks the scheduler, so jobs finished, killed or moved (queue) outside
-  Atlas show up in state; a job cancelled outside is replaced by the next `up`;
+- up: the job is looked up by its unique name first, so a retry after a dropped connection (or an
+  interrupted `pulumi up`) adopts the job it already submitted instead of submitting it twice;
+- refresh: `read` asks the scheduler (polling.py's batched boards), so a job finished, killed or
+  moved outside Atlas shows in state; one cancelled outside is replaced by the next `up`;
 - destroy: `delete` cancels a pending or running job (already gone is fine) and marks its id
-  retired, so a later `up` never adopts it; `StagedFiles` removes what it staged.
+  retired, so a later `up` never adopts it.
 
-Providers hold no live objects (dill pickles them into state): SSH connections come from the
-pool in ssh/, status from the per-host boards in polling.py. Credentials travel in the
-`ssh_secret` input, which the component marks secret; it is never logged, and
-`additional_secret_outputs` keeps it encrypted in state. Their inputs are read, checked and
-typed in provider_inputs.py; what every dynamic provider shares is in infra/dynamic/.
+What every call needs (`JobCall`: the connection, the scheduler and the typed inputs) and the
+wait for a job's end are here too; job_completion.py awaits with them.
 """
 
 from __future__ import annotations
 
-import base64
-import datetime
 import re
 import shlex
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import Any
 
 import pulumi
 import pulumi.dynamic
 
 from infra.dynamic.inputs import changed, is_unknown
-from infra.dynamic.registration import DynamicResource
-from infra.dynamic.version import provider_version
 from infra.hpc import ssh
 from infra.hpc.polling import StatusBoard, board_for, lookup_by_name, query_states
 from infra.hpc.provider_inputs import (
-    DEFAULT_LSF_MEMORY_UNIT,
     DEFAULT_POLL_INTERVAL_S,
     DEFAULT_WAIT_TIMEOUT_S,
     JobInputs,
@@ -47,8 +35,10 @@ from infra.hpc.provider_inputs import (
     check_remote_dir,
     check_ssh,
     endpoint_from,
+    scheduler_options_of,
     ssh_identity,
 )
+from infra.hpc.providers.common import HpcProviderError, SshResource, join_remote, over_ssh, utc_now
 from infra.hpc.registry import SCHEDULER_NAMES as SCHEDULERS
 from infra.hpc.registry import scheduler_for
 from infra.hpc.remote import RemoteResult
@@ -61,155 +51,15 @@ from infra.hpc.scheduler import (
     Scheduler,
     SchedulerError,
 )
-from infra.hpc.target import HpcTarget
-from infra.hpc.target_parser import QUEUE_NAME, load_known_hosts
+from infra.hpc.target import HpcConfigError
+from infra.hpc.target_parser import QUEUE_NAME
 
-_HPC_DIR = Path(__file__).resolve().parent
-# Code changes show up in `pulumi preview` as an update of every HPC resource (and nothing else).
-PROVIDER_VERSION = provider_version(
-    _HPC_DIR / name
-    for name in (
-        "providers.py",
-        "provider_inputs.py",
-        "scheduler.py",
-        "registry.py",
-        "lsf.py",
-        "slurm.py",
-        # The SSH package, every module of it.
-        *(f"ssh/{module.name}" for module in sorted((_HPC_DIR / "ssh").glob("*.py"))),
-        "remote.py",
-        "polling.py",
-    )
-)
 RETIRED_JOBS_FILE = ".atlas/retired-jobs"
-SHA256 = re.compile(r"^[0-9a-f]{64}$")
 STEP_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 LOG_TAIL_LINES = 20
 
-
-class HpcProviderError(Exception):
-    """A failure in a provider call; the message names the job or file and what to do."""
-
-
-def utc_now() -> str:
-    return datetime.datetime.now(tz=datetime.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
-def _join(run_dir: str, relative: str) -> str:
-    return str(PurePosixPath(run_dir) / relative)
-
-
-# --- StagedFiles ---------------------------------------------------------------------------------
-
-
-def _file_bytes(entry: Mapping[str, Any]) -> bytes:
-    if entry.get("content_base64") is not None:
-        return base64.b64decode(str(entry["content_base64"]))
-    if entry.get("content") is not None:
-        return str(entry["content"]).encode()
-    source = entry.get("source")
-    if source is None:
-        raise HpcProviderError(f"staged file {entry.get('path')!r} has neither content nor source")
-    try:
-        return Path(str(source)).read_bytes()
-    except OSError as error:
-        raise HpcProviderError(f"cannot read {source} to stage it as {entry.get('path')}: {error.strerror}") from None
-
-
-class StagedFilesProvider(pulumi.dynamic.ResourceProvider):
-    """Uploads files into a remote run directory; each checked by sha256 on the remote side."""
-
-    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.CheckResult:
-        failures: list[pulumi.dynamic.CheckFailure] = []
-        check_ssh(news, failures)
-        check_remote_dir(news.get("run_dir"), "run_dir", failures)
-        files = news.get("files")
-        if not is_unknown(files):
-            if not isinstance(files, list):
-                failures.append(pulumi.dynamic.CheckFailure("files", "expected a list"))
-            else:
-                seen: set[str] = set()
-                for i, entry in enumerate(files):
-                    if is_unknown(entry):
-                        continue
-                    check_relative_path(entry.get("path"), f"files[{i}].path", failures)
-                    if entry.get("path") in seen:
-                        failures.append(pulumi.dynamic.CheckFailure(f"files[{i}].path", "staged twice"))
-                    seen.add(entry.get("path"))
-                    if not SHA256.match(str(entry.get("sha256", ""))):
-                        failures.append(pulumi.dynamic.CheckFailure(f"files[{i}].sha256", "expected 64 hex digits"))
-        for i, directory in enumerate(news.get("directories") or []):
-            check_relative_path(directory, f"directories[{i}]", failures)
-        return pulumi.dynamic.CheckResult(news, failures)
-
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
-        replaces = [k for k in ("run_dir",) if olds.get(k) != news.get(k)]
-        if is_unknown(news.get("ssh")) or ssh_identity(olds) != ssh_identity(news):
-            replaces.append("ssh")
-        differs = bool(replaces or changed(olds, news, ("files", "directories", "provider_version", "ssh_secret")))
-        if _remote_drifted(olds):
-            differs = True  # refresh saw a file changed or removed on the cluster: upload again
-        return pulumi.dynamic.DiffResult(changes=differs, replaces=replaces, delete_before_replace=True)
-
-    def _stage(self, props: Mapping[str, Any], previous: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
-        conn = ssh.connection(endpoint_from(props))
-        run_dir = str(props["run_dir"])
-        files = list(props.get("files") or [])
-        directories = [run_dir] + [_join(run_dir, d) for d in props.get("directories") or []]
-        directories += sorted({str(PurePosixPath(_join(run_dir, f["path"])).parent) for f in files})
-        ssh.make_directories(conn, directories)
-        paths = [_join(run_dir, f["path"]) for f in files]
-        remote = ssh.remote_sha256(conn, paths)
-        for entry, path in zip(files, paths, strict=True):
-            if remote[path] == entry["sha256"]:
-                continue  # already there (a retry, or only another file changed)
-            content = _file_bytes(entry)
-            if ssh.sha256_hex(content) != entry["sha256"]:
-                raise HpcProviderError(
-                    f"{entry.get('source') or entry['path']} changed since `pulumi preview` computed its sha256; "
-                    "run `pulumi up` again so the preview and the upload agree"
-                )
-            ssh.upload_bytes(conn, content, path, int(entry.get("mode", 0o644)))
-        stale = {_join(run_dir, f["path"]) for f in previous} - set(paths)
-        ssh.remove_files(conn, stale)
-        return {
-            **props,
-            "remote_sha256": {f["path"]: f["sha256"] for f in files},
-            "staged_paths": paths,
-        }
-
-    def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
-        outs = self._stage(props)
-        target = props["ssh"]
-        return pulumi.dynamic.CreateResult(
-            f"{target['user']}@{target['host']}:{target['port']}:{props['run_dir']}", outs
-        )
-
-    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
-        return pulumi.dynamic.UpdateResult(self._stage(news, previous=olds.get("files") or []))
-
-    def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
-        conn = ssh.connection(endpoint_from(props))
-        run_dir = str(props["run_dir"])
-        files = list(props.get("files") or [])
-        remote = ssh.remote_sha256(conn, [_join(run_dir, f["path"]) for f in files])
-        # A missing or edited file shows as a differing sha256: the next `up` uploads it again.
-        observed = {f["path"]: remote[_join(run_dir, f["path"])] or "missing" for f in files}
-        return pulumi.dynamic.ReadResult(id_, {**props, "remote_sha256": observed})
-
-    def delete(self, _id: str, props: dict[str, Any]) -> None:
-        conn = ssh.connection(endpoint_from(props))
-        ssh.remove_files(conn, props.get("staged_paths") or [])
-
-
-def _remote_drifted(olds: Mapping[str, Any]) -> bool:
-    observed = olds.get("remote_sha256") or {}
-    return any(observed.get(f["path"]) != f["sha256"] for f in olds.get("files") or [] if isinstance(f, Mapping))
-
-
-# --- BatchJob ------------------------------------------------------------------------------------
-
-# Inputs whose change means a different job: the old one is cancelled, a new one submitted.
+# Inputs whose change means a different job: the old one is cancelled, a new one submitted. So
+# does a change of `scheduler_options`, compared as the scheduler reads them (_options_changed).
 JOB_DEFINING_INPUTS = (
     "script",
     "script_sha256",
@@ -232,11 +82,10 @@ BATCH_JOB_OUTPUTS = (
     "log_file",
     "scheduler_visible",
 )
-COMPLETION_OUTPUTS = ("state", "exit_code", "finished_at")
 
 
 @dataclass(frozen=True)
-class _Job:
+class JobCall:
     """A BatchJob's connection, scheduler and inputs, for one provider call."""
 
     conn: ssh.PooledConnection
@@ -263,23 +112,23 @@ class _Job:
         return self.board().states(self.scheduler, self.run, job_ids, fresh_after=fresh_after)
 
     def log_file(self, job_id: str) -> str:
-        return _join(self.run_dir, self.inputs.log_pattern.replace(self.scheduler.log_placeholder, job_id))
+        return join_remote(self.run_dir, self.inputs.log_pattern.replace(self.scheduler.log_placeholder, job_id))
 
 
-def _job(props: Mapping[str, Any]) -> _Job:
+def job_call(props: Mapping[str, Any]) -> JobCall:
     inputs = JobInputs.of(props)
-    return _Job(
+    return JobCall(
         ssh.connection(endpoint_from(props)),
-        scheduler_for(inputs.scheduler, inputs.lsf_memory_unit),
+        scheduler_for(inputs.scheduler, inputs.scheduler_options),
         inputs,
         props,
     )
 
 
-def _retired_job_ids(job: _Job) -> set[str]:
+def _retired_job_ids(job: JobCall) -> set[str]:
     """Ids of this job name that Atlas deleted. Lines are `<id> <name>`: ids alone are not enough,
     since a scheduler's id counter can restart (a reinstalled Slurm, MaxJobId wrapping)."""
-    path = _join(job.run_dir, RETIRED_JOBS_FILE)
+    path = join_remote(job.run_dir, RETIRED_JOBS_FILE)
     result = job.run(f"cat -- {shlex.quote(path)} 2>/dev/null || true")
     retired = set()
     for line in result.stdout.splitlines():
@@ -289,7 +138,7 @@ def _retired_job_ids(job: _Job) -> set[str]:
     return retired
 
 
-def _earlier_submission(job: _Job) -> JobState | None:
+def _earlier_submission(job: JobCall) -> JobState | None:
     """A job this resource already submitted (same unique name) that still counts.
 
     Retired jobs (deleted by Atlas) and jobs that failed or were cancelled do not count:
@@ -304,7 +153,7 @@ def _earlier_submission(job: _Job) -> JobState | None:
     return candidates[-1] if candidates else None
 
 
-def _check_dependencies(job: _Job, after: Sequence[str]) -> None:
+def _check_dependencies(job: JobCall, after: Sequence[str]) -> None:
     """Slurm silently drops a dependency on an unknown job, and a failed one blocks forever: refuse both."""
     if not after:
         return
@@ -323,7 +172,7 @@ def _check_dependencies(job: _Job, after: Sequence[str]) -> None:
             )
 
 
-def _submit(job: _Job, after: Sequence[str]) -> str:
+def _submit(job: JobCall, after: Sequence[str]) -> str:
     command = job.scheduler.submit_command(job.run_dir, job.inputs.script_path, after)
     try:
         # Not retried blindly: a submission that was sent but not answered may have happened.
@@ -342,7 +191,7 @@ def _submit(job: _Job, after: Sequence[str]) -> str:
         raise HpcProviderError(f"step {job.inputs.step!r} was not submitted: {error}") from None
 
 
-def _outs(job: _Job, job_id: str, state: JobState | None, submitted_at: str, visible: bool = True) -> dict[str, Any]:
+def _outs(job: JobCall, job_id: str, state: JobState | None, submitted_at: str, visible: bool = True) -> dict[str, Any]:
     return {
         **job.props,
         "job_id": job_id,
@@ -357,13 +206,13 @@ def _outs(job: _Job, job_id: str, state: JobState | None, submitted_at: str, vis
     }
 
 
-def _log_tail(job: _Job, job_id: str) -> str:
+def _log_tail(job: JobCall, job_id: str) -> str:
     path = job.log_file(job_id)
     result = job.run(f"tail -n {LOG_TAIL_LINES} -- {shlex.quote(path)} 2>/dev/null || true")
     return result.stdout.rstrip()
 
 
-def _wait_until_finished(job: _Job, job_id: str) -> JobState:
+def wait_until_finished(job: JobCall, job_id: str) -> JobState:
     timeout = job.inputs.wait_timeout_s
     deadline = time.monotonic() + timeout
     asked_at: float | None = None
@@ -395,6 +244,19 @@ def _wait_until_finished(job: _Job, job_id: str) -> JobState:
     return state
 
 
+def _options_changed(olds: Mapping[str, Any], news: Mapping[str, Any]) -> bool:
+    """Whether the scheduler's own options mean something else now: compared as its class reads
+    them, so state written before `scheduler_options` (which holds the scheduler's older spelling
+    of them) equals the same options spelt the new way: a running job is not resubmitted for a
+    renamed input."""
+    if is_unknown(news.get("scheduler_options")):
+        return True
+    try:
+        return scheduler_options_of(olds) != scheduler_options_of(news)
+    except (HpcConfigError, SchedulerError):
+        return True
+
+
 class BatchJobProvider(pulumi.dynamic.ResourceProvider):
     """One scheduler job for one workload step."""
 
@@ -408,6 +270,11 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
         value = news.get("scheduler")
         if not is_unknown(value) and value not in SCHEDULERS:
             fail("scheduler", f"expected one of {', '.join(SCHEDULERS)}, found {value!r}")
+        elif not is_unknown(value) and not is_unknown(news.get("scheduler_options")):
+            try:
+                scheduler_options_of(news)
+            except HpcConfigError as error:
+                fail("scheduler_options", str(error))
         value = news.get("job_name")
         if not is_unknown(value) and not (isinstance(value, str) and JOB_NAME.match(value)):
             fail("job_name", f"{value!r}: use at most 63 lower-case letters, digits and '-'")
@@ -436,6 +303,8 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
         replaces = changed(olds, news, JOB_DEFINING_INPUTS)
+        if _options_changed(olds, news):
+            replaces.append("scheduler_options")
         if is_unknown(news.get("ssh")) or ssh_identity(olds) != ssh_identity(news):
             replaces.append("ssh")
         if olds.get("state") == Phase.CANCELLED.value:
@@ -455,8 +324,8 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
         )
 
     def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
-        job = _job(props)
-        script_path = _join(job.run_dir, job.inputs.script_path)
+        job = job_call(props)
+        script_path = join_remote(job.run_dir, job.inputs.script_path)
         staged = ssh.remote_sha256(job.conn, [script_path])[script_path]
         if staged != props["script_sha256"]:
             raise HpcProviderError(
@@ -475,11 +344,11 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
             submitted_at = utc_now()
             job_id = _submit(job, after)
         job.board().invalidate([job_id])
-        state = _wait_until_finished(job, job_id) if job.inputs.wait else None
+        state = wait_until_finished(job, job_id) if job.inputs.wait else None
         return pulumi.dynamic.CreateResult(job_id, _outs(job, job_id, state, submitted_at))
 
     def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
-        job = _job(props)
+        job = job_call(props)
         state = job.board_states([id_])[id_]
         if state is None:
             # Past the scheduler's memory (CLEAN_PERIOD, MinJobAge, no accounting): keep what was
@@ -495,8 +364,8 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
         return pulumi.dynamic.UpdateResult({**news, **{k: olds.get(k) for k in BATCH_JOB_OUTPUTS}})
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
-        job = _job(props)
-        # The state recorded at submission is stale (the pipeline is awaited by JobCompletion, not
+        job = job_call(props)
+        # The state recorded at submission is stale (the pipeline is awaited by BatchJobCompletion, not
         # here): ask the scheduler, in one batched query for every job being deleted, so a job
         # that already ended is retired without a cancel and never reported as cancelled.
         seen = job.board_states([id_]).get(id_)
@@ -506,7 +375,7 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
         outcome = CancelOutcome.ALREADY_FINISHED
         if last_state not in finished:
             outcome = job.scheduler.parse_cancel(id_, job.run(job.scheduler.cancel_command(id_)))
-        retired = _join(job.run_dir, RETIRED_JOBS_FILE)
+        retired = join_remote(job.run_dir, RETIRED_JOBS_FILE)
         retire = f"mkdir -p -- {shlex.quote(str(PurePosixPath(retired).parent))}"
         retire += f" && echo {shlex.quote(f'{id_} {job.name}')} >> {shlex.quote(retired)}"
         ssh.run_remote(job.conn, retire, safe_to_retry=True)
@@ -515,106 +384,7 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
             pulumi.log.info(f"cancelled job {id_} ({job.name})")
 
 
-class JobCompletionProvider(pulumi.dynamic.ResourceProvider):
-    """Waits for a submitted job to finish; a job that did not succeed fails `pulumi up` with its
-    exit code and the end of its log.
-
-    Apart from the BatchJob, so a pipeline is submitted whole at once (each step chained to
-    the one before by the scheduler's own dependency, as a user would with `-w done()` or
-    `--dependency=afterok`) and only then awaited: the scheduler starts a step when its
-    predecessor ends, not when Atlas next polls and submits it.
-    """
-
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
-        replaces = changed(olds, news, ("job_id", "scheduler"))
-        updates = changed(
-            olds, news, ("provider_version", "wait_timeout_s", "poll_interval_s", "ssh_secret", "ssh", "job_urn")
-        )
-        return pulumi.dynamic.DiffResult(changes=bool(replaces or updates), replaces=replaces)
-
-    def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
-        job_id = str(props["job_id"])
-        state = _wait_until_finished(_job(props), job_id)
-        outs = {**props, "state": state.phase.value, "exit_code": state.exit_code, "finished_at": state.finish_time}
-        return pulumi.dynamic.CreateResult(f"{job_id}-done", outs)
-
-    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
-        return pulumi.dynamic.UpdateResult({**news, **{k: olds.get(k) for k in COMPLETION_OUTPUTS}})
-
-    def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
-        # What the job did afterwards is its BatchJob's to report (refresh reads it there).
-        return pulumi.dynamic.ReadResult(id_, props)
-
-    def delete(self, _id: str, _props: dict[str, Any]) -> None:
-        return None  # nothing to undo: waiting changed nothing
-
-
-# --- the resources -------------------------------------------------------------------------------
-
-
-def ssh_inputs(
-    host: str, port: int, user: str, known_hosts: str, known_hosts_source: str, private_key_file: str | None
-) -> dict[str, Any]:
-    return {
-        "host": host,
-        "port": port,
-        "user": user,
-        "known_hosts": known_hosts,
-        "known_hosts_source": known_hosts_source,
-        "private_key_file": private_key_file,
-    }
-
-
-def target_ssh_inputs(target: HpcTarget) -> dict[str, Any]:
-    """The `ssh` input for a cluster's login node, from its validated target."""
-    return ssh_inputs(
-        target.host,
-        target.port,
-        target.user,
-        load_known_hosts(target),
-        target.known_hosts_source,
-        str(target.private_key_file) if target.private_key_file else None,
-    )
-
-
-class _SshResource(DynamicResource):
-    """A dynamic resource reached over SSH. The key (`ssh_secret`) is secret on the way in; this
-    keeps it encrypted in state on the way out too."""
-
-    SECRET_OUTPUTS = ("ssh_secret",)
-
-
-def _over_ssh(ssh_target: pulumi.Input[dict[str, Any]], ssh_secret: pulumi.Input[dict[str, Any]]) -> dict[str, Any]:
-    """The inputs every resource reached over SSH has: the code version, the login node and its key."""
-    return {"provider_version": PROVIDER_VERSION, "ssh": ssh_target, "ssh_secret": ssh_secret}
-
-
-class StagedFiles(_SshResource, module="hpc", name="StagedFiles"):
-    remote_sha256: pulumi.Output[dict[str, str]]
-    staged_paths: pulumi.Output[list[str]]
-    run_dir: pulumi.Output[str]
-
-    def __init__(
-        self,
-        name: str,
-        *,
-        ssh_target: pulumi.Input[dict[str, Any]],
-        ssh_secret: pulumi.Input[dict[str, Any]],
-        run_dir: str,
-        files: Sequence[Mapping[str, Any]],
-        directories: Sequence[str] = (),
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
-        inputs = {
-            **_over_ssh(ssh_target, ssh_secret),
-            "run_dir": run_dir,
-            "files": [dict(f) for f in files],
-            "directories": list(directories),
-        }
-        super().__init__(StagedFilesProvider(), name, inputs, ("remote_sha256", "staged_paths"), opts)
-
-
-class BatchJob(_SshResource, module="hpc", name="BatchJob"):
+class BatchJob(SshResource, module="hpc", name="BatchJob"):
     job_id: pulumi.Output[str]
     job_name: pulumi.Output[str]
     state: pulumi.Output[str]
@@ -643,13 +413,14 @@ class BatchJob(_SshResource, module="hpc", name="BatchJob"):
         wait: bool = False,
         wait_timeout_s: float = DEFAULT_WAIT_TIMEOUT_S,
         poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
-        lsf_memory_unit: str = DEFAULT_LSF_MEMORY_UNIT,
+        scheduler_options: Mapping[str, str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         inputs: dict[str, Any] = {
-            **_over_ssh(ssh_target, ssh_secret),
+            **over_ssh(ssh_target, ssh_secret),
             "scheduler": scheduler,
-            "lsf_memory_unit": lsf_memory_unit,
+            # What only this scheduler reads, as its class's `parse_options` returned them.
+            "scheduler_options": dict(scheduler_options or {}),
             "step": step,
             "job_name": job_name,
             "run_dir": run_dir,
@@ -667,35 +438,3 @@ class BatchJob(_SshResource, module="hpc", name="BatchJob"):
             "poll_interval_s": poll_interval_s,
         }
         super().__init__(BatchJobProvider(), name, inputs, BATCH_JOB_OUTPUTS, opts)
-
-
-_COMPLETION_INPUTS = (
-    "ssh",
-    "ssh_secret",
-    "scheduler",
-    "lsf_memory_unit",
-    "step",
-    "job_name",
-    "run_dir",
-    "log_pattern",
-    "poll_interval_s",
-)
-
-
-class JobCompletion(_SshResource, module="hpc", name="JobCompletion"):
-    """The end of a BatchJob's job, awaited (see JobCompletionProvider)."""
-
-    state: pulumi.Output[str]
-    exit_code: pulumi.Output[int | None]
-    finished_at: pulumi.Output[str]
-
-    def __init__(self, name: str, job: BatchJob, wait_timeout_s: float, opts: pulumi.ResourceOptions | None = None):
-        # What reaching the scheduler and naming the log takes, from the job itself.
-        inputs = {
-            "provider_version": PROVIDER_VERSION,
-            **{k: getattr(job, k) for k in _COMPLETION_INPUTS},
-            "job_id": job.job_id,
-            "job_urn": job.urn,
-            "wait_timeout_s": wait_timeout_s,
-        }
-        super().__init__(JobCompletionProvider(), name, inputs, COMPLETION_OUTPUTS, opts)
