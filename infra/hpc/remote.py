@@ -1,8 +1,8 @@
 """The SSH model: a login node to reach (`SshEndpoint`) and what a command there returned (`RemoteResult`).
 
 Plain frozen dataclasses with no connection behind them, so the schedulers' pure parsers
-(lsf.py, slurm.py, scheduler.py) and the providers' input readers use them without importing
-paramiko; the ssh package connects with them.
+(scheduler.py and each scheduler's package) and the providers' input readers use them without
+importing paramiko; the ssh package connects with them.
 """
 
 from __future__ import annotations

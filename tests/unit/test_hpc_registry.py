@@ -31,7 +31,8 @@ from infra.hpc.target import HpcConfigError
 from infra.monitor.hpc import HpcSource
 from infra.nodes.settings import BackfillSettings, check_backfill_targets
 
-HPC = Path(__file__).resolve().parents[2] / "infra" / "hpc"
+ROOT = Path(__file__).resolve().parents[2]
+HPC = ROOT / "infra" / "hpc"
 REC = Path(__file__).parent / "data" / "compare"
 OUTPUTS = json.loads((REC / "stack_outputs.json").read_text())["environments"]
 
@@ -60,6 +61,43 @@ def test_scheduler_py_imports_no_scheduler_of_its_own() -> None:
         node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module is not None
     }
     assert not {m for m in imported if m.startswith(("infra.hpc.lsf", "infra.hpc.slurm", "infra.hpc.registry"))}
+
+
+def _imported(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    found = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    found |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    return found
+
+
+def test_infra_hpc_imports_neither_the_report_nor_the_monitor_nor_nodes() -> None:
+    """Dependencies run one way: compare, monitor and nodes use infra/hpc, never the reverse."""
+    consumers = ("infra.compare", "infra.monitor", "infra.nodes")
+    wrong = {
+        path.relative_to(ROOT).as_posix(): sorted(m for m in _imported(path) if m.startswith(consumers))
+        for path in sorted(HPC.rglob("*.py"))
+    }
+    assert not {k: v for k, v in wrong.items() if v}
+
+
+def test_only_the_registry_and_the_schedulers_own_packages_name_a_scheduler_class() -> None:
+    """Every caller asks the registry: no `LsfScheduler()` or `from infra.hpc.slurm import ...` elsewhere."""
+    allowed = {HPC / "registry.py"} | {p for name in SCHEDULER_NAMES for p in (HPC / name).rglob("*.py")}
+    packages = tuple(f"infra.hpc.{name}" for name in SCHEDULER_NAMES)
+    classes = {cls.__name__ for cls in SCHEDULER_CLASSES.values()}
+    offenders = []
+    for path in sorted(p for top in ("infra", "stacks", "bench") for p in (ROOT / top).rglob("*.py")):
+        if path in allowed:
+            continue
+        tree = ast.parse(path.read_text())
+        if any(m == p or m.startswith(f"{p}.") for m in _imported(path) for p in packages):
+            offenders.append(f"{path.relative_to(ROOT)} imports a scheduler's package")
+        named = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
+            n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+        }
+        if named & classes:
+            offenders.append(f"{path.relative_to(ROOT)} names {sorted(named & classes)}")
+    assert not offenders
 
 
 def test_every_registered_scheduler_has_the_monitors_reads() -> None:
