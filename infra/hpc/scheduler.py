@@ -316,7 +316,8 @@ class Scheduler(ABC):
     @abstractmethod
     def record_query(self, job_ids: Sequence[str]) -> str:
         """One command for every job's lifecycle (times printed under TZ=UTC), also the monitor's
-        status query: what the scheduler still holds in memory."""
+        status query: what the scheduler still holds in memory. The ids come from the stack
+        outputs, so each is quoted (an id no scheduler knows is simply not found)."""
 
     @abstractmethod
     def record_query_answered(self, live: RemoteResult) -> bool:

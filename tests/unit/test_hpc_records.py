@@ -67,6 +67,10 @@ def test_the_record_queries_print_times_under_utc_for_every_job_at_once() -> Non
         ["TZ=UTC", "sacct", "-n"],
         ["TZ=UTC", "sacct", "-c"],  # no slurmdbd: the jobcomp file
     ]
+    # The ids come from the stack outputs: whatever they hold reaches the shell quoted.
+    assert LSF.record_query(["1; id"]).endswith(" -json '1; id'")
+    assert SLURM.record_query(["1", "$(id)"]).endswith(" -j '1,$(id)'")
+    assert all(q.endswith(" -j '1,$(id)'") for q in SLURM.history_queries(["1", "$(id)"]))
 
 
 # --- LSF ----------------------------------------------------------------------------------------

@@ -204,7 +204,7 @@ class LsfScheduler(Scheduler):
     # --- the report's records -------------------------------------------------------------------
 
     def record_query(self, job_ids: Sequence[str]) -> str:
-        return records.bjobs_query(validate_job_ids(job_ids))
+        return records.bjobs_query(job_ids)
 
     def record_query_answered(self, live: RemoteResult) -> bool:
         # bjobs -json exits 255 when some ids are unknown, yet its JSON is complete.
@@ -214,7 +214,7 @@ class LsfScheduler(Scheduler):
         return records.bjobs_forgot(live, job_ids)
 
     def history_queries(self, job_ids: Sequence[str]) -> list[str]:
-        return [records.bhist_query(validate_job_ids(job_ids))]
+        return [records.bhist_query(job_ids)]
 
     def step_records(
         self,

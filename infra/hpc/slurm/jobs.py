@@ -8,6 +8,7 @@ Status is read from `squeue -O` fields and `sacct -P`, never `squeue --json` (se
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 
 from infra.hpc.remote import RemoteResult
@@ -58,7 +59,7 @@ def slurm_phase(native_state: str) -> Phase:
 def sacct_command(job_ids: Sequence[str], *, jobcomp: bool = False) -> str:
     """`sacct` for these jobs: slurmdbd's accounting, or with `jobcomp` the job-completion log,
     which still records finished jobs without slurmdbd."""
-    ids = ",".join(job_ids)
+    ids = shlex.quote(",".join(job_ids))
     return f"sacct -c -n -P -o {SACCT_FIELDS} -j {ids}" if jobcomp else f"sacct -n -P -X -o {SACCT_FIELDS} -j {ids}"
 
 

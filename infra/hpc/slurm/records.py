@@ -57,7 +57,8 @@ SQUEUE_QUERY = "TZ=UTC squeue -h -t all -O " + shlex.quote(",".join(f"{f}:|" for
 
 
 def squeue_query(job_ids: Sequence[str]) -> str:
-    return f"{SQUEUE_QUERY} {','.join(job_ids)}"
+    # The ids come from the stack outputs: quoted, though Atlas's are plain numbers.
+    return f"{SQUEUE_QUERY} {shlex.quote(','.join(job_ids))}"
 
 
 def sacct_queries(job_ids: Sequence[str]) -> list[str]:

@@ -194,7 +194,7 @@ class SlurmScheduler(Scheduler):
     # --- the report's records -------------------------------------------------------------------
 
     def record_query(self, job_ids: Sequence[str]) -> str:
-        return records.squeue_query(validate_job_ids(job_ids))
+        return records.squeue_query(job_ids)
 
     def record_query_answered(self, live: RemoteResult) -> bool:
         # Exit 1 with "Invalid job id specified": none of the jobs is known any more, an answer.
@@ -204,7 +204,7 @@ class SlurmScheduler(Scheduler):
         return records.squeue_forgot(live, job_ids)
 
     def history_queries(self, job_ids: Sequence[str]) -> list[str]:
-        return records.sacct_queries(validate_job_ids(job_ids))
+        return records.sacct_queries(job_ids)
 
     def step_records(
         self,
