@@ -22,13 +22,13 @@ from infra.compare.kube_records import (
 )
 from infra.compare.records import StepRecord
 from infra.compare.report_model import MOCK_GPU
-from infra.timeparse import rfc3339
 from infra.hpc.scheduler import Phase
 from infra.monitor.estimate import RunningJob, estimate_wait
 from infra.monitor.kube import KubeCache
 from infra.monitor.model import REAL, SIMULATED_NODE, EnvironmentView, NodeView, StepView
 from infra.monitor.sources import EnvironmentSource, ViewContext, step_view
 from infra.outputs import PROVENANCE_NOT_STATED, KubernetesOutputs
+from infra.timeparse import rfc3339
 
 RECENT_S = 3600.0  # waits of pods scheduled within this window feed the estimate
 KUBE_PHASES = {"Complete": Phase.SUCCEEDED, "Failed": Phase.FAILED, "NotFound": Phase.UNKNOWN}
