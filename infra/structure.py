@@ -37,8 +37,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("dynamic", "workload_source", "telemetry"),
     ("workload", "kubeapi", "schemas"),
     (
-        "validation", "errors", "kubeconfig", "outputs", "timeparse", "toolchain", "structure", "maps", "exports",
-        "extras",
+        "validation", "errors", "kubeconfig", "outputs", "timeparse", "job_records", "toolchain", "structure", "maps",
+        "exports", "extras",
     ),
 )
 LONG_FILE_LINES = 600  # a file past this is one to split (issue 29: files one can read)
