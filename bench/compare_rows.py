@@ -93,8 +93,11 @@ def child(home: Path, out: Path, workers: int | None) -> dict[str, float]:
     if workers:
         original = telemetry.load_sampler_jsonl
         telemetry.load_sampler_jsonl = lambda path, source: original(path, source, workers=workers)  # type: ignore[assignment,misc]
+    from infra.outputs import HpcOutputs, read_environment
+
     imported = time.perf_counter()
-    outputs = json.loads((RECORDED / "stack_outputs.json").read_text())["environments"]["satori"]
+    raw = json.loads((RECORDED / "stack_outputs.json").read_text())["environments"]["satori"]
+    outputs = read_environment(HpcOutputs, raw, "satori")
     bjobs = (RECORDED / "bjobs.json").read_text()
     records = hpc_collector.collect_hpc(
         "satori",

@@ -40,3 +40,20 @@ def project_with_workloads(folder: Path) -> Path:
     if not link.exists():
         link.symlink_to(REPO_ROOT / "workloads")
     return folder
+
+
+def hpc_outputs(raw: Any, name: str = "site") -> Any:
+    """An HPC side's outputs as the readers get them (infra.outputs.HpcOutputs) from a test's dict,
+    the fields it does not care about (where the login node is, the run folder) left empty."""
+    from infra.outputs import HpcOutputs, read_environment
+
+    defaults = {
+        "scheduler": "",
+        "host": "",
+        "port": 22,
+        "user": "",
+        "run_dir": "",
+        "telemetry": {"path": ""},
+        "logs": {"path": ""},
+    }
+    return read_environment(HpcOutputs, {**defaults, **raw}, name)

@@ -9,9 +9,7 @@ files are read by `infra.compare.run_files`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from infra.compare.records import DEFAULT_CONTRACT, EnvironmentRecords, Missing, ReportContract, StepRecord
 from infra.compare.remote_files import RemoteFiles
@@ -19,12 +17,12 @@ from infra.compare.run_files import collect_logs, collect_telemetry, staged_file
 from infra.hpc.registry import scheduler_for
 from infra.hpc.remote import Runner
 from infra.hpc.scheduler import SubmittedStep
-from infra.hpc.target import PROVENANCE_NOT_STATED
+from infra.outputs import HpcOutputs
 
 
 def collect_hpc(
     name: str,
-    outputs: Mapping[str, Any],
+    outputs: HpcOutputs,
     runner: Runner,
     files: RemoteFiles,
     raw_dir: Path,
@@ -32,15 +30,14 @@ def collect_hpc(
 ) -> EnvironmentRecords:
     """The scheduler's records, the sampler's telemetry and the training logs of one HPC side.
     A `scheduler` that infra.hpc does not drive raises UnknownSchedulerError (a ValueError)."""
-    scheduler = scheduler_for(outputs.get("scheduler", ""))
+    scheduler = scheduler_for(outputs.scheduler)
     steps = SubmittedStep.all_of(outputs)
-    host = f"{outputs.get('user')}@{outputs.get('host')}:{outputs.get('port')}"
-    where = f"on {host} (SFTP)"
+    where = f"on {outputs.login} (SFTP)"
     raw_dir.mkdir(parents=True, exist_ok=True)
 
     telemetry, argv = collect_telemetry(
         [s.step for s in steps],
-        outputs.get("telemetry", {}).get("path", ""),
+        outputs.telemetry.path,
         files,
         raw_dir,
         where,
@@ -48,23 +45,22 @@ def collect_hpc(
 
     records: tuple[StepRecord, ...] | Missing = Missing("the stack outputs list no steps")
     if steps:
-        records = scheduler.collect_step_records(runner, steps, str(outputs.get("host")), argv)
-    logs_dir = outputs.get("logs", {}).get("path", "")
-    training, throughput = collect_logs(contract, logs_dir, files, raw_dir, where, argv)
+        records = scheduler.collect_step_records(runner, steps, outputs.host, argv)
+    training, throughput = collect_logs(contract, outputs.logs.path, files, raw_dir, where, argv)
 
     return EnvironmentRecords(
         name=name,
-        kind="hpc",
+        kind=outputs.kind,
         platform=f"{scheduler.label} over SSH",
-        gpus=outputs.get("gpus"),
+        gpus=outputs.gpus_requested,
         gpu_product=None,
         steps=records,
         telemetry=telemetry,
         training=training,
         throughput=throughput,
         measured_step=contract.step,
-        staging=staged_files(outputs.get("run_dir", ""), files, host),
+        staging=staged_files(outputs.run_dir, files, outputs.login),
         cost_profile="satori",
         # Stack outputs from before Atlas recorded it say nothing: never taken for real.
-        provenance=str(outputs.get("provenance") or PROVENANCE_NOT_STATED),
+        provenance=outputs.provenance,
     )

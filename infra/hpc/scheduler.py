@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 from infra.hpc.remote import RemoteResult, Runner
 from infra.job_records import HpcNode, QueueJob, StepRecord, step_record
+from infra.outputs import HpcOutputs
 
 JOB_ID = re.compile(r"^[0-9]{1,12}$")
 # Job names Atlas gives its jobs: scheduler-safe everywhere (LSF, Slurm, file names).
@@ -150,11 +151,9 @@ class SubmittedStep:
     submitted_at: str = ""  # when Atlas submitted it (ISO 8601, UTC): the year LSF does not print
 
     @classmethod
-    def all_of(cls, outputs: Mapping[str, Any]) -> tuple[SubmittedStep, ...]:
-        """Every step an HPC side's stack outputs list (`steps`: name, job_id, submitted_at)."""
-        return tuple(
-            cls(str(s["name"]), str(s["job_id"]), str(s.get("submitted_at") or "")) for s in outputs.get("steps", [])
-        )
+    def all_of(cls, outputs: HpcOutputs) -> tuple[SubmittedStep, ...]:
+        """Every step an HPC side's stack outputs list."""
+        return tuple(cls(s.name, s.job_id, s.submitted_at) for s in outputs.steps)
 
 
 # By step: the command line the step's sampler recorded (the report puts it beside the record).

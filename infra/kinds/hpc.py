@@ -88,9 +88,7 @@ class HpcKind(EnvironmentKind[HpcOutputs]):
         def runner(command: str) -> ssh.RemoteResult:
             return ssh.run_remote(connection, command, check=False, safe_to_retry=True, timeout=60)
 
-        # Until the report's HPC side reads HpcOutputs itself: its dict, `gpus` as it read it.
-        legacy = {**outputs.to_dict(), "gpus": outputs.gpus_requested}
-        return collect_hpc(name, legacy, runner, SftpFiles(connection.sftp()), raw_dir, contract)
+        return collect_hpc(name, outputs, runner, SftpFiles(connection.sftp()), raw_dir, contract)
 
     def unreachable(self, name: str, outputs: HpcOutputs, reason: str) -> EnvironmentRecords:
         from infra.compare.records import without_records
@@ -183,5 +181,5 @@ def polled_source(
     def runner(command: str) -> ssh.RemoteResult:
         return ssh.run_remote(connection, command, check=False, safe_to_retry=True, timeout=60)
 
-    poller = HpcSource(name, outputs.to_dict(), runner, interval_s)
+    poller = HpcSource(name, outputs, runner, interval_s)
     return HpcEnvironmentSource(name, outputs, poller, kind, where)

@@ -20,9 +20,8 @@ import posixpath
 import shlex
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from infra.hpc.registry import scheduler_for
 from infra.hpc.remote import RemoteResult, Runner
@@ -35,6 +34,7 @@ from infra.monitor.hpc_reads import (
     sections_script,
 )
 from infra.monitor.model import HpcPoll, StepRecord, StepTelemetry
+from infra.outputs import HpcOutputs
 
 
 @dataclass
@@ -42,7 +42,7 @@ class HpcSource:
     """One HPC environment of the stack outputs, polled at most every `interval_s`."""
 
     name: str
-    outputs: Mapping[str, Any]
+    outputs: HpcOutputs
     runner: Runner
     interval_s: float = 30.0
     telemetry_lines: int = TELEMETRY_LINES
@@ -56,7 +56,7 @@ class HpcSource:
 
     @property
     def scheduler(self) -> str:
-        return str(self.outputs.get("scheduler", ""))
+        return self.outputs.scheduler
 
     def _run(self, command: str) -> RemoteResult:
         self.calls += 1
@@ -74,11 +74,11 @@ class HpcSource:
 
     def node_sections(self, running: Sequence[str]) -> list[tuple[str, str]]:
         sections = list(self.scheduler_of().monitor_sections())
-        telemetry_dir = str((self.outputs.get("telemetry") or {}).get("path", ""))
+        telemetry_dir = self.outputs.telemetry.path
         for step in running:
             path = posixpath.join(telemetry_dir, f"{step}.jsonl")
             sections.append((f"telemetry {step}", f"tail -n {int(self.telemetry_lines)} -- {shlex.quote(path)}"))
-        logs_dir = str((self.outputs.get("logs") or {}).get("path", ""))
+        logs_dir = self.outputs.logs.path
         if running and logs_dir:
             sections.append(("log", f"tail -q -n 2 -- {shlex.quote(logs_dir)}/*_log.jsonl"))
         return sections
@@ -103,7 +103,7 @@ class HpcSource:
         if submitted:
             command = self.status_command()
             commands.append(command)
-            steps = scheduler.live_step_records(submitted, command, self._run(command), str(self.outputs.get("host")))
+            steps = scheduler.live_step_records(submitted, command, self._run(command), self.outputs.host)
         # LSF prints a running job's expected end as FINISH_TIME (`... E`, from its run limit): a job
         # that has not finished has no finish time here.
         steps = tuple(
@@ -118,7 +118,7 @@ class HpcSource:
         sections = parse_sections(self._run(script).stdout)
         nodes, node_error = scheduler.read_nodes(sections)
         telemetry: dict[str, StepTelemetry] = {}
-        host = f"{self.outputs.get('user')}@{self.outputs.get('host')}"
+        host = f"{self.outputs.user}@{self.outputs.host}"
         for step in running:
             code, text = sections.get(f"telemetry {step}", (-1, ""))
             if code == 0:

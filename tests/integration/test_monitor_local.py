@@ -113,7 +113,7 @@ def monitor_of(
             sources[name] = KubeSource(name, env, cache)
         else:
             assert isinstance(env, HpcOutputs)
-            pollers[name] = HpcSource(name, outputs["environments"][name], run, interval)
+            pollers[name] = HpcSource(name, env, run, interval)
             sources[name] = HpcEnvironmentSource(name, env, pollers[name])
     return Monitor(typed.run, sources, shape, interval), pollers
 

@@ -43,6 +43,7 @@ from infra.hpc.registry import UnknownSchedulerError, scheduler_for
 from infra.hpc.remote import RemoteResult
 from infra.kinds import read_stack_outputs
 from infra.timeparse import rfc3339
+from tests.support import hpc_outputs
 
 DATA = Path(__file__).parent / "data"
 REC = DATA / "compare"
@@ -170,7 +171,7 @@ def test_lsf_asks_bhist_for_a_job_bjobs_answers_with_an_error_record(tmp_path: P
             return result("bhist.txt")
         return RemoteResult(command, 255, json.dumps(document, separators=(",", ":")), "")  # as LSF prints
 
-    records = collect_hpc("satori", ENVS["satori"], runner, LocalFiles(tmp_path), tmp_path / "raw")
+    records = collect_hpc("satori", hpc_outputs(ENVS["satori"]), runner, LocalFiles(tmp_path), tmp_path / "raw")
     # The scheduler's own record query, then its history for the job it forgot (the commands
     # themselves are pinned in test_hpc_records.py).
     lsf = scheduler_for("lsf")
@@ -187,7 +188,7 @@ def test_slurm_asks_sacct_only_for_jobs_squeue_forgot(tmp_path: Path) -> None:
         commands.append(command)
         return result("squeue_fields.txt")
 
-    collect_hpc("satori-slurm", ENVS["satori-slurm"], runner, LocalFiles(tmp_path), tmp_path / "raw")
+    collect_hpc("satori-slurm", hpc_outputs(ENVS["satori-slurm"]), runner, LocalFiles(tmp_path), tmp_path / "raw")
     assert commands == [scheduler_for("slurm").record_query(["1", "2", "3"])]  # squeue knows all three
 
     def forgetful(command: str) -> RemoteResult:
@@ -197,7 +198,8 @@ def test_slurm_asks_sacct_only_for_jobs_squeue_forgot(tmp_path: Path) -> None:
         return result("sacct_c.txt", code=0 if " -c " in command else 1)
 
     commands.clear()
-    records = collect_hpc("satori-slurm", ENVS["satori-slurm"], forgetful, LocalFiles(tmp_path), tmp_path / "raw")
+    slurm = hpc_outputs(ENVS["satori-slurm"])
+    records = collect_hpc("satori-slurm", slurm, forgetful, LocalFiles(tmp_path), tmp_path / "raw")
     assert [c.split()[:3] for c in commands] == [
         ["TZ=UTC", "squeue", "-h"],
         ["TZ=UTC", "sacct", "-n"],
@@ -209,7 +211,9 @@ def test_slurm_asks_sacct_only_for_jobs_squeue_forgot(tmp_path: Path) -> None:
 def test_an_hpc_side_with_a_scheduler_atlas_does_not_drive_is_an_error(tmp_path: Path) -> None:
     outputs = dict(ENVS["satori"], scheduler="pbs")
     with pytest.raises(UnknownSchedulerError, match="unknown scheduler 'pbs'"):
-        collect_hpc("satori", outputs, lambda _command: result("bjobs.json"), LocalFiles(tmp_path), tmp_path / "raw")
+        collect_hpc(
+            "satori", hpc_outputs(outputs), lambda _c: result("bjobs.json"), LocalFiles(tmp_path), tmp_path / "raw"
+        )
 
 
 def mirror_run_dir(home: Path, run_dir: str) -> None:
@@ -235,7 +239,7 @@ def hpc_records(tmp_path: Path) -> EnvironmentRecords:
         assert command.startswith("TZ=UTC bjobs -a -hms")  # bjobs knows all three: no bhist
         return result("bjobs.json")
 
-    records = collect_hpc("satori", ENVS["satori"], runner, LocalFiles(home), tmp_path / "raw")
+    records = collect_hpc("satori", hpc_outputs(ENVS["satori"]), runner, LocalFiles(home), tmp_path / "raw")
     assert len(commands) == 1
     return records
 
@@ -261,7 +265,9 @@ def test_hpc_outputs_that_do_not_say_what_the_environment_is_are_not_taken_for_r
     home = tmp_path / "home"
     mirror_run_dir(home, ENVS["satori"]["run_dir"])
     outputs = {k: v for k, v in ENVS["satori"].items() if k != "provenance"}
-    records = collect_hpc("satori", outputs, lambda _command: result("bjobs.json"), LocalFiles(home), tmp_path / "raw")
+    records = collect_hpc(
+        "satori", hpc_outputs(outputs), lambda _command: result("bjobs.json"), LocalFiles(home), tmp_path / "raw"
+    )
     assert records.provenance == "provenance not stated"
 
 
@@ -307,8 +313,8 @@ def test_a_workload_without_a_training_log_is_measured_by_its_own_step_and_rate(
     (logs / "rate.log").write_text("count: rate 900.5 words/s\ncount: rate 1234.5 words/s\n")
     rate = ThroughputSpec("rate.log", r"rate (?P<value>[0-9.]+) words/s", "words/s")
     contract = ReportContract(step="train", training_log=False, throughput=rate)
-    records = collect_hpc("satori", ENVS["satori"], lambda _: result("bjobs.json"), LocalFiles(home), tmp_path / "raw",
-                          contract)  # fmt: skip
+    records = collect_hpc("satori", hpc_outputs(ENVS["satori"]), lambda _: result("bjobs.json"), LocalFiles(home),
+                          tmp_path / "raw", contract)  # fmt: skip
     assert records.training == Missing(NO_TRAINING_LOG)
     assert isinstance(records.throughput, ThroughputReading) and records.throughput.value == 1234.5
     built = metrics.build_report([records], cost_files.load_cost_profiles(), cost_files.load_rate_table(), {})

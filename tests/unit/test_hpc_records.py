@@ -28,6 +28,7 @@ from infra.hpc.slurm import SlurmScheduler
 from infra.hpc.slurm.records import SQUEUE_QUERY
 from infra.job_records import StepRecord
 from infra.timeparse import rfc3339
+from tests.support import hpc_outputs
 
 REC = Path(__file__).parent / "data" / "compare"
 ENVS = json.loads((REC / "stack_outputs.json").read_text())["environments"]
@@ -50,13 +51,13 @@ def raw(stdout: str) -> RemoteResult:
 def lsf_steps(
     outputs: Mapping[str, Any], bjobs: RemoteResult, bhist: RemoteResult | None, argv: Mapping[str, tuple[str, ...]]
 ) -> tuple[StepRecord, ...]:
-    return LSF.step_records(SubmittedStep.all_of(outputs), bjobs, bhist, str(outputs.get("host")), argv)
+    return LSF.step_records(SubmittedStep.all_of(hpc_outputs(outputs)), bjobs, bhist, str(outputs.get("host")), argv)
 
 
 def slurm_steps(
     outputs: Mapping[str, Any], squeue: RemoteResult, sacct: RemoteResult | None, argv: Mapping[str, tuple[str, ...]]
 ) -> tuple[StepRecord, ...]:
-    return SLURM.step_records(SubmittedStep.all_of(outputs), squeue, sacct, str(outputs.get("host")), argv)
+    return SLURM.step_records(SubmittedStep.all_of(hpc_outputs(outputs)), squeue, sacct, str(outputs.get("host")), argv)
 
 
 def test_the_record_queries_print_times_under_utc_for_every_job_at_once() -> None:

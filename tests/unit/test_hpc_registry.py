@@ -30,6 +30,7 @@ from infra.hpc.slurm import SlurmScheduler
 from infra.hpc.target import HpcConfigError
 from infra.monitor.hpc import HpcSource
 from infra.nodes.settings import BackfillSettings, check_backfill_targets
+from tests.support import hpc_outputs
 
 ROOT = Path(__file__).resolve().parents[2]
 HPC = ROOT / "infra" / "hpc"
@@ -103,7 +104,7 @@ def test_only_the_registry_and_the_schedulers_own_packages_name_a_scheduler_clas
 def test_every_registered_scheduler_has_the_monitors_reads() -> None:
     for scheduler in (cls() for cls in SCHEDULER_CLASSES.values()):
         assert scheduler.monitor_sections() and all(name and command for name, command in scheduler.monitor_sections())
-    source = HpcSource("site", {"scheduler": "pbs", "steps": []}, lambda _c: RemoteResult("", 0, "", ""))
+    source = HpcSource("site", hpc_outputs({"scheduler": "pbs", "steps": []}), lambda _c: RemoteResult("", 0, "", ""))
     with pytest.raises(UnknownSchedulerError):
         source.scheduler_of()
 
@@ -115,7 +116,7 @@ def test_the_monitor_reports_an_unknown_scheduler_without_asking_anything() -> N
         commands.append(command)
         raise AssertionError("no command may run for an unknown scheduler")
 
-    source = HpcSource("site", {"scheduler": "pbs", "steps": [{"name": "train", "job_id": "1"}]}, runner)
+    source = HpcSource("site", hpc_outputs({"scheduler": "pbs", "steps": [{"name": "train", "job_id": "1"}]}), runner)
     with pytest.raises(UnknownSchedulerError, match="'pbs'"):
         source.poll()
     assert commands == []
@@ -287,7 +288,7 @@ def test_every_scheduler_gives_the_reports_records_with_their_history(
     scheduler_and_output: tuple[Scheduler, Recorded],
 ) -> None:
     scheduler, recorded = scheduler_and_output
-    steps = SubmittedStep.all_of(recorded.outputs)
+    steps = SubmittedStep.all_of(hpc_outputs(recorded.outputs))
     ids = [s.job_id for s in steps]
     commands: list[str] = []
 
@@ -318,7 +319,7 @@ def test_every_scheduler_gives_the_monitors_steps_nodes_and_queue(
     scheduler_and_output: tuple[Scheduler, Recorded],
 ) -> None:
     scheduler, recorded = scheduler_and_output
-    steps = SubmittedStep.all_of(recorded.outputs)
+    steps = SubmittedStep.all_of(hpc_outputs(recorded.outputs))
     command = scheduler.record_query([s.job_id for s in steps])
     assert len(scheduler.live_step_records(steps, command, recorded.records, "login")) == len(steps)
     with pytest.raises(SchedulerError, match="controller down"):

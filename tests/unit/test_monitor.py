@@ -35,6 +35,7 @@ from infra.monitor.kube_view import KubeSource
 from infra.monitor.render import html_page, terminal_view, to_dict, to_json
 from infra.outputs import HpcOutputs, KubernetesOutputs, read_environment
 from infra.timeparse import rfc3339
+from tests.support import hpc_outputs
 
 REC = Path(__file__).parent / "data" / "compare"
 # The Slurm side's status query, less its job ids (the scheduler's record query, as the report asks).
@@ -116,7 +117,7 @@ def fake_slurm_runner(commands: list[str]) -> Any:
 def test_an_hpc_source_asks_twice_per_interval_whatever_the_number_of_jobs_and_readers() -> None:
     commands: list[str] = []
     clock = FakeClock()
-    source = HpcSource("satori-slurm", slurm_outputs(200), fake_slurm_runner(commands), 30.0, clock=clock)
+    source = HpcSource("satori-slurm", hpc_outputs(slurm_outputs(200)), fake_slurm_runner(commands), 30.0, clock=clock)
     for _ in range(50):  # fifty readers within one interval
         source.poll()
     assert source.calls == 2 and source.polls == 1
@@ -168,7 +169,7 @@ def kube_monitor(now: float) -> tuple[Monitor, KubeCache, RecordedApi]:
 def hpc_source(name: str, outputs: dict[str, Any], runner: Any) -> HpcEnvironmentSource:
     """The monitor's source for a batch side, polling through `runner` (as infra.kinds.hpc makes it)."""
     typed = read_environment(HpcOutputs, outputs, name)
-    return HpcEnvironmentSource(name, typed, HpcSource(name, outputs, runner, 30.0))
+    return HpcEnvironmentSource(name, typed, HpcSource(name, typed, runner, 30.0))
 
 
 def test_the_kubernetes_view_matches_the_recorded_jobs_pods_and_nodes() -> None:
