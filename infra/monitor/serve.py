@@ -25,7 +25,7 @@ def make_server(
 ) -> http.server.ThreadingHTTPServer:
     """A server bound to host:port (0: any free port; read `server.server_address`)."""
 
-    class Handler(http.server.BaseHTTPRequestHandler):
+    class SnapshotHandler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path in ("/", "/index.html"):
@@ -45,7 +45,7 @@ def make_server(
         def log_message(self, format: str, *args: object) -> None:
             return  # the terminal belongs to the caller
 
-    return http.server.ThreadingHTTPServer((host, port), Handler)
+    return http.server.ThreadingHTTPServer((host, port), SnapshotHandler)
 
 
 def serve_in_thread(server: http.server.ThreadingHTTPServer) -> threading.Thread:

@@ -35,7 +35,7 @@ from infra.schemas import (
     SchemaDocumentError,
     closure,
 )
-from infra.toolchain.go import StepFailed, download_module
+from infra.toolchain.go import BuildStepFailed, download_module
 from infra.toolchain.pins import Pins, load_pins
 
 OPENSHIFT_PATH_IN_REPO = "openapi/openapi.json"
@@ -95,7 +95,7 @@ def kubernetes_source(pins: Pins) -> bytes:
     """swagger.json from the pinned k8s.io/kubernetes module (module cache or Go module proxy)."""
     try:
         folder = download_module("k8s.io/kubernetes", f"v{pins.kubernetes}")
-    except StepFailed as exc:
+    except BuildStepFailed as exc:
         raise SchemaDocumentError(str(exc)) from None
     return (folder / KUBERNETES_PATH_IN_MODULE).read_bytes()
 

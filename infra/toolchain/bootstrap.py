@@ -35,7 +35,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from infra.toolchain.go import StepFailed, check_go
+from infra.toolchain.go import BuildStepFailed, check_go
 from infra.toolchain.pins import Pins, cache_root, load_pins, toolchain_dir
 from infra.toolchain.progress import Progress
 from infra.toolchain.store import BuildStep, Toolchain
@@ -109,7 +109,7 @@ def finish_step(step: BuildStep, toolchain: Toolchain, progress: Progress, prepa
         progress.timed(f"{step.name} compile", started)
     missing = [o for o in step.outputs if not (prepared.staged / o).exists()]
     if missing:
-        raise StepFailed(f"the build finished but did not produce {', '.join(missing)}")
+        raise BuildStepFailed(f"the build finished but did not produce {', '.join(missing)}")
     store = toolchain.store(step)
     if store.exists():
         shutil.rmtree(store)
@@ -136,7 +136,7 @@ def build_steps(steps: Sequence[BuildStep], toolchain: Toolchain, progress: Prog
     def fetch_all() -> None:
         for s in steps:
             if stop.is_set():
-                prepared[s.name].error = StepFailed("not fetched: an earlier step failed")
+                prepared[s.name].error = BuildStepFailed("not fetched: an earlier step failed")
                 prepared[s.name].done.set()
                 continue
             fetch_step(s, toolchain, progress, prepared[s.name])
@@ -198,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress.timed("venv", started)
         if todo:
             build_steps(todo, toolchain, progress)
-    except StepFailed as exc:
+    except BuildStepFailed as exc:
         progress.say(f"FAILED at step {progress.index}/{progress.total}: {exc}")
         return 1
     except KeyboardInterrupt:

@@ -26,7 +26,7 @@ MIN_GO = (1, 26)
 HEARTBEAT_S = 20.0
 
 
-class StepFailed(Exception):
+class BuildStepFailed(Exception):
     """A build step's command or check failed; the message names it and shows why."""
 
 
@@ -75,7 +75,7 @@ def run(
         # `go build -v` interleaves package names with the errors: show the errors first.
         errors = [ln for ln in lines if re.search(r"\.go:\d+|error|cannot|not available|missing", ln)]
         shown = "\n".join(errors[:40]) if errors else "\n".join(lines[-40:])
-        raise StepFailed(f"command failed (exit {code}): {' '.join(cmd)}\n{shown}")
+        raise BuildStepFailed(f"command failed (exit {code}): {' '.join(cmd)}\n{shown}")
     return output
 
 
@@ -96,11 +96,11 @@ def go_env(cache: Path) -> dict[str, str]:
 def check_go() -> str:
     go = shutil.which("go")
     if go is None:
-        raise StepFailed("`go` is not on PATH: install Go 1.26 or newer (toolchain.md in the README)")
+        raise BuildStepFailed("`go` is not on PATH: install Go 1.26 or newer (toolchain.md in the README)")
     out = subprocess.run([go, "version"], capture_output=True, text=True, check=True).stdout
     match = re.search(r"go(\d+)\.(\d+)", out)
     if not match or (int(match[1]), int(match[2])) < MIN_GO:
-        raise StepFailed(f"Go {MIN_GO[0]}.{MIN_GO[1]}+ is needed, found: {out.strip()}")
+        raise BuildStepFailed(f"Go {MIN_GO[0]}.{MIN_GO[1]}+ is needed, found: {out.strip()}")
     return out.strip()
 
 
@@ -111,9 +111,9 @@ def module_dir(module: str, version: str, workdir: Path, env: dict[str, str]) ->
 
 def download_module(module: str, version: str) -> Path:
     """The folder of a pinned Go module, from the module cache or the Go module proxy (the same
-    place the toolchain's sources come from); raises StepFailed naming the module."""
+    place the toolchain's sources come from); raises BuildStepFailed naming the module."""
     if shutil.which("go") is None:
-        raise StepFailed(f"`go` is not on PATH, needed for {module}@{version}: install Go 1.26 or newer")
+        raise BuildStepFailed(f"`go` is not on PATH, needed for {module}@{version}: install Go 1.26 or newer")
     with tempfile.TemporaryDirectory(prefix="atlas-gomod-") as tmp:
         write_wrapper(Path(tmp), "download", {}, {})
         return module_dir(module, version, Path(tmp), go_env(Path(tmp)))

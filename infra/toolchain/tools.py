@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from infra.toolchain.go import StepFailed, go_build, go_env, go_get, module_dir, run, write_wrapper
+from infra.toolchain.go import BuildStepFailed, go_build, go_env, go_get, module_dir, run, write_wrapper
 from infra.toolchain.pins import Pins
 from infra.toolchain.progress import Progress
 from infra.toolchain.recipes import DYNAMIC_HOST_SHIM, KUBERNETES_PROVIDER_MAIN, LANGUAGE_HOST_SHIM
@@ -150,7 +150,7 @@ def fetch_kubernetes(pins: Pins, scratch: Path, out: Path, progress: Progress) -
         set(re.findall(r"^\s*(k8s\.io/[\w.-]+)\s+=>\s+\./staging/", (src / "go.mod").read_text(), re.M))
     )
     if not staged:
-        raise StepFailed(f"no staging replaces found in {src / 'go.mod'}: the module layout changed")
+        raise BuildStepFailed(f"no staging replaces found in {src / 'go.mod'}: the module layout changed")
     served, missing = _served_modules(staged, staging, scratch, env)
     # A staging module the proxy does not serve (k8s.io/sample-cli-plugin) is needed only
     # for its go.mod during module resolution; none of the commands we build imports it.
@@ -272,7 +272,7 @@ def fetch_pause(pins: Pins, scratch: Path, out: Path, progress: Progress) -> Non
 
 def compile_pause(pins: Pins, scratch: Path, out: Path, progress: Progress) -> None:
     if shutil.which("gcc") is None:
-        raise StepFailed("gcc is needed for Kubernetes' pause program: apt-get install gcc libc6-dev")
+        raise BuildStepFailed("gcc is needed for Kubernetes' pause program: apt-get install gcc libc6-dev")
     run(["gcc", "-Os", "-static", "-Wall", "-Werror", f"-DVERSION=v{pins.kubernetes}-atlas",
          "-o", str(out / "pause"), str(scratch / "pause.c")], progress=progress, label="pause (compile)")
     run(["strip", str(out / "pause")], progress=progress, label="pause (strip)")

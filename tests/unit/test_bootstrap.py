@@ -47,10 +47,10 @@ def test_a_failed_step_leaves_nothing_trusted(tmp_path: Path):
 
     def compile_half(pins, scratch, out, progress):  # type: ignore[no-untyped-def]
         (out / "tool-a").write_text("half")
-        raise go.StepFailed("compiler exploded")
+        raise go.BuildStepFailed("compiler exploded")
 
     step = _step(_nothing, compile_half)
-    with pytest.raises(go.StepFailed, match="compiler exploded"):
+    with pytest.raises(go.BuildStepFailed, match="compiler exploded"):
         bootstrap.run_step(step, toolchain, Progress(1))
     assert not toolchain.store(step).exists()
     assert not (toolchain.bin / "tool-a").exists()
@@ -62,11 +62,11 @@ def test_a_failed_fetch_fails_its_step_and_no_later_one_is_built(tmp_path: Path)
     toolchain = Toolchain(tmp_path, load_pins())
 
     def fetch_fails(pins, scratch, out, progress):  # type: ignore[no-untyped-def]
-        raise go.StepFailed("proxy said 403")
+        raise go.BuildStepFailed("proxy said 403")
 
     first = _step(fetch_fails, _writes_both, name="first")
     second = _step(_nothing, _writes_both, name="second")
-    with pytest.raises(go.StepFailed, match="403"):
+    with pytest.raises(go.BuildStepFailed, match="403"):
         bootstrap.build_steps([first, second], toolchain, Progress(2))
     assert not bootstrap.step_done(first, toolchain)
     assert not bootstrap.step_done(second, toolchain)
@@ -78,7 +78,7 @@ def test_a_step_missing_an_output_fails(tmp_path: Path):
         (out / "tool-a").write_text("only one")
 
     toolchain = Toolchain(tmp_path, load_pins())
-    with pytest.raises(go.StepFailed, match="did not produce tool-b"):
+    with pytest.raises(go.BuildStepFailed, match="did not produce tool-b"):
         bootstrap.run_step(_step(_nothing, only_one), toolchain, Progress(1))
     assert not (toolchain.bin / "tool-a").exists()
 
@@ -117,7 +117,7 @@ def test_a_changed_pin_rebuilds_only_the_steps_built_from_it(tmp_path: Path):
 
 
 def test_run_raises_with_command_exit_code_and_errors():
-    with pytest.raises(go.StepFailed) as err:
+    with pytest.raises(go.BuildStepFailed) as err:
         go.run(["sh", "-c", "echo compiling; echo 'x.go:3:1: undefined: y' >&2; exit 3"])
     text = str(err.value)
     assert "exit 3" in text and "sh -c" in text

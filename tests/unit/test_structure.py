@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from infra.structure import LAYERS, cycles, measure
+from infra.structure import LAYERS, ROOT, cycles, measure
 
 STRUCTURE = measure()
 
@@ -48,3 +48,17 @@ def test_the_measure_finds_circles_and_upward_imports(tmp_path: Path) -> None:
     assert found.upward_imports([("high",), ("low",)]) == [("low", "high")]
     assert found.upward_imports([("low",), ("high",)]) == []
     assert cycles("abc", [("a", "b"), ("b", "c"), ("c", "a")]) == [["a", "b", "c"]]
+
+
+def test_each_class_name_means_one_thing() -> None:
+    # Two classes of one name (a Kubernetes JobCompletion and an HPC one) read as one thing in a
+    # traceback, a search or a review.
+    import ast
+    from collections import defaultdict
+
+    defined: dict[str, list[str]] = defaultdict(list)
+    for path in sorted((ROOT / "infra").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                defined[node.name].append(path.relative_to(ROOT).as_posix())
+    assert {name: paths for name, paths in defined.items() if len(paths) > 1} == {}
