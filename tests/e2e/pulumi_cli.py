@@ -52,11 +52,13 @@ class PulumiProject:
     env: dict[str, str]
 
     @classmethod
-    def create(cls, tmp: Path) -> PulumiProject:
+    def create(cls, tmp: Path, source: Path = REPO_ROOT) -> PulumiProject:
+        """The project of the checkout at `source` (this one, or an older tree extracted by a
+        test of state compatibility)."""
         root = tmp / "project"
         (root / "stacks").mkdir(parents=True)
-        shutil.copy(REPO_ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
-        for item in (REPO_ROOT / "stacks").iterdir():
+        shutil.copy(source / "Pulumi.yaml", root / "Pulumi.yaml")
+        for item in (source / "stacks").iterdir():
             if item.name.startswith("Pulumi.") and item.suffix == ".yaml":
                 # The copy gets its own passphrase: drop the salt of the working copy's stack.
                 doc = yaml.safe_load(item.read_text()) or {}
@@ -65,7 +67,7 @@ class PulumiProject:
             elif item.is_file():
                 shutil.copy(item, root / "stacks" / item.name)
         # The workload definitions travel with the project, so a test may edit its copy.
-        shutil.copytree(REPO_ROOT / "workloads", root / "workloads",
+        shutil.copytree(source / "workloads", root / "workloads",
                         ignore=shutil.ignore_patterns("__pycache__"))
         return cls(root, isolated_env(tmp))
 
