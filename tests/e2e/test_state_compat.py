@@ -31,9 +31,9 @@ from typing import Any
 import dill
 import pytest
 
-from infra.localenv import kube
-from infra.localenv.layout import Layout
 from infra.toolchain.pins import REPO_ROOT
+from localenv import kube
+from localenv.layout import Layout
 from tests.e2e.pulumi_cli import PulumiProject, local_hpc_sections, local_openshift
 from tests.e2e.pulumi_cli import satori_ssh as ssh
 from tests.support import wait_until
