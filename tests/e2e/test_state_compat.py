@@ -18,7 +18,6 @@ import json
 import shlex
 import shutil
 import subprocess
-import tarfile
 import time
 import urllib.error
 import uuid
@@ -105,8 +104,7 @@ def extract_old_tree(dest: Path) -> Path:
         capture_output=True, check=True,
     )
     dest.mkdir(parents=True)
-    with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
-        tar.extractall(dest, filter="data")
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
     with (dest / "infra" / "__init__.py").open("a") as init:
         init.write(IMPORT_PROBE)
     return dest
