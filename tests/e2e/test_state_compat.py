@@ -231,8 +231,8 @@ def test_old_stack_refreshed_updated_destroyed_by_new_code(upgrade, kube_env, sa
         upgrade.new.run("destroy", "--yes", "-s", STACK, check=False)
         upgrade.new.run("stack", "rm", "--yes", "-s", STACK, check=False)
         ssh(satori_env, f"rm -rf ~/{remote}")
-    counts = {op: sum(1 for o in ops.values() if o == op) for op in sorted(set(ops.values()))}
-    print(f"state compatibility, every side: {time.monotonic() - started:.0f} s; the new code's preview: {counts}")
+    changes = {urn.rpartition("::")[2]: op for urn, op in ops.items() if op != "same"}
+    print(f"state compatibility, every side: {time.monotonic() - started:.0f} s; the new code's preview: {changes}")
 
 
 def test_old_hpc_stack_destroyed_by_new_code(upgrade, satori_env):
