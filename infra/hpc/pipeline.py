@@ -121,6 +121,7 @@ def submit_pipeline(
             log_pattern=f"{workload.logs.root}/{step.name}.{scheduler.log_placeholder}",
             requested_queue=queue,
             after_job_ids=[jobs[d].job_id for d in workload.depends_on(step.name)],
+            after_definitions=[jobs[d].job_definition for d in workload.depends_on(step.name)],
             poll_interval_s=poll_interval_s,
             scheduler_options=scheduler_options,
             opts=pulumi.ResourceOptions(parent=parent, depends_on=[staged]),

@@ -109,6 +109,76 @@ def test_diff_unknown_dependency_during_preview_replaces() -> None:
     assert result.changes and result.replaces == ["after_job_ids"]
 
 
+# --- preview, where a job being updated has no id yet: its definition says whether it is replaced ---
+
+DEFINITION = "1:" + "a" * 64
+
+
+def test_diff_a_predecessor_updated_in_place_keeps_the_job() -> None:
+    # A new provider version updates every job at once; in preview their ids are unknown.
+    olds = outputs(after_definitions=[DEFINITION])
+    result = BatchJobProvider().diff("41", olds, job_inputs(after_job_ids=UNKNOWN, after_definitions=[DEFINITION]))
+    assert result.replaces == [] and not result.changes
+    nested = job_inputs(after_job_ids=[pulumi.output.Unknown()], after_definitions=[DEFINITION])
+    assert BatchJobProvider().diff("41", olds, nested).replaces == []
+
+
+def test_diff_a_predecessor_replaced_replaces_the_job_in_preview() -> None:
+    olds = outputs(after_definitions=[DEFINITION])
+    news = job_inputs(after_job_ids=UNKNOWN, after_definitions=["1:" + "b" * 64])
+    result = BatchJobProvider().diff("41", olds, news)
+    assert result.changes and result.replaces == ["after_job_ids"]
+
+
+def test_diff_known_ids_decide_whatever_the_definitions_say() -> None:
+    olds = outputs(after_definitions=[DEFINITION])
+    result = BatchJobProvider().diff("41", olds, job_inputs(after_job_ids=["13"], after_definitions=[DEFINITION]))
+    assert result.replaces == ["after_job_ids"]
+
+
+def test_diff_state_from_before_the_definitions_is_not_replaced_in_preview() -> None:
+    # State written before `after_definitions` (303f827 and earlier), first previewed by this code:
+    # the ids are unknown because every job is being updated to the new provider version.
+    olds = {k: v for k, v in outputs(provider_version="1+old").items() if k != "after_definitions"}
+    result = BatchJobProvider().diff("41", olds, job_inputs(after_job_ids=UNKNOWN, after_definitions=[DEFINITION]))
+    assert result.changes and result.replaces == []
+    other_formula = outputs(after_definitions=["0:" + "c" * 64])
+    news = job_inputs(after_job_ids=UNKNOWN, after_definitions=[DEFINITION])
+    assert BatchJobProvider().diff("41", other_formula, news).replaces == []
+
+
+def test_job_definition_names_what_defines_the_job() -> None:
+    from infra.hpc.providers.batch_job import job_definition
+
+    base = {
+        "scheduler": "slurm", "scheduler_options": {}, "step": "train", "job_name": "atlas-train-0123456789",
+        "run_dir": "atlas-runs/local/probe", "script_path": ".atlas/jobs/train.sbatch",
+        "script_sha256": sha256_hex(SCRIPT.encode()), "after_definitions": [DEFINITION],
+    }
+    first = job_definition(**base)
+    assert first == job_definition(**base) and first.startswith("1:")
+    for key, value in (("script_sha256", "0" * 64), ("after_definitions", ["1:" + "b" * 64]),
+                       ("scheduler_options", {"memory_unit": "GB"}), ("job_name", "atlas-train-1")):
+        assert job_definition(**{**base, key: value}) != first, key
+
+
+def test_completion_diff_follows_its_job_in_preview() -> None:
+    from infra.hpc.providers import BatchJobCompletionProvider
+
+    olds = {**outputs(), "job_id": "41", "job_definition": DEFINITION, "state": "succeeded"}
+    news = {**job_inputs(), "job_id": UNKNOWN, "job_definition": DEFINITION, "provider_version": "1+new"}
+    updated = BatchJobCompletionProvider().diff("41-done", olds, news)
+    assert updated.changes and updated.replaces == []
+    replaced = BatchJobCompletionProvider().diff("41-done", olds, {**news, "job_definition": "1:" + "b" * 64})
+    assert replaced.replaces == ["job_id"]
+    assert BatchJobCompletionProvider().diff("41-done", olds, {**news, "job_id": "42"}).replaces == ["job_id"]
+    # State from before the definitions: updated in place; a program that gives none: replaced, as before.
+    before = {k: v for k, v in olds.items() if k != "job_definition"}
+    assert BatchJobCompletionProvider().diff("41-done", before, news).replaces == []
+    bare = {k: v for k, v in news.items() if k != "job_definition"}
+    assert BatchJobCompletionProvider().diff("41-done", olds, bare).replaces == ["job_id"]
+
+
 def test_diff_a_job_cancelled_outside_is_replaced() -> None:
     result = BatchJobProvider().diff("41", outputs(state="cancelled"), job_inputs())
     assert result.changes and result.replaces == ["state"]
@@ -374,6 +444,9 @@ def test_hpc_environment_children_outputs_and_dependencies(mocks: Mocks) -> Any:
         train = next(r for r in mocks.resources if r.name == "satori-train")
         # train reads make-hdf5's and inception-moments' outputs: both become scheduler dependencies.
         assert len(train.inputs["after_job_ids"]) == 2
+        # ...and what preview knows of them, their definitions, in the same order.
+        assert len(train.inputs["after_definitions"]) == 2
+        assert all(d.startswith("1:") for d in train.inputs["after_definitions"])
         assert train.inputs["script"].startswith("#!/bin/bash\n#BSUB -J atlas-train-")
         assert train.inputs["scheduler_options"] == {"memory_unit": "MB"}  # the target's, defaults filled in
 
@@ -418,6 +491,9 @@ def test_the_whole_pipeline_is_submitted_before_the_preparation_steps_are_awaite
             job = jobs[f"satori-slurm-{step}"]
             assert completion.inputs["job_id"] and completion.inputs["step"] == step
             assert completion.inputs["job_name"] == job.inputs["job_name"]
+            # The definition the job's successors know it by, for a preview without its id.
+            definition = completion.inputs["job_definition"]
+            assert any(definition in j.inputs["after_definitions"] for j in jobs.values()), step
             assert completion.inputs["wait_timeout_s"] == 120.0 and completion.inputs["scheduler"] == "slurm"
             assert completion.inputs["job_urn"].endswith(f"::satori-slurm-{step}")
         assert "satori-slurm-train-done" not in done

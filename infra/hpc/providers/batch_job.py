@@ -13,6 +13,8 @@ wait for a job's end are here too; job_completion.py awaits with them.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import shlex
 import time
@@ -70,6 +72,9 @@ JOB_DEFINING_INPUTS = (
     "scheduler",
     "step",
 )
+# The formula of `job_definition`, part of the state format: a definition written with another is
+# not compared (see dependency_replaced).
+DEFINITION_FORMULA = "1"
 # What a BatchJob learns from the scheduler; an update in place keeps them.
 BATCH_JOB_OUTPUTS = (
     "job_id",
@@ -244,6 +249,70 @@ def wait_until_finished(job: JobCall, job_id: str) -> JobState:
     return state
 
 
+def job_definition(
+    *,
+    scheduler: str,
+    scheduler_options: Mapping[str, str],
+    step: str,
+    job_name: str,
+    run_dir: str,
+    script_path: str,
+    script_sha256: str,
+    after_definitions: Sequence[str],
+) -> str:
+    """`<formula>:<sha256>` over what defines a job (JOB_DEFINING_INPUTS and its options), its
+    predecessors named by their own definitions instead of their ids: known when the program runs,
+    so in preview too, where a job's id may not be. Two jobs with one definition are the same job."""
+    fields = {
+        "scheduler": scheduler,
+        "scheduler_options": dict(sorted(scheduler_options.items())),
+        "step": step,
+        "job_name": job_name,
+        "run_dir": run_dir,
+        "script_path": script_path,
+        "script_sha256": script_sha256,
+        "after": list(after_definitions),
+    }
+    digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+    return f"{DEFINITION_FORMULA}:{digest}"
+
+
+def _formulas(definitions: object) -> set[str]:
+    values = definitions if isinstance(definitions, list | tuple) else [definitions]
+    return {str(value).partition(":")[0] for value in values}
+
+
+def dependency_replaced(
+    olds: Mapping[str, Any], news: Mapping[str, Any], ids_key: str, definitions_key: str
+) -> bool:
+    """Whether the jobs a resource names by id (`ids_key`: a successor's `after_job_ids`, a
+    completion's `job_id`) are other jobs now, so the resource must be replaced with them.
+
+    Known ids are compared. In preview, a job being updated has no id yet: the engine hands a
+    dynamic resource's update its inputs for outputs, and a BatchJob's id is not one. So there the
+    jobs' definitions (`definitions_key`, job_definition's) decide: a replaced job has a new one, a
+    job updated in place (a new provider version, every job of a stack at once) the same one. Without
+    that, every code change would show every chained job and completion replaced, though `up`, which
+    compares the real ids, replaces none of them.
+
+    Where the definitions cannot tell, the answer is the safe one for each side of the upgrade:
+    a program that gives none is answered `replaced`, as unknown inputs always were; state written
+    before they were recorded (or with another formula) `not replaced`, as that state's jobs are
+    only updated by the first `up` of this code. The limit: a job replaced in that same first
+    `up`, or one replaced because refresh saw it cancelled outside Atlas (which its definition
+    does not say), shows its successors updated in preview; `up` compares the real ids and
+    replaces them."""
+    new_ids = news.get(ids_key)
+    if not is_unknown(new_ids):
+        return bool(olds.get(ids_key) != new_ids)
+    new, old = news.get(definitions_key), olds.get(definitions_key)
+    if new is None or is_unknown(new):
+        return True
+    if old is None or _formulas(old) != _formulas(new):
+        return False
+    return bool(old != new)
+
+
 def _options_changed(olds: Mapping[str, Any], news: Mapping[str, Any]) -> bool:
     """Whether the scheduler's own options mean something else now: compared as its class reads
     them, so state written before `scheduler_options` (which holds the scheduler's older spelling
@@ -302,7 +371,9 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
         return pulumi.dynamic.CheckResult(news, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
-        replaces = changed(olds, news, JOB_DEFINING_INPUTS)
+        replaces = changed(olds, news, tuple(k for k in JOB_DEFINING_INPUTS if k != "after_job_ids"))
+        if dependency_replaced(olds, news, "after_job_ids", "after_definitions"):
+            replaces.append("after_job_ids")
         if _options_changed(olds, news):
             replaces.append("scheduler_options")
         if is_unknown(news.get("ssh")) or ssh_identity(olds) != ssh_identity(news):
@@ -313,7 +384,16 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
         updates = changed(
             olds,
             news,
-            ("provider_version", "wait", "wait_timeout_s", "poll_interval_s", "ssh_secret", "requested_queue", "ssh"),
+            (
+                "provider_version",
+                "wait",
+                "wait_timeout_s",
+                "poll_interval_s",
+                "ssh_secret",
+                "requested_queue",
+                "ssh",
+                "after_definitions",
+            ),
         )
         return pulumi.dynamic.DiffResult(
             changes=bool(replaces or updates),
@@ -410,12 +490,27 @@ class BatchJob(SshResource, module="hpc", name="BatchJob"):
         log_pattern: str,
         requested_queue: str | None = None,
         after_job_ids: pulumi.Input[Sequence[pulumi.Input[str]]] = (),
+        after_definitions: Sequence[str] = (),
         wait: bool = False,
         wait_timeout_s: float = DEFAULT_WAIT_TIMEOUT_S,
         poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
         scheduler_options: Mapping[str, str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        """`after_job_ids`: the ids of the jobs this one waits for; `after_definitions`: those
+        jobs' `job_definition`s, in the same order (what preview knows of them)."""
+        script_sha256 = ssh.sha256_hex(script.encode())
+        # Known in preview, unlike `job_id`: what this job's successors and completion compare.
+        self.job_definition = job_definition(
+            scheduler=scheduler,
+            scheduler_options=scheduler_options or {},
+            step=step,
+            job_name=job_name,
+            run_dir=run_dir,
+            script_path=script_path,
+            script_sha256=script_sha256,
+            after_definitions=after_definitions,
+        )
         inputs: dict[str, Any] = {
             **over_ssh(ssh_target, ssh_secret),
             "scheduler": scheduler,
@@ -429,10 +524,11 @@ class BatchJob(SshResource, module="hpc", name="BatchJob"):
             # Pulumi's preview shortens a multi-line string to its first lines but prints a list
             # in full: this one is there so `pulumi preview` shows every line that will run.
             "script_lines": script.splitlines(),
-            "script_sha256": ssh.sha256_hex(script.encode()),
+            "script_sha256": script_sha256,
             "log_pattern": log_pattern,
             "requested_queue": requested_queue,
             "after_job_ids": after_job_ids,
+            "after_definitions": list(after_definitions),
             "wait": wait,
             "wait_timeout_s": wait_timeout_s,
             "poll_interval_s": poll_interval_s,

@@ -15,7 +15,7 @@ import pulumi
 import pulumi.dynamic
 
 from infra.dynamic.inputs import changed
-from infra.hpc.providers.batch_job import BatchJob, job_call, wait_until_finished
+from infra.hpc.providers.batch_job import BatchJob, dependency_replaced, job_call, wait_until_finished
 from infra.hpc.providers.common import PROVIDER_VERSION, SshResource
 
 COMPLETION_OUTPUTS = ("state", "exit_code", "finished_at")
@@ -32,9 +32,13 @@ class BatchJobCompletionProvider(pulumi.dynamic.ResourceProvider):
     """
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
-        replaces = changed(olds, news, ("job_id", "scheduler"))
+        replaces = changed(olds, news, ("scheduler",))
+        if dependency_replaced(olds, news, "job_id", "job_definition"):
+            replaces.append("job_id")
         updates = changed(
-            olds, news, ("provider_version", "wait_timeout_s", "poll_interval_s", "ssh_secret", "ssh", "job_urn")
+            olds,
+            news,
+            ("provider_version", "wait_timeout_s", "poll_interval_s", "ssh_secret", "ssh", "job_urn", "job_definition"),
         )
         return pulumi.dynamic.DiffResult(changes=bool(replaces or updates), replaces=replaces)
 
@@ -81,6 +85,8 @@ class BatchJobCompletion(SshResource, module="hpc", name="JobCompletion"):
             "provider_version": PROVIDER_VERSION,
             **{k: getattr(job, k) for k in _COMPLETION_INPUTS},
             "job_id": job.job_id,
+            # What preview knows of the job while its id is not known (dependency_replaced).
+            "job_definition": job.job_definition,
             "job_urn": job.urn,
             "wait_timeout_s": wait_timeout_s,
         }
