@@ -1,5 +1,7 @@
 """`BatchJob`: one scheduler job for one workload step, submitted once and found again by its name.
 
+- preview: a job's successors and completion know it by its `job_definition` where its id is not
+  known yet (dependency_replaced), so an update in place (new code) replaces none of them;
 - up: the job is looked up by its unique name first, so a retry after a dropped connection (or an
   interrupted `pulumi up`) adopts the job it already submitted instead of submitting it twice;
 - refresh: `read` asks the scheduler (polling.py's batched boards), so a job finished, killed or
