@@ -204,7 +204,7 @@ def listing(folder: Path) -> dict[str, Any]:
 
 
 def make_handler(config: MonitorConfig) -> type[BaseHTTPRequestHandler]:
-    class RunFilesHandler(BaseHTTPRequestHandler):
+    class Handler(BaseHTTPRequestHandler):
         server_version = "atlas-monitor/1"
 
         def _send(self, status: HTTPStatus, body: dict[str, Any], include_body: bool = True) -> None:
@@ -266,7 +266,7 @@ def make_handler(config: MonitorConfig) -> type[BaseHTTPRequestHandler]:
             if "/healthz" not in self.path:
                 super().log_message(format, *args)
 
-    return RunFilesHandler
+    return Handler
 
 
 class _Limited:
