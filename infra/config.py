@@ -101,7 +101,8 @@ def parse_hpc(raw: Any, project_dir: Path) -> tuple[HpcEnvironmentConfig, ...]:
             )
         target = parse_hpc_target({k: v for k, v in env.items() if k not in HPC_OWN_KEYS}, env_key, project_dir)
         # Read the host keys now: a missing known_hosts file must stop preview before any resource.
-        load_known_hosts(target)
+        if target.has_known_hosts:
+            load_known_hosts(target)
         environments.append(HpcEnvironmentConfig(str(name), target, wait_for, provenance.strip()))
     return tuple(environments)
 
@@ -219,6 +220,16 @@ def check_local_files(config: StackConfig) -> None:
             raise AtlasConfigError(f"{key}: {path} does not exist or is not a file; {fix}")
 
 
+def check_ssh_routes(config: StackConfig) -> None:
+    """Each HPC login node can be reached from here as the user's ssh config says (an alias, jump
+    hosts, the agent, a master connection), before any resource: an unknown alias, a host key not
+    on file or no key to offer stops preview, naming the key and the fix. Nothing is connected to."""
+    from infra.hpc.ssh.resolve import check_endpoint
+
+    for hpc in config.hpc:
+        check_endpoint(hpc.target, f"{_key('hpc')}.{hpc.name}")
+
+
 def check_wait_for(config: StackConfig, steps: Sequence[str]) -> None:
     """Every `wait_for` names a step of the workload (known only once the definition is loaded)."""
     named = [(f"{_key('hpc')}.{h.name}.wait_for", h.wait_for) for h in config.hpc]
@@ -253,6 +264,7 @@ def load_stack_config() -> StackConfig:
     # the program's folder (stacks/), which is the working directory here.
     parsed = parse_stack_config(pulumi.get_stack(), values, Path(pulumi.get_root_directory()))
     check_local_files(parsed)
+    check_ssh_routes(parsed)
     if parsed.aws is not None:
         # Missing AWS credentials stop preview here, naming the key, not at the first AWS call.
         parsed = dataclasses.replace(parsed, aws=resolve_credentials(parsed.aws))

@@ -25,8 +25,9 @@ import pulumi
 
 from infra.hpc.job_script import PYTHON_DIR, SubmissionKey, step_scripts
 from infra.hpc.pipeline import StagedFile, staged_file_entries, submit_pipeline
-from infra.hpc.providers import target_ssh_inputs
+from infra.hpc.providers import endpoint_inputs
 from infra.hpc.registry import scheduler_for
+from infra.hpc.ssh.resolve import resolve_endpoint
 from infra.hpc.target import PROVENANCE_NOT_STATED, HpcConfigError, HpcTarget
 from infra.hpc.target_parser import validate_remote_path
 from infra.outputs import BatchStep, FilesAt, HpcOutputs
@@ -100,7 +101,8 @@ class HpcEnvironmentArgs:
     wait_timeout_s: float = 3600.0
     telemetry: bool = True
     extra_files: tuple[StagedFile, ...] = ()
-    # The private key as a Pulumi secret (config.require_secret); otherwise the target's.
+    # The private key as a Pulumi secret (config.require_secret); otherwise the target's, or else the
+    # user's agent and ssh config (infra/hpc/ssh/resolve.py).
     private_key: pulumi.Input[str] | None = None
     # What the environment is (config's `provenance`), carried into the outputs for the report.
     provenance: str = PROVENANCE_NOT_STATED
@@ -126,7 +128,12 @@ class HpcEnvironment(pulumi.ComponentResource):
             f"{target.remote_work_dir}/{args.stack}/{args.environment}/{workload.name}", "remote_work_dir"
         )
 
-        ssh_target = target_ssh_inputs(target)
+        # The login node as the user's ssh config reaches it (an alias, jump hosts, the agent),
+        # resolved once here; the providers log in with what this puts in their `ssh` input.
+        endpoint = resolve_endpoint(
+            target, f"atlas:hpc.{args.environment}", key_from_secret=args.private_key is not None
+        )
+        ssh_target = endpoint_inputs(endpoint)
         private_key: pulumi.Input[str] | None = args.private_key if args.private_key is not None else target.private_key
         ssh_secret: pulumi.Output[dict[str, str | None]] = pulumi.Output.secret(
             pulumi.Output.from_input(private_key).apply(
@@ -171,9 +178,11 @@ class HpcEnvironment(pulumi.ComponentResource):
                 gpus_requested=gpus,
                 run_id=args.run_id,
                 scheduler=target.scheduler,
+                # The login node as the stack names it (a Host alias stays one: the tools resolve it
+                # through the same ssh config), and the port and user it was reached with.
                 host=target.host,
-                port=target.port,
-                user=target.user,
+                port=endpoint.port,
+                user=endpoint.user,
                 run_dir=run_dir,
                 steps=tuple(BatchStep(**s) for s in steps),
                 telemetry=FilesAt(f"{run_dir}/{workload.telemetry.root}"),

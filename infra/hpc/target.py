@@ -3,7 +3,9 @@
 `HpcTarget` is what infra/hpc/target_parser.py's `parse_hpc_target` returns once a config section
 (`atlas:satori`) has passed its checks; `HpcConfigError` is what it raises otherwise. Reading a
 configured known_hosts file is read by the parser's `load_known_hosts`, when the stack config is
-loaded, so a missing file stops `pulumi preview` early; the model itself touches nothing.
+loaded, so a missing file stops `pulumi preview` early; the model itself touches nothing. How the
+login node is then reached (the user's OpenSSH config: a `Host` alias, ProxyJump, the agent) is
+resolved from a target by infra/hpc/ssh/resolve.py into an `SshEndpoint`.
 """
 
 from __future__ import annotations
@@ -39,18 +41,21 @@ class HpcTarget:
 
     Secret fields (`private_key`, `private_key_passphrase`) are excluded from `repr`, so a
     target printed in a traceback or a log line never shows them. A program that builds one
-    itself gives the host, the user, the scheduler and the host keys (inline or a file: Atlas
-    never trusts a host key on first use); the rest defaults as a stack's config does.
+    itself gives the host (a name, an address or a `Host` alias of the user's ssh config) and the
+    scheduler; the user, the port, the host keys and the key to log in with where the ssh config
+    (User, Port, UserKnownHostsFile, IdentityFile) or the agent does not provide them (Atlas never
+    trusts a host key on first use); the rest defaults as a stack's config does.
     """
 
-    host: str
-    user: str
+    host: str  # a host name, an address, or a Host alias of the ssh config
+    user: str | None  # None: the ssh config's User for the host
     scheduler: str  # a name registry.py lists
-    port: int = 22
+    port: int | None = None  # None: the ssh config's Port for the host, else 22
     queue: str | None = None  # None: the scheduler's default queue or partition
     known_hosts: str | None = None  # OpenSSH known_hosts lines given inline in config
-    known_hosts_file: Path | None = None
-    # The key to log in with; None: given as a Pulumi secret (HpcEnvironmentArgs.private_key) instead.
+    known_hosts_file: Path | None = None  # neither: the ssh config's known_hosts files (~/.ssh/known_hosts)
+    # The key to log in with; None: given as a Pulumi secret (HpcEnvironmentArgs.private_key), or
+    # else the agent's keys and the ssh config's IdentityFile.
     private_key_file: Path | None = None
     remote_work_dir: str = DEFAULT_REMOTE_WORK_DIR  # absolute, or relative to the login user's home
     poll_interval_s: float = DEFAULT_POLL_INTERVAL_S
@@ -60,13 +65,20 @@ class HpcTarget:
     directives: SiteDirectives = NO_SITE_DIRECTIVES
     private_key: str | None = field(default=None, repr=False)
     private_key_passphrase: str | None = field(default=None, repr=False)
+    # The OpenSSH config to read (as `ssh -F`); None: ~/.ssh/config, then /etc/ssh/ssh_config.
+    ssh_config: Path | None = None
 
     def __post_init__(self) -> None:
-        if (self.known_hosts is None) == (self.known_hosts_file is None):
+        if self.known_hosts is not None and self.known_hosts_file is not None:
             raise HpcConfigError(
-                f"HpcTarget {self.host}: give exactly one of known_hosts (the entries) or known_hosts_file (a path); "
-                "Atlas never trusts a host key on first use: get it with `ssh-keyscan -p PORT HOST` and check it"
+                f"HpcTarget {self.host}: give at most one of known_hosts (the entries) or known_hosts_file (a path); "
+                "with neither, the host keys come from the ssh config's known_hosts files"
             )
+
+    @property
+    def has_known_hosts(self) -> bool:
+        """Whether the target gives the login node's host keys itself (inline or a file)."""
+        return self.known_hosts is not None or self.known_hosts_file is not None
 
     @property
     def known_hosts_source(self) -> str:

@@ -34,6 +34,9 @@ HOST_NAME = re.compile(
     r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$"
 )
 IPV6 = re.compile(r"^[0-9A-Fa-f:.]{2,45}$")
+# A `Host` alias of the user's ssh config (resolved through it by infra/hpc/ssh/resolve.py): what
+# people name their aliases with, no shell or ssh metacharacter, no leading dash.
+HOST_ALIAS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,252}$")
 # POSIX portable user names (useradd's default NAME_REGEX, plus upper case some sites use).
 USER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}$")
 # LSF queue and Slurm partition names: letters, digits, '_', '-', '.'; LSF allows 59 chars.
@@ -79,6 +82,7 @@ ALLOWED_KEYS = (
     "private_key",
     "private_key_file",
     "private_key_passphrase",
+    "ssh_config",
     "remote_work_dir",
     "poll_interval_seconds",
     "scheduler_options",
@@ -153,8 +157,10 @@ def validate_known_hosts(text: str, source: str) -> None:
         raise HpcConfigError(f"{source}: has no host key entries; add the login node's key (ssh-keyscan)")
 
 
-def _port(section: Mapping[str, Any], key: str) -> int:
-    value = section.get("port", 22)
+def _port(section: Mapping[str, Any], key: str) -> int | None:
+    value = section.get("port")
+    if value is None:
+        return None  # the ssh config's Port for the host, else 22
     if isinstance(value, str) and value.isdigit():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
@@ -282,9 +288,10 @@ def parse_hpc_target(
 ) -> HpcTarget:
     """Validate one HPC target section (`atlas:satori`); local paths resolve against `project_dir`.
 
-    With `private_key_from_secret`, the key arrives separately as a Pulumi secret
-    (`config.require_secret`, passed to `HpcEnvironmentArgs.private_key`), so the section
-    itself needs neither private_key nor private_key_file.
+    The section needs neither private_key nor private_key_file: the key may arrive separately as a
+    Pulumi secret (`private_key_from_secret`: `config.require_secret`, passed to
+    `HpcEnvironmentArgs.private_key`), or come from the user's agent and ssh config
+    (infra/hpc/ssh/resolve.py checks, when the stack config is loaded, that some key is there).
     """
     key = key_prefix
     raw = _fields.mapping(raw, key)
@@ -293,15 +300,20 @@ def parse_hpc_target(
     host = _one_line_text(raw, "host", f"{key}.host", 253)
     if host is None:
         raise _fail(
-            f"{key}.host", "required but missing", f"set it: pulumi config set --path {key}.host login.example.org"
+            f"{key}.host",
+            "required but missing",
+            f"set it: pulumi config set --path {key}.host login.example.org (or a Host alias of your ssh config)",
         )
-    if not (HOST_NAME.match(host) or (":" in host and IPV6.match(host))):
-        raise _fail(f"{key}.host", f"{host!r} is not a host name or IP address", "write e.g. satori-login-001.mit.edu")
+    if not (HOST_NAME.match(host) or HOST_ALIAS.match(host) or (":" in host and IPV6.match(host))):
+        raise _fail(
+            f"{key}.host",
+            f"{host!r} is not a host name, an IP address or an ssh config Host alias",
+            "write e.g. satori-login-001.mit.edu, or the alias your ~/.ssh/config gives it",
+        )
 
+    # Optional: the ssh config's User for the host (infra/hpc/ssh/resolve.py says so when it has none).
     user = _one_line_text(raw, "user", f"{key}.user", 32)
-    if user is None:
-        raise _fail(f"{key}.user", "required but missing", f"set it: pulumi config set --path {key}.user <login name>")
-    if not USER_NAME.match(user):
+    if user is not None and not USER_NAME.match(user):
         raise _fail(f"{key}.user", f"{user!r} is not a login name", "use letters, digits, '_', '.', '-'")
 
     scheduler = raw.get("scheduler")
@@ -323,11 +335,11 @@ def parse_hpc_target(
 
     known_hosts_text = raw.get("known_hosts")
     known_hosts_file = _one_line_text(raw, "known_hosts_file", f"{key}.known_hosts_file", 4096)
-    if (known_hosts_text is None) == (known_hosts_file is None):
+    if known_hosts_text is not None and known_hosts_file is not None:
         raise _fail(
             f"{key}.known_hosts",
-            "give exactly one of known_hosts (the entries) or known_hosts_file (a path)",
-            "Atlas never trusts a host key on first use; get it with `ssh-keyscan -p PORT HOST` and check it",
+            "give at most one of known_hosts (the entries) or known_hosts_file (a path)",
+            "with neither, the host keys come from your ssh config's known_hosts files (~/.ssh/known_hosts)",
         )
     if known_hosts_text is not None:
         if not isinstance(known_hosts_text, str):
@@ -336,15 +348,15 @@ def parse_hpc_target(
             )
         validate_known_hosts(known_hosts_text, f"{key}.known_hosts")
 
+    # Both optional (with private_key_from_secret too): the agent's keys and the ssh config's
+    # IdentityFile then log in; infra/hpc/ssh/resolve.py's check_endpoint refuses a target with none.
     private_key = raw.get("private_key")
     private_key_file = _one_line_text(raw, "private_key_file", f"{key}.private_key_file", 4096)
-    if (private_key is not None and private_key_file is not None) or (
-        private_key is None and private_key_file is None and not private_key_from_secret
-    ):
+    if private_key is not None and private_key_file is not None:
         raise _fail(
             f"{key}.private_key",
-            "give exactly one of private_key (secret config) or private_key_file (a path)",
-            f"e.g. `pulumi config set --secret --path {key}.private_key < ~/.ssh/id_ed25519`",
+            "give at most one of private_key (secret config) or private_key_file (a path)",
+            "remove one of them (with neither, your ssh-agent's keys and your ssh config's IdentityFile are used)",
         )
     if private_key is not None:
         # Never echo the value: a key pasted into the wrong field must not end up in a log.
@@ -356,6 +368,7 @@ def parse_hpc_target(
             raise _fail(
                 f"{key}.private_key", f"is larger than {MAX_PRIVATE_KEY_BYTES} bytes (value not shown)", "paste one key"
             )
+    ssh_config = _one_line_text(raw, "ssh_config", f"{key}.ssh_config", 4096)
     passphrase = raw.get("private_key_passphrase")
     if passphrase is not None and (not isinstance(passphrase, str) or not passphrase or "\n" in passphrase):
         raise _fail(
@@ -392,14 +405,17 @@ def parse_hpc_target(
         directives=_site_directives(raw, key, scheduler_class),
         private_key=private_key,
         private_key_passphrase=passphrase,
+        ssh_config=_local_path(ssh_config, project_dir) if ssh_config else None,
     )
 
 
 def load_known_hosts(target: HpcTarget) -> str:
-    """The target's known_hosts text: inline, or read from its file and checked like inline text."""
+    """The target's known_hosts text: inline, or read from its file and checked like inline text.
+    A target that gives neither takes its host keys from the ssh config (infra/hpc/ssh/resolve.py)."""
     if target.known_hosts is not None:
         return target.known_hosts
-    assert target.known_hosts_file is not None
+    if target.known_hosts_file is None:
+        raise HpcConfigError(f"HpcTarget {target.host}: gives no known_hosts of its own")
     try:
         text = target.known_hosts_file.read_text()
     except OSError as error:

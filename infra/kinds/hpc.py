@@ -8,6 +8,7 @@ of the scheduler's class through infra/hpc/registry.py.
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -141,25 +142,34 @@ class HpcKind(EnvironmentKind[HpcOutputs]):
 
 
 def connect(name: str, outputs: HpcOutputs, access: Access) -> ssh.PooledConnection:
-    """The pooled SSH connection to an HPC side's login node, its host key checked: the outputs'
-    own (an instance Atlas launched and keyed) or the stack file's known_hosts file."""
+    """The pooled SSH connection to an HPC side's login node, reached as the stack reached it: the
+    outputs' host (a Host alias stays one), port and user, through the user's ssh config (jump
+    hosts, the agent, a master connection: infra/hpc/ssh/resolve.py). The key: the one the stack
+    file or `--ssh-key` names, else the agent's and the config's IdentityFile. Host keys, always
+    checked: the outputs' own (an instance Atlas launched and keyed), the stack file's or
+    `--known-hosts` file, else the ssh config's known_hosts files. What cannot work raises
+    HpcConfigError (a ValueError) naming the fix."""
     from infra.hpc import ssh
+    from infra.hpc.ssh.resolve import NoKeyError, check_endpoint
+    from infra.hpc.target import HpcTarget
 
     key, hosts = access.ssh_keys.get(name), access.known_hosts.get(name)
     inline = outputs.known_hosts + "\n" if outputs.known_hosts and hosts is None else None
-    if key is None or (hosts is None and inline is None):
-        raise LookupError(
-            f"no SSH key or known_hosts for {name!r}: pass --ssh-key {name}=PATH "
-            f"--known-hosts {name}=PATH, or a stack file that names them"
-        )
-    endpoint = ssh.SshEndpoint(
+    target = HpcTarget(
         host=outputs.host,
+        user=outputs.user or None,
+        scheduler=outputs.scheduler,
         port=outputs.port,
-        user=outputs.user,
-        known_hosts=inline if inline is not None else hosts.read_text(),  # type: ignore[union-attr]
-        known_hosts_source="the stack outputs' known_hosts" if inline is not None else f"file {hosts}",
-        private_key_file=str(key),
+        known_hosts=inline,
+        known_hosts_file=hosts,
+        private_key_file=key,
     )
+    try:
+        endpoint = check_endpoint(target, f"{SECTION}.{name}")
+    except NoKeyError as error:
+        raise LookupError(f"{error}; or pass the key to this command: --ssh-key {name}=PATH") from None
+    if inline is not None:
+        endpoint = dataclasses.replace(endpoint, known_hosts_source="the stack outputs' known_hosts")
     return ssh.connection(endpoint)
 
 
@@ -175,7 +185,7 @@ def polled_source(
 
     try:
         connection = connect(name, outputs, access)
-    except (LookupError, OSError) as error:
+    except (LookupError, OSError, ValueError) as error:
         return ErrorSource(name, kind, outputs.scheduler, str(error))
 
     def runner(command: str) -> ssh.RemoteResult:

@@ -157,7 +157,7 @@ class Backfill(pulumi.ComponentResource):
             settings.partition,
             telemetry=hpc.run_dir is not None,
         )
-        ssh_target = target_ssh_inputs(target)
+        ssh_target = target_ssh_inputs(target, key=f"atlas:hpc.{hpc.environment}")
         ssh_secret = pulumi.Output.secret(
             {"private_key": target.private_key, "passphrase": target.private_key_passphrase}
         )

@@ -284,9 +284,7 @@ def test_create_after_a_dropped_connection_does_not_submit_twice(
         if (" bsub " in command or " sbatch " in command) and not dropped:
             # The submission reached the scheduler; the answer is lost with the connection.
             dropped.append(command)
-            transport = conn.client().get_transport()
-            assert transport is not None
-            transport.close()
+            conn.transport().close()
             raise ssh.ConnectionLostError("simulated drop after submission", command)
         return result
 

@@ -67,6 +67,18 @@ def test_key_and_known_hosts_files(tmp_path: Path) -> None:
         load_known_hosts(missing)
 
 
+def test_the_ssh_config_and_the_agent_may_give_what_the_target_leaves_out(tmp_path: Path) -> None:
+    # A Host alias of the user's ssh config, no port, no user, no key, no host keys: infra/hpc/ssh/resolve.py
+    # fills them in from the config and the agent (and refuses, naming the fix, what neither gives).
+    section = {"host": "satori_login", "scheduler": "slurm", "ssh_config": "ssh/config"}
+    target = parse_hpc_target(section, PREFIX, project_dir=tmp_path)
+    assert (target.host, target.port, target.user) == ("satori_login", None, None)
+    assert (target.known_hosts, target.known_hosts_file, target.private_key, target.private_key_file) == (None,) * 4
+    assert not target.has_known_hosts and target.ssh_config == tmp_path / "ssh" / "config"
+    with pytest.raises(HpcConfigError, match="gives no known_hosts of its own"):
+        load_known_hosts(target)
+
+
 @pytest.mark.parametrize(
     ("changes", "key", "message"),
     [
@@ -93,12 +105,14 @@ def test_key_and_known_hosts_files(tmp_path: Path) -> None:
         ({"remote_work_dir": "runs dir"}, "atlas:satori.remote_work_dir", "characters outside"),
         ({"remote_work_dir": "/"}, "atlas:satori.remote_work_dir", "root directory"),
         ({"remote_work_dir": "x" * 300}, "atlas:satori.remote_work_dir", "characters long"),
-        ({"known_hosts": None}, "atlas:satori.known_hosts", "exactly one"),
-        ({"known_hosts_file": "/k"}, "atlas:satori.known_hosts", "exactly one"),
+        ({"known_hosts_file": "/k"}, "atlas:satori.known_hosts", "at most one"),
         ({"known_hosts": "not a key line\n"}, "atlas:satori.known_hosts", "line 1 is not a known_hosts entry"),
         ({"known_hosts": "h ssh-ed25519 !!!notbase64\n"}, "atlas:satori.known_hosts", "not valid base64"),
         ({"known_hosts": "# only a comment\n"}, "atlas:satori.known_hosts", "no host key entries"),
-        ({"private_key": None}, "atlas:satori.private_key", "exactly one"),
+        ({"private_key_file": "id"}, "atlas:satori.private_key", "at most one"),
+        ({"host": "-oProxyCommand=x"}, "atlas:satori.host", "not a host name"),
+        ({"host": "satori alias"}, "atlas:satori.host", "not a host name"),
+        ({"ssh_config": "a\nb"}, "atlas:satori.ssh_config", "newline"),
         ({"private_key_passphrase": "a\nb"}, "atlas:satori.private_key_passphrase", "one-line"),
         ({"poll_interval_seconds": 0.01}, "atlas:satori.poll_interval_seconds", "out of range"),
         ({"poll_interval_seconds": "often"}, "atlas:satori.poll_interval_seconds", "expected a number"),

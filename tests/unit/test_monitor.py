@@ -300,7 +300,13 @@ def aws_outputs(emulated: bool, executed: bool = False) -> dict[str, Any]:
         "executed": executed,
         "not_executed_reason": "" if executed else "http://127.0.0.1:16500 is an AWS API stand-in (moto)",
         # The first instance's host key, generated at launch: the outputs carry it.
-        "batch": {**AWS.to_dict()["batch"], "known_hosts": "203.0.113.9 ssh-ed25519 AAAAHOSTKEY"} if executed else None,
+        "batch": (
+            # The instance's address, and its host key, generated at launch, under that address.
+            {**AWS.to_dict()["batch"], "host": "203.0.113.9", "port": 22,
+             "known_hosts": "203.0.113.9 ssh-ed25519 AAAAHOSTKEY"}
+            if executed
+            else None
+        ),
     }
 
 
@@ -335,6 +341,9 @@ def test_aws_steps_that_ran_are_polled_on_the_first_instance_checked_against_its
     from infra.monitor.sources import ErrorSource
 
     outputs = read_stack_outputs({"atlas": OUTPUTS["atlas"], "environments": {"aws": aws_outputs(False, True)}})
+    # No agent, no ssh config, no default key files: nothing of the user's to log in with.
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
     source = monitor_sources(outputs, Access(), 30.0)["aws"]
     # Without a key there is no login; the view says how to give one (the host key is the outputs').
     assert isinstance(source, ErrorSource) and "--ssh-key aws=PATH" in source.error and source.kind == "aws"
@@ -345,6 +354,7 @@ def test_aws_steps_that_ran_are_polled_on_the_first_instance_checked_against_its
     monkeypatch.setattr(ssh, "connection", lambda endpoint: endpoints.append(endpoint) or object())
     monkeypatch.setattr(ssh, "run_remote", lambda _connection, command, **_: runner(command))
     key = tmp_path / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     sources = monitor_sources(outputs, Access(tmp_path, ssh_keys={"aws": key}), 30.0)
     (env,) = Monitor(outputs.run, sources, None).snapshot().environments
     assert not env.error, env.error

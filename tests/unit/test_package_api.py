@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from infra.hpc.ssh.resolve import resolve_endpoint
 from infra.hpc.target import HpcConfigError, HpcTarget
 from infra.hpc.target_parser import parse_hpc_target
 from infra.openshift.settings import OpenShiftSettingsError
@@ -78,9 +79,20 @@ def test_an_hpc_target_built_by_hand_has_the_defaults_of_a_stacks_config(tmp_pat
     assert by_hand == parse_hpc_target(section, "atlas:hpc.cluster")
 
 
-def test_an_hpc_target_without_host_keys_is_refused() -> None:
-    with pytest.raises(HpcConfigError, match="exactly one of known_hosts"):
-        HpcTarget(host="login.example.org", user="alex", scheduler="slurm")
+def test_an_hpc_target_without_host_keys_takes_them_from_the_ssh_config_or_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(HpcConfigError, match="at most one of known_hosts"):
+        HpcTarget(host="login.example.org", user="alex", scheduler="slurm", known_hosts=KNOWN_HOSTS,
+                  known_hosts_file=tmp_path / "known_hosts")
+    # Without host keys of its own, a target's come from the ssh config's known_hosts files: none
+    # here, so resolving it is refused, naming where Atlas looked and how to add the key.
+    monkeypatch.setenv("HOME", str(tmp_path))
+    target = HpcTarget(host="login.example.org", user="alex", scheduler="slurm", private_key_file=tmp_path / "id")
+    with pytest.raises(HpcConfigError, match=r"no host key for the login node login\.example\.org in ") as caught:
+        resolve_endpoint(target, "atlas:hpc.cluster")
+    text = str(caught.value)
+    assert f"{tmp_path}/.ssh/known_hosts" in text and "ssh-keyscan -p 22 login.example.org" in text
 
 
 def test_openshift_settings_by_hand_are_the_parsers_with_its_defaults_and_checks() -> None:

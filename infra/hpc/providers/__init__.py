@@ -42,6 +42,7 @@ from infra.hpc.providers.batch_job import (
 from infra.hpc.providers.common import (
     PROVIDER_VERSION,
     HpcProviderError,
+    endpoint_inputs,
     ssh_inputs,
     target_ssh_inputs,
     utc_now,
@@ -75,6 +76,7 @@ __all__ = [
     "StagedFiles",
     "StagedFilesProvider",
     "endpoint_from",
+    "endpoint_inputs",
     "ssh_inputs",
     "target_ssh_inputs",
     "utc_now",

@@ -39,8 +39,8 @@ from infra.hpc.provider_inputs import (
     check_remote_dir,
     check_ssh,
     endpoint_from,
+    same_login,
     scheduler_options_of,
-    ssh_identity,
 )
 from infra.hpc.providers.common import HpcProviderError, SshResource, join_remote, over_ssh, utc_now
 from infra.hpc.registry import SCHEDULER_NAMES as SCHEDULERS
@@ -378,7 +378,7 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
             replaces.append("after_job_ids")
         if _options_changed(olds, news):
             replaces.append("scheduler_options")
-        if is_unknown(news.get("ssh")) or ssh_identity(olds) != ssh_identity(news):
+        if is_unknown(news.get("ssh")) or not same_login(olds, news):
             replaces.append("ssh")
         if olds.get("state") == Phase.CANCELLED.value:
             # Refresh saw it cancelled outside Atlas: the desired state is a job that runs.

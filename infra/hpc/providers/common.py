@@ -13,8 +13,9 @@ import pulumi
 from infra.dynamic.registration import DynamicResource
 from infra.dynamic.version import provider_version
 from infra.hpc.registry import SCHEDULER_CLASSES
+from infra.hpc.remote import SshEndpoint, SshHop
+from infra.hpc.ssh.resolve import resolve_endpoint
 from infra.hpc.target import HpcTarget
-from infra.hpc.target_parser import load_known_hosts
 
 _HPC_DIR = Path(__file__).resolve().parents[1]
 # Every source file the providers run: this package, their inputs, the scheduler interface and
@@ -66,16 +67,55 @@ def ssh_inputs(
     }
 
 
-def target_ssh_inputs(target: HpcTarget) -> dict[str, Any]:
-    """The `ssh` input for a cluster's login node, from its validated target."""
-    return ssh_inputs(
-        target.host,
-        target.port,
-        target.user,
-        load_known_hosts(target),
-        target.known_hosts_source,
-        str(target.private_key_file) if target.private_key_file else None,
+def _hop_inputs(hop: SshHop) -> dict[str, Any]:
+    inputs: dict[str, Any] = {
+        "host": hop.host,
+        "port": hop.port,
+        "user": hop.user,
+        "known_hosts": hop.known_hosts,
+        "known_hosts_source": hop.known_hosts_source,
+        "name": hop.name,
+    }
+    if hop.host_key_alias:
+        inputs["host_key_alias"] = hop.host_key_alias
+    if hop.identity_files:
+        inputs["identity_files"] = list(hop.identity_files)
+    if hop.agent:
+        inputs["agent"] = hop.agent
+    return inputs
+
+
+def endpoint_inputs(endpoint: SshEndpoint) -> dict[str, Any]:
+    """The `ssh` input of a resolved endpoint (infra/hpc/ssh/resolve.py), secrets aside (they travel
+    in `ssh_secret`). A direct login with the target's own key gives exactly the six keys it always
+    gave, so state written before the ssh config was read shows no change; what the config adds
+    (the alias, jump hosts, the agent, IdentityFiles, a master's socket) appears only where it
+    adds something. The agent is named, never its socket's path (infra/hpc/ssh/agent.py)."""
+    inputs = ssh_inputs(
+        endpoint.host,
+        endpoint.port,
+        endpoint.user,
+        endpoint.known_hosts,
+        endpoint.known_hosts_source,
+        endpoint.private_key_file,
     )
+    extra: dict[str, Any] = {
+        "name": endpoint.name,
+        "host_key_alias": endpoint.host_key_alias,
+        "jumps": [_hop_inputs(hop) for hop in endpoint.jumps],
+        "identity_files": list(endpoint.identity_files),
+        "agent": endpoint.agent,
+        "control_path": endpoint.control_path,
+        "ssh_config": endpoint.ssh_config,
+    }
+    inputs.update({name: value for name, value in extra.items() if value})
+    return inputs
+
+
+def target_ssh_inputs(target: HpcTarget, key_from_secret: bool = False, key: str = "atlas:hpc") -> dict[str, Any]:
+    """The `ssh` input for a cluster's login node, from its validated target and the user's ssh
+    config; `key_from_secret`: its key arrives as a Pulumi secret (`ssh_secret`)."""
+    return endpoint_inputs(resolve_endpoint(target, key, key_from_secret=key_from_secret))
 
 
 class SshResource(DynamicResource):

@@ -14,7 +14,7 @@ import pulumi.dynamic
 
 from infra.dynamic.inputs import changed, is_unknown
 from infra.hpc import ssh
-from infra.hpc.provider_inputs import check_relative_path, check_remote_dir, check_ssh, endpoint_from, ssh_identity
+from infra.hpc.provider_inputs import check_relative_path, check_remote_dir, check_ssh, endpoint_from, same_login
 from infra.hpc.providers.common import HpcProviderError, SshResource, join_remote, over_ssh
 
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -62,7 +62,7 @@ class StagedFilesProvider(pulumi.dynamic.ResourceProvider):
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
         replaces = [k for k in ("run_dir",) if olds.get(k) != news.get(k)]
-        if is_unknown(news.get("ssh")) or ssh_identity(olds) != ssh_identity(news):
+        if is_unknown(news.get("ssh")) or not same_login(olds, news):
             replaces.append("ssh")
         differs = bool(replaces or changed(olds, news, ("files", "directories", "provider_version", "ssh_secret")))
         if _remote_drifted(olds):

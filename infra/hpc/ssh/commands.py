@@ -2,6 +2,9 @@
 
 At most MAX_COMMAND_SESSIONS commands run at once on a connection, fewer once sshd refuses a
 session; a command is retried after a dropped connection only when the caller says it is safe.
+Over paramiko a command is a session channel of the pooled transport; through a master
+connection (master.py) it is one run of the OpenSSH client over the master's socket, with the
+same marker, limits and errors.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import time
 from typing import TYPE_CHECKING
 
 from infra.hpc.remote import RemoteResult
+from infra.hpc.ssh import master
 from infra.hpc.ssh.errors import ConnectionLostError, RemoteCommandError, SshConnectError
 from infra.hpc.ssh.output import after_marker, login_shell_command, new_marker, read_all
 from infra.hpc.ssh.pool import PooledConnection
@@ -80,9 +84,60 @@ def _open_session(conn: PooledConnection) -> paramiko.Channel:
 def _run_once(conn: PooledConnection, command: str, stdin: bytes | None, timeout: float) -> RemoteResult:
     _take_slot(conn)
     try:
+        link = conn.master()
+        if link is not None:
+            return _run_over_master(conn, link, command, stdin, timeout)
         return _run_in_session(conn, command, stdin, timeout)
     finally:
         _give_slot(conn)
+
+
+def _run_over_master(
+    conn: PooledConnection, link: master.MasterLink, command: str, stdin: bytes | None, timeout: float
+) -> RemoteResult:
+    """One command through the master connection. The client exits 255 for its own failures as
+    well as for a command that does: a command that ran printed the marker first, so 255 without
+    it is the client's. No master at the socket, or a session refused (MaxSessions), means the
+    command never started; any other failure of the client may have come after it started."""
+    ep = conn.endpoint
+    deadline = time.monotonic() + timeout
+    pause = 0.05
+    while True:
+        marker = new_marker()
+        left = max(deadline - time.monotonic(), 1.0)
+        out, err, code = link.run(login_shell_command(command, marker), stdin, left, command)
+        said = err.decode(errors="replace").strip()
+        if code != 255 or marker.encode() + b"\n" in out:
+            break
+        if master.SESSION_REFUSED in said:
+            with conn.sessions:
+                others = conn.open_sessions - 1
+                if others > 0:
+                    conn.session_limit = min(conn.session_limit, others)
+            if others > 0:
+                _give_slot(conn)
+                _take_slot(conn)
+                continue
+            if time.monotonic() + pause > deadline:
+                raise SshConnectError(
+                    f"the master connection to {ep.route} refused every new session for {timeout:.0f} s with no "
+                    "other command of Atlas's running: close some of your own sessions on it, or ask the site's "
+                    "admins for a higher MaxSessions"
+                )
+            time.sleep(pause)  # nothing of ours to wait for: sshd's own bookkeeping
+            pause = min(pause * 2, 1.0)
+            continue
+        last = said.splitlines()[-1] if said else "no message"
+        conn.drop(f"the master connection failed ({last})")
+        if master.NO_MASTER in said:
+            raise master.refuse_missing_master(ep, f"the master connection at {ep.control_path} is gone ({last})")
+        raise ConnectionLostError(
+            f"the master connection at {ep.control_path} to {ep.route} failed while `{command}` ran ({last}); it may "
+            f"or may not have run. If the master was closed, open it again: `{ep.master_hint}`",
+            command,
+        )
+    stdout, stderr = after_marker(out, marker), after_marker(err, marker)
+    return RemoteResult(command, code, stdout.decode(errors="replace"), stderr.decode(errors="replace"))
 
 
 def _run_in_session(conn: PooledConnection, command: str, stdin: bytes | None, timeout: float) -> RemoteResult:

@@ -15,8 +15,17 @@ class SshAuthError(SshError):
     """The key was refused, or could not be loaded."""
 
 
+class SecondFactorError(SshAuthError):
+    """The server took a key and then asked for more (keyboard-interactive, a password): Atlas never
+    prompts; the message says how to open the master connection it can use instead."""
+
+
 class SshConnectError(SshError):
-    """The login node could not be reached."""
+    """The login node (or a jump host on the way) could not be reached."""
+
+
+class MasterConnectionError(SshConnectError):
+    """The OpenSSH master connection a target's ControlPath names is gone or will not serve."""
 
 
 class ConnectionLostError(SshError):

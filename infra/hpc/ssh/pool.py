@@ -1,20 +1,24 @@
-"""The connection pool: one paramiko connection per (host, port, user) per process, reconnected when dropped.
+"""The connection pool: one login per (host, port, user) per process, reconnected when dropped.
 
 Every provider method asks `connection(endpoint)`: Pulumi pickles dynamic providers into state,
 so they hold no live connection, and all resources one provider process serves share one.
+A login is either paramiko's (route.py: directly or through the jump hosts, with the target's
+key or the agent's) or, where the endpoint names a ControlPath and a master connection answers
+there, the user's own OpenSSH master connection (master.py); each (re)connection chooses again,
+so a master opened after a refusal is used by the next attempt.
 """
 
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 from collections import Counter
 from typing import TYPE_CHECKING
 
 from infra.hpc.remote import SshEndpoint
-from infra.hpc.ssh.errors import HostKeyError, SshAuthError, SshConnectError
-from infra.hpc.ssh.keys import host_key_name, load_host_keys, load_private_key, reject_with_source
+from infra.hpc.ssh.errors import SshConnectError
+from infra.hpc.ssh.master import MasterLink, master_state
+from infra.hpc.ssh.route import open_route
 
 if TYPE_CHECKING:
     import paramiko
@@ -38,7 +42,7 @@ CONNECTIONS_DROPPED: Counter[tuple[tuple[str, int, str], str]] = Counter()
 
 
 class PooledConnection:
-    """One SSH client per endpoint, reconnected when its transport has dropped."""
+    """One login per endpoint, reconnected when it has dropped."""
 
     def __init__(self, endpoint: SshEndpoint) -> None:
         self.endpoint = endpoint
@@ -51,79 +55,53 @@ class PooledConnection:
         self.sessions = threading.Condition()
         self.open_sessions = 0
         self.session_limit = MAX_COMMAND_SESSIONS
-        self._client: paramiko.SSHClient | None = None
+        # paramiko's route: every hop's transport, the login node's last.
+        self._transports: list[paramiko.Transport] = []
+        self._master: MasterLink | None = None
         self._sftp: paramiko.SFTPClient | None = None
 
-    def _connect(self) -> paramiko.SSHClient:
+    def _connect_locked(self) -> None:
         ep = self.endpoint
-        client = paramiko.SSHClient()
-        load_host_keys(client, ep.known_hosts, ep.known_hosts_source)
-        client.set_missing_host_key_policy(reject_with_source(ep.known_hosts_source))
-        pkey = load_private_key(ep)
-        try:
-            client.connect(
-                hostname=ep.host,
-                port=ep.port,
-                username=ep.user,
-                pkey=pkey,
-                look_for_keys=False,
-                allow_agent=False,
-                timeout=ep.connect_timeout_s,
-                banner_timeout=ep.connect_timeout_s,
-                auth_timeout=ep.connect_timeout_s,
-                channel_timeout=ep.connect_timeout_s,
-            )
-        except paramiko.BadHostKeyException as error:
-            client.close()
-            raise HostKeyError(
-                f"host key of {host_key_name(ep.host, ep.port)} CHANGED: the server offered "
-                f"{error.key.get_name()} SHA256:{error.key.fingerprint.split(':', 1)[-1]}, {ep.known_hosts_source} "
-                f"has SHA256:{error.expected_key.fingerprint.split(':', 1)[-1]}. Refusing to connect: ask the "
-                "cluster's admins whether the host was re-keyed, then update the known_hosts entry"
-            ) from None
-        except HostKeyError:
-            client.close()
-            raise
-        except paramiko.AuthenticationException as error:
-            client.close()
-            raise SshAuthError(
-                f"{ep.address} refused the configured key ({error}); check that its public half is in "
-                "~/.ssh/authorized_keys on the login node and that user is right"
-            ) from None
-        except (OSError, paramiko.SSHException, EOFError) as error:
-            client.close()
-            raise SshConnectError(
-                f"cannot connect to {ep.address}: {error or type(error).__name__}; check host, port and "
-                "that the login node is reachable from here"
-            ) from None
-        transport = client.get_transport()
-        if transport is not None:
-            transport.set_keepalive(ep.keepalive_s)
-            # Each command is a few small packets (channel open, exec, EOF, close): with Nagle's
-            # algorithm on, one waits for the server's delayed ACK, 40 ms a command. OpenSSH's
-            # client turns it off too.
-            if isinstance(transport.sock, socket.socket):
-                transport.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if ep.control_path is not None:
+            running, why = master_state(ep)
+            if running:
+                self._master = MasterLink(ep)
+                CONNECTIONS_OPENED[ep.pool_key] += 1
+                log.debug("ssh: %s through the master connection at %s", ep.route, ep.control_path)
+                return
+            log.debug("ssh: %s; logging in to %s directly", why, ep.route)
+        self._transports = open_route(ep)
         CONNECTIONS_OPENED[ep.pool_key] += 1
-        log.debug("ssh: connected to %s", ep.address)
-        return client
 
-    def client(self) -> paramiko.SSHClient:
+    def _alive_locked(self) -> bool:
+        if self._master is not None:
+            return True
+        return bool(self._transports) and all(t.is_active() for t in self._transports)
+
+    def _ensure_locked(self) -> None:
+        if not self._alive_locked():
+            if self._master is not None or self._transports:
+                ended = [repr(t.get_exception()) for t in self._transports if not t.is_active()]
+                self._drop_locked(f"the transport was no longer active ({', '.join(ended)})")
+            self._connect_locked()
+
+    def master(self) -> MasterLink | None:
+        """The master connection carrying this login, or None when paramiko does (connects if needed)."""
         with self._lock:
-            client = self._client
-            transport = client.get_transport() if client is not None else None
-            if client is None or transport is None or not transport.is_active():
-                ended = transport.get_exception() if transport is not None else None
-                self._drop_locked(f"the transport was no longer active ({ended!r})")
-                client = self._connect()
-                self._client = client
-            return client
+            self._ensure_locked()
+            return self._master
 
     def transport(self) -> paramiko.Transport:
-        transport = self.client().get_transport()
-        if transport is None:  # pragma: no cover - client() just made it active
-            raise SshConnectError(f"no transport to {self.endpoint.address}")
-        return transport
+        """The login node's paramiko transport (connects if needed); a login through a master
+        connection has none."""
+        with self._lock:
+            self._ensure_locked()
+            if self._master is not None:
+                raise SshConnectError(
+                    f"{self.endpoint.route} is reached through the master connection at {self.endpoint.control_path}: "
+                    "it has no paramiko transport"
+                )
+            return self._transports[-1]
 
     def open_session(self) -> paramiko.Channel:
         """A session channel, one open at a time: paramiko keeps a failed open's reason in one
@@ -135,26 +113,38 @@ class PooledConnection:
     def is_active(self) -> bool:
         """Whether the connection is up, without reconnecting."""
         with self._lock:
-            transport = self._client.get_transport() if self._client is not None else None
-            return transport is not None and transport.is_active()
+            return self._alive_locked()
 
     def sftp(self) -> paramiko.SFTPClient:
         with self._lock:
-            client = self.client()
+            self._ensure_locked()
+            if self._master is not None:
+                if self._sftp is None or not self._master.sftp_running():
+                    self._close_sftp_locked()
+                    self._sftp = self._master.open_sftp()
+                return self._sftp
             channel = self._sftp.get_channel() if self._sftp is not None else None
             if self._sftp is None or channel is None or channel.closed:
-                self._sftp = client.open_sftp()
+                self._sftp = paramiko.SFTPClient.from_transport(self._transports[-1])
+                if self._sftp is None:  # pragma: no cover - paramiko returns None only when the open failed
+                    raise SshConnectError(f"{self.endpoint.route} would not open an SFTP session")
             return self._sftp
 
-    def _drop_locked(self, why: str) -> None:
-        if self._client is not None:
-            CONNECTIONS_DROPPED[self.endpoint.pool_key, why] += 1
+    def _close_sftp_locked(self) -> None:
         if self._sftp is not None:
             self._sftp.close()
-        if self._client is not None:
-            self._client.close()
         self._sftp = None
-        self._client = None
+        if self._master is not None:
+            self._master.close_sftp()
+
+    def _drop_locked(self, why: str) -> None:
+        if self._transports or self._master is not None:
+            CONNECTIONS_DROPPED[self.endpoint.pool_key, why] += 1
+        self._close_sftp_locked()
+        for transport in reversed(self._transports):
+            transport.close()
+        self._transports = []
+        self._master = None
 
     def drop(self, why: str) -> None:
         """Close the connection; the next use reconnects."""
@@ -171,8 +161,8 @@ def connection(endpoint: SshEndpoint) -> PooledConnection:
     with _POOL_LOCK:
         pooled = _POOL.get(endpoint.pool_key)
         if pooled is not None and pooled.endpoint.identity() != endpoint.identity():
-            # Same host and user, new key or known_hosts: never reuse a login made with the old ones.
-            pooled.drop("a new key or known_hosts for the same login")
+            # Same host and user, new key, known_hosts or route: never reuse a login made with the old ones.
+            pooled.drop("a new key, known_hosts or route for the same login")
             pooled = None
         if pooled is None:
             pooled = PooledConnection(endpoint)
