@@ -49,6 +49,21 @@ class Ports:
         return self.base + 22
 
     @property
+    def bastion(self) -> int:
+        """The local site's bastion (localenv/site.py): the one way in to its login nodes."""
+        return self.base + 24
+
+    @property
+    def site_login(self) -> int:
+        """The local site's login node (the Satori's, reached through the bastion only)."""
+        return self.base + 25
+
+    @property
+    def site_login_mfa(self) -> int:
+        """The same login node asking a second factor after the key (keyboard-interactive)."""
+        return self.base + 26
+
+    @property
     def slurmctld(self) -> int:
         return self.base + 817
 
@@ -108,6 +123,10 @@ class Layout:
     @property
     def satori_dir(self) -> Path:
         return self.state_dir / "satori"
+
+    @property
+    def site_dir(self) -> Path:
+        return self.state_dir / "site"
 
     @property
     def moto_url(self) -> str:

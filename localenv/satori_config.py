@@ -93,14 +93,16 @@ def cluster_name(layout: Layout) -> str:
     return f"atlas{layout.ports.base}"
 
 
-def render_sshd_config(paths: SatoriPaths, port: int) -> str:
+def render_sshd_config(paths: SatoriPaths, port: int, pid_file: Path | None = None) -> str:
+    """The login node's sshd_config; another sshd of the same login node (the local site's,
+    localenv/site.py) passes its own port and pid file."""
     return "\n".join(
         [
             "# Written by Atlas's local environment; the login node of the local Satori.",
             f"Port {port}",
             f"ListenAddress {LOOPBACK}",
             f"HostKey {paths.host_key}",
-            f"PidFile {paths.sshd_pid}",
+            f"PidFile {pid_file or paths.sshd_pid}",
             "AuthorizedKeysFile .ssh/authorized_keys",
             "PubkeyAuthentication yes",
             "AuthenticationMethods publickey",
