@@ -46,12 +46,12 @@ def agent_location(spec: str | None, environ: Mapping[str, str] | None = None) -
         return None
     if spec == AGENT_FROM_ENVIRONMENT:
         value = env.get(AGENT_FROM_ENVIRONMENT) or None
-        return AgentLocation(value, f"SSH_AUTH_SOCK={value}" if value else "SSH_AUTH_SOCK (not set)")
+        return AgentLocation(value, f"SSH_AUTH_SOCK={value}" if value else "SSH_AUTH_SOCK is not set")
     whole = _VARIABLE.fullmatch(spec)
     if whole is not None:
         variable = whole.group(1) or whole.group(2)
         value = env.get(variable) or None
-        return AgentLocation(value, f"IdentityAgent {spec} ({value or 'not set'})")
+        return AgentLocation(value, f"IdentityAgent {spec}={value}" if value else f"IdentityAgent {spec} is not set")
     home = env.get("HOME") or str(Path.home())
     path = _VARIABLE.sub(lambda m: env.get(m.group(1) or m.group(2), ""), spec)
     path = path.replace("%d", home).replace("%u", getpass.getuser()).replace("%%", "%")

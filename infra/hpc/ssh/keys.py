@@ -149,8 +149,8 @@ class Credentials:
     left_out: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
-        offered = "; ".join(c.described for c in self.keys) or "no key"
-        return offered + ("" if not self.left_out else " (" + "; ".join(self.left_out) + ")")
+        """The keys offered and why others were not: `agent key ED25519 SHA256:... (me@laptop); ...`."""
+        return "; ".join([c.described for c in self.keys] + self.left_out) or "nothing"
 
 
 class KeyRing:
@@ -199,13 +199,19 @@ def credentials(hop: SshHop, endpoint: SshEndpoint, ring: KeyRing, is_login: boo
     if why:
         found.left_out.append(why)
     found.keys += [Credential(f"agent key {describe_key(k)}", k) for k in agent_keys]
-    for path in _identity_paths(hop):
+    paths = _identity_paths(hop)
+    read = 0
+    for path in paths:
         loaded = _load_identity_file(path)
         if isinstance(loaded, str):
             if loaded:
                 found.left_out.append(loaded)
-        elif not any(c.key.get_base64() == loaded.get_base64() for c in found.keys):
+            continue
+        read += 1
+        if not any(c.key.get_base64() == loaded.get_base64() for c in found.keys):
             found.keys.append(Credential(f"{path} ({describe_key(loaded)})", loaded))
+    if not read and not any(path.exists() for path in paths):
+        found.left_out.append(f"no key file ({', '.join(str(p) for p in paths)} not there)")
     if not is_login and endpoint.has_own_key:
         own = load_private_key(endpoint)
         if not any(c.key.get_base64() == own.get_base64() for c in found.keys):
