@@ -27,6 +27,8 @@ Modules, from the bottom up:
     builds.py    the BuildConfig runner standing in for OpenShift's build controller
     satori_config.py  the login node's sshd_config, slurm.conf and gres.conf (pure)
     satori.py    the HPC login node: OpenSSH, Slurm with GPUs, and the LSF commands of lsf/
+    site_config.py  the local site's sshd configs, PAM stack and user ssh config (pure)
+    site.py      the local site: the Satori behind a bastion, the key in an agent, a second factor
     moto.py      the AWS API stand-in (moto server)
     cli.py       scripts/localenv
 

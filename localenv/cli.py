@@ -3,7 +3,9 @@
 Kubernetes (etcd, API server, controller manager, scheduler, KWOK's simulated nodes), a real
 node (containerd, kubelet, kube-proxy, mock GPUs, an image registry), the local Satori (sshd
 login node, Slurm, the LSF command set) and the local AWS (a moto server), all as processes on
-this machine, with state in .state/localenv (or ATLAS_LOCALENV_DIR).
+this machine, with state in .state/localenv (or ATLAS_LOCALENV_DIR). The local site (the Satori
+behind a bastion, the key in an agent: localenv/site.py) only with `--only site`; `down` of the
+Satori stops it too.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from localenv.layout import Layout, default_layout
 from localenv.procs import Daemon, LocalEnvError
 
 PARTS = ("kube", "node", "satori", "aws")
+# Started only when asked for by name: it adds a firewall rule, an account and a PAM service.
+OPTIONAL_PARTS = ("site",)
 
 
 def _sayer() -> Callable[[str], None]:
@@ -37,6 +41,12 @@ def _satori() -> Any:
     from localenv import satori
 
     return satori
+
+
+def _site() -> Any:
+    from localenv import site
+
+    return site
 
 
 def running_daemons(layout: Layout) -> list[Daemon]:
@@ -103,6 +113,9 @@ def cmd_up(layout: Layout, parts: Sequence[str], settings: kube.KubeSettings) ->
     if "aws" in parts:
         say(f"aws: starting the moto server (AWS API stand-in) on {layout.moto_url}")
         moto.up(layout)
+    if "site" in parts:
+        say("site: starting the bastion, the login node behind it and the user's agent")
+        _site().up(layout)
     say(f"up in {time.monotonic() - started:.1f}s; `scripts/localenv status --json` for endpoints")
 
 
@@ -110,6 +123,9 @@ def cmd_down(layout: Layout, parts: Sequence[str]) -> None:
     say = _sayer()
     if "aws" in parts and moto.down(layout):
         say("aws: moto server stopped")
+    # The site's login nodes front the Satori: they go first, and with it.
+    if ("site" in parts or "satori" in parts) and _site().down(layout):
+        say("site: stopped")
     if "satori" in parts:
         _satori().down(layout)
         say("satori: stopped")
@@ -130,6 +146,8 @@ def collect_status(layout: Layout, parts: Sequence[str]) -> dict[str, Any]:
         result.update(_satori().status(layout))
     if "aws" in parts:
         result.update(moto.status(layout))
+    if "site" in parts:
+        result["site"] = _site().status(layout)
     return result
 
 
@@ -157,6 +175,11 @@ def _print_status(status: dict[str, Any]) -> None:
     aws = status.get("aws")
     if aws:
         print(f"aws         {'ready' if aws['ready'] else 'not ready':10} {aws['endpoint_url']}  (moto)")
+    site = status.get("site")
+    if site:
+        state = "running" if site["running"] else "stopped"
+        print(f"site        {state:10} {site['login']['alias']} via {site['bastion']['alias']}  "
+              f"HOME={site['env']['HOME']} SSH_AUTH_SOCK={site['env']['SSH_AUTH_SOCK']}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -172,7 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     st = sub.add_parser("status", help="what runs, and the endpoints")
     st.add_argument("--json", action="store_true")
     for p in (up, down, st):
-        p.add_argument("--only", choices=PARTS, help="one part of the environment (the node needs kube)")
+        p.add_argument("--only", choices=PARTS + OPTIONAL_PARTS,
+                       help="one part of the environment (the node needs kube, the site the satori)")
     args = parser.parse_args(argv)
     layout = default_layout()
     parts = [args.only] if args.only else list(PARTS)

@@ -1,6 +1,7 @@
 """The local environment's pure renderers: the node's configs (localenv/node_config.py),
-the login node's sshd_config, slurm.conf and gres.conf (localenv/satori_config.py) and
-the build runner's objects (localenv/build_objects.py)."""
+the login node's sshd_config, slurm.conf and gres.conf (localenv/satori_config.py), the local
+site's sshd configs, PAM stack and user ssh config (localenv/site_config.py) and the build
+runner's objects (localenv/build_objects.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from localenv import build_objects, node_config, satori_config
+from infra.hpc.ssh import resolve_endpoint
+from infra.hpc.target import HpcTarget
+from localenv import build_objects, node_config, satori_config, site_config
 from localenv.layout import Layout, Ports
 from localenv.pki_files import Pki
 
@@ -51,6 +54,39 @@ def test_satori_configs_name_the_node_and_its_files() -> None:
     assert "Gres=gpu:v100:4" in slurm
     gres = satori_config.render_gres_conf("node1")
     assert gres.endswith("NodeName=node1 Name=gpu Type=v100 File=/dev/fakegpu[0-3]\n")
+
+
+def test_the_local_site_s_login_node_asks_a_code_after_the_key_and_the_bastion_only_forwards() -> None:
+    satori, site = satori_config.SatoriPaths(LAYOUT.satori_dir), site_config.SitePaths(LAYOUT.site_dir)
+    login = site_config.render_login_config(satori, site, LAYOUT).splitlines()
+    mfa = site_config.render_login_mfa_config(satori, site, LAYOUT).splitlines()
+    assert "AuthenticationMethods publickey" in login and "UsePAM no" in login and "Port 16025" in login
+    assert "AuthenticationMethods publickey,keyboard-interactive" in mfa and "UsePAM yes" in mfa
+    assert f"PidFile {site.pid_file('login-mfa')}" in mfa and f"HostKey {satori.host_key}" in mfa
+    bastion = site_config.render_bastion_config(site, LAYOUT).splitlines()
+    assert "PermitOpen 127.0.0.1:16025 127.0.0.1:16026" in bastion and "AllowUsers atlas-jump" in bastion
+    pam = site_config.render_pam_service(site)
+    assert f"auth required pam_exec.so expose_authtok quiet {site.code_check}\n" in pam
+    assert site_config.sshd_program_name(LAYOUT) == "atlas-site-sshd-16000"
+
+
+def test_the_local_site_s_user_config_resolves_to_the_login_node_through_the_bastion(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    site = site_config.SitePaths(tmp_path / "site")
+    site.ssh_config.parent.mkdir(parents=True)
+    site.ssh_config.write_text(site_config.render_user_ssh_config(site, LAYOUT))
+    site.known_hosts.write_text(site_config.render_known_hosts("ssh-ed25519 AAAAbastion", "ssh-ed25519 AAAAlogin",
+                                                               LAYOUT))
+    endpoint = resolve_endpoint(HpcTarget(host="satori-site", user=None, scheduler="slurm",
+                                          ssh_config=site.ssh_config), "atlas:hpc.site")
+    assert (endpoint.host, endpoint.port, endpoint.user, endpoint.name) == ("127.0.0.1", 16025, "atlas", "satori-site")
+    (bastion,) = endpoint.jumps
+    assert (bastion.name, bastion.port, bastion.user) == ("atlas-bastion", 16024, "atlas-jump")
+    assert bastion.known_hosts == "[127.0.0.1]:16024 ssh-ed25519 AAAAbastion\n"
+    assert endpoint.known_hosts == "[127.0.0.1]:16025 ssh-ed25519 AAAAlogin\n"
+    assert endpoint.agent == "SSH_AUTH_SOCK" and endpoint.private_key_file is None
 
 
 CONFIG = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -44,3 +45,30 @@ def test_stand_alone_satori_stacks(tmp_path: Path, stack: str, environment: str,
     target = config.hpc[0].target
     assert (target.scheduler, target.host, target.poll_interval_s) == (scheduler, "satori-login-001.mit.edu", 60.0)
     assert target.known_hosts_file == tmp_path / "satori_known_hosts"
+
+
+def test_the_local_site_stack_names_nothing_of_ssh_but_the_aliases(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from infra.hpc.ssh import resolve_endpoint
+    from localenv import site_config
+    from localenv.layout import Layout, Ports
+
+    config = parse_stack_config("local-site", atlas_values("local-site"), project_with_workloads(tmp_path))
+    targets = {h.name: h.target for h in config.hpc}
+    assert sorted(targets) == ["satori-site", "satori-site-mfa"]
+    for target in targets.values():
+        assert (target.user, target.port, target.private_key_file, target.known_hosts_file) == (None,) * 4
+    # Resolved as the site's user does: their HOME, with the ssh config the local site writes.
+    layout = Layout(state_dir=tmp_path / "env", ports=Ports(16000))
+    site = site_config.SitePaths(tmp_path / "home-site")
+    monkeypatch.setenv("HOME", str(site.home))
+    site.ssh_config.parent.mkdir(parents=True)
+    site.ssh_config.write_text(site_config.render_user_ssh_config(site, layout))
+    site.known_hosts.write_text(site_config.render_known_hosts("ssh-ed25519 AAAAb", "ssh-ed25519 AAAAl", layout))
+    endpoint = resolve_endpoint(targets["satori-site"], "atlas:hpc.satori-site")
+    assert [hop.name for hop in endpoint.jumps] == ["atlas-bastion"] and endpoint.port == layout.ports.site_login
+    mfa = resolve_endpoint(targets["satori-site-mfa"], "atlas:hpc.satori-site-mfa")
+    assert mfa.port == layout.ports.site_login_mfa
+    # OpenSSH expands ControlPath (`ssh -G`); without its client there is no master to use.
+    assert mfa.control_path == (str(site.control_path) if shutil.which("ssh") else None)
