@@ -10,8 +10,10 @@ they are tested without a Pulumi engine.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
+import urllib.error
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -75,7 +77,10 @@ def parse_openshift(raw: Any, project_dir: Path) -> tuple[KubernetesTarget, Open
     context = section.get("context")
     if context is not None:
         context = _string(section, "context", key)
-    target = KubernetesTarget(flavour=flavour, namespace=namespace, kubeconfig_path=path, context=context)
+    insecure = _bool(section, "insecure_skip_tls_verify", key, False)
+    target = KubernetesTarget(
+        flavour=flavour, namespace=namespace, kubeconfig_path=path, context=context, insecure_skip_tls_verify=insecure
+    )
     return target, parse_openshift_settings(section, key, flavour)
 
 
@@ -219,6 +224,29 @@ def check_local_files(config: StackConfig) -> None:
             raise AtlasConfigError(f"{key}: {path} does not exist or is not a file; {fix}")
 
 
+def check_kubernetes_access(config: StackConfig, probe: bool = True) -> None:
+    """The cluster `atlas:openshift` names is found as kubectl would find it (the stack's file, else
+    KUBECONFIG merged, else ~/.kube/config; the named context, else the current one) and, with
+    `probe`, accepts its credentials, before any resource: a context that is not there is refused
+    listing those that are (AtlasConfigError), credentials the server refuses end in one line
+    saying how to log in again (infra.kubeapi.KubeAuthError). A server that does not answer is
+    left to pulumi-kubernetes, which reports it as unreachable."""
+    if config.openshift is None:
+        return
+    from infra.kubeapi import KubeApi
+    from infra.kubeconfig import KubeConfigError
+    from infra.openshift.cluster_access import cluster_access
+
+    try:
+        access = cluster_access(config.openshift)
+        api = KubeApi(access.resolved, timeout_s=10.0)
+    except KubeConfigError as error:
+        raise AtlasConfigError(str(error)) from None
+    if probe:
+        with contextlib.suppress(OSError, urllib.error.URLError):
+            api.get_json_or_text("/version")
+
+
 def check_wait_for(config: StackConfig, steps: Sequence[str]) -> None:
     """Every `wait_for` names a step of the workload (known only once the definition is loaded)."""
     named = [(f"{_key('hpc')}.{h.name}.wait_for", h.wait_for) for h in config.hpc]
@@ -253,6 +281,7 @@ def load_stack_config() -> StackConfig:
     # the program's folder (stacks/), which is the working directory here.
     parsed = parse_stack_config(pulumi.get_stack(), values, Path(pulumi.get_root_directory()))
     check_local_files(parsed)
+    check_kubernetes_access(parsed)
     if parsed.aws is not None:
         # Missing AWS credentials stop preview here, naming the key, not at the first AWS call.
         parsed = dataclasses.replace(parsed, aws=resolve_credentials(parsed.aws))
