@@ -90,8 +90,10 @@ class ResolvedContext:
     namespace: str = ""  # the context's own namespace, if any
     flavour: str | None = None
     relative_entries: tuple[str, ...] = ()  # KUBECONFIG entries given relative to the working folder
-    # Each file's references are relative to its folder, which pulumi-kubernetes ignores in a file it is handed.
-    has_relative_references: bool = False
+    # The one file that holds the context, its cluster and its user, none with a reference relative
+    # to that file's folder: what pulumi-kubernetes, which reads a file it is handed without
+    # resolving such references, can be given as a path. None otherwise.
+    whole_in: Path | None = None
     cluster: Mapping[str, Any] = field(default_factory=dict, repr=False)
     user: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -202,13 +204,21 @@ def _absolute(entry: Mapping[str, Any], keys: Sequence[str], base: Path) -> tupl
     return copy, relative
 
 
-def merge_documents(documents: Sequence[tuple[Path | None, Mapping[str, Any]]]) -> tuple[dict[str, Any], bool]:
+@dataclass(frozen=True)
+class Merged:
+    """Kubeconfig documents merged, and where each entry came from."""
+
+    config: dict[str, Any]
+    # (section, name) -> the file that defined it, and whether it held a reference relative to that file
+    origins: dict[tuple[str, str], tuple[Path | None, bool]]
+
+
+def merge_documents(documents: Sequence[tuple[Path | None, Mapping[str, Any]]]) -> Merged:
     """Kubeconfig documents merged as kubectl merges them: the first to define a name wins, the
     first `current-context` set wins, each file's relative references resolved against its folder
-    (a document of no file: the working folder). Also whether any reference was relative."""
+    (a document of no file: the working folder)."""
     merged: dict[str, Any] = {"clusters": [], "users": [], "contexts": [], "current-context": ""}
-    seen: dict[str, set[str]] = {section: set() for section, _ in _SECTIONS}
-    any_relative = False
+    origins: dict[tuple[str, str], tuple[Path | None, bool]] = {}
     for path, doc in documents:
         base = path.parent.absolute() if path is not None else Path.cwd()
         where = str(path) if path is not None else "the kubeconfig"
@@ -221,21 +231,20 @@ def merge_documents(documents: Sequence[tuple[Path | None, Mapping[str, Any]]]) 
                 body = item.get(inner) if isinstance(item, Mapping) else None
                 if not isinstance(name, str) or not name or not isinstance(body, Mapping):
                     raise KubeConfigError(f"{where}: {section}[{i}] needs a name and a {inner} mapping")
-                if name in seen[section]:
+                if (section, name) in origins:
                     continue
-                seen[section].add(name)
                 if section == "clusters":
                     body, relative = _absolute(body, _CLUSTER_FILES, base)
                 elif section == "users":
                     body, relative = _absolute(body, _USER_FILES, base)
                 else:
                     relative = False
-                any_relative = any_relative or relative
+                origins[(section, name)] = (path, relative)
                 merged[section].append({"name": name, inner: dict(body)})
         current = doc.get("current-context")
         if not merged["current-context"] and isinstance(current, str) and current:
             merged["current-context"] = current
-    return merged, any_relative
+    return Merged(merged, origins)
 
 
 def _entry(config: Mapping[str, Any], section: str, inner: str, name: str) -> Mapping[str, Any] | None:
@@ -260,7 +269,7 @@ def resolve_document(
     where: str,
     files: tuple[Path, ...] = (),
     relative_entries: tuple[str, ...] = (),
-    has_relative_references: bool = False,
+    origins: Mapping[tuple[str, str], tuple[Path | None, bool]] | None = None,
 ) -> ResolvedContext:
     """The context `request` asks for in an already merged kubeconfig, checked (see the module's
     docstring); KubeConfigError naming the fix otherwise."""
@@ -307,7 +316,7 @@ def resolve_document(
         namespace=str(context.get("namespace") or ""),
         flavour=request.flavour,
         relative_entries=relative_entries,
-        has_relative_references=has_relative_references,
+        whole_in=_whole_in(origins or {}, name, cluster_name, user_name),
         cluster=cluster,
         user=user,
     )
@@ -316,13 +325,26 @@ def resolve_document(
     return resolved
 
 
+def _whole_in(
+    origins: Mapping[tuple[str, str], tuple[Path | None, bool]], context: str, cluster: str, user: str
+) -> Path | None:
+    """The one file the context, its cluster and its user all come from, with no reference relative
+    to its folder; None where they come from several, or one of them has such a reference."""
+    wanted = [("contexts", context), ("clusters", cluster)] + ([("users", user)] if user else [])
+    found = [origins.get(key) for key in wanted]
+    files = {origin[0] for origin in found if origin is not None}
+    if None in found or len(files) != 1 or any(origin[1] for origin in found if origin is not None):
+        return None
+    return files.pop()
+
+
 def resolve_context(
     request: KubeconfigRequest, environ: Mapping[str, str] | None = None, home: Path | None = None
 ) -> ResolvedContext:
     """The files `request` leads to, merged, and the context it names (else the current one)."""
     files, where, relative = kubeconfig_files(request, environ, home)
-    merged, has_relative = merge_documents([(path, load_document(path)) for path in files])
-    return resolve_document(merged, request, where, files, relative, has_relative)
+    merged = merge_documents([(path, load_document(path)) for path in files])
+    return resolve_document(merged.config, request, where, files, relative, merged.origins)
 
 
 def _check_cluster(resolved: ResolvedContext, request: KubeconfigRequest) -> None:
@@ -406,3 +428,23 @@ def _check_exec(exec_: Any, label: str) -> None:
     for key in ("args", "env"):
         if exec_.get(key) is not None and not isinstance(exec_.get(key), list):
             raise KubeConfigError(f"{label}: exec {key} is not a list")
+
+
+def minified(resolved: ResolvedContext) -> str:
+    """A kubeconfig of the one context, its cluster and its user, file references absolute (what
+    `kubectl config view --minify --raw` prints): it holds the user's credentials, so it is only
+    ever handed on as a secret."""
+    context: dict[str, Any] = {"cluster": resolved.cluster_name}
+    if resolved.user_name:
+        context["user"] = resolved.user_name
+    if resolved.namespace:
+        context["namespace"] = resolved.namespace
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": resolved.cluster_name, "cluster": dict(resolved.cluster)}],
+        "users": [{"name": resolved.user_name, "user": dict(resolved.user)}] if resolved.user_name else [],
+        "contexts": [{"name": resolved.name, "context": context}],
+        "current-context": resolved.name,
+    }
+    return yaml.safe_dump(doc, sort_keys=False)

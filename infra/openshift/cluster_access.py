@@ -3,28 +3,36 @@ JobCompletions' API access and the outputs' `api_url`, all from one kubeconfig r
 
 `cluster_access(target)` resolves the target (infra/kubeconfig.py: the stack's file, else
 KUBECONFIG merged, else ~/.kube/config; the named context, else the current one) and decides
-what pulumi-kubernetes is given. Checked against pulumi-kubernetes 4.25's provider:
-- with a `kubeconfig` input it reads that one file (or content) itself, without resolving the
-  file's relative references against its folder; without one it loads KUBECONFIG's files (or
-  ~/.kube/config) with client-go's loading rules, which merge them exactly as the resolution
-  does; a `context` input selects any context by name, `/` and `:` included;
-- so the provider gets the stack's file as a path where the stack names one, and nothing
-  (its own identical merge) otherwise, with the context as the stack names it: the inputs a stack
-  had before stay identical, so its provider (and every object under it) is not replaced;
-- credentials never enter state: a path is read again by every `pulumi up`, `refresh` and
-  `destroy`, so logging in again (a new token in the same file) is enough; an inline copy in the
-  provider's inputs would keep the expired token for `destroy`, which runs from state alone.
-What could make the provider and Atlas read different things is refused before any resource:
-KUBECONFIG entries relative to a working folder (the program and each provider run in their
-own), and a named file whose references are relative to its folder.
+what pulumi-kubernetes is given. What pulumi-kubernetes 4.25 does, read in its source
+(provider/pkg/provider/provider.go, util.go) and its Python SDK:
+- the SDK's `Provider` puts `$KUBECONFIG` itself into the `kubeconfig` input when none is given,
+  as one string: with several files (`a:b`) that string is neither a file nor a kubeconfig, and
+  the provider fails. Several files are therefore never left to it;
+- a `kubeconfig` input is one file (or a kubeconfig's text), read without resolving its relative
+  references against its folder; with no input and KUBECONFIG unset, client-go loads
+  ~/.kube/config, resolving them; a `context` input selects any context by name, `/` and `:`
+  included.
+So the provider is given:
+- nothing, where the resolution read ~/.kube/config (client-go reads the same);
+- the path of the one file that holds the context, its cluster and its user with absolute
+  references (the stack's file, or the KUBECONFIG file `oc login` wrote them into): the inputs a
+  stack had before stay identical (its provider, and every object under it, is not replaced), and
+  no credential enters the state: every `pulumi up`, `refresh` and `destroy` reads the file
+  again, so logging in again (a new token in the same file) is enough;
+- otherwise (entries spread over several KUBECONFIG files, or references relative to a file's
+  folder) the context alone as a kubeconfig text (`kubeconfig.minified`), as a Pulumi secret:
+  encrypted in state, and what `destroy` (which runs from state alone) will use, so after a new
+  login run `pulumi up` (or `refresh --run-program`) before `destroy`.
+The context input is the stack's, as before. KUBECONFIG entries relative to a working folder are
+refused before any resource: the program and each provider run in folders of their own.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from infra.kubeconfig import KubeConfigError, ResolvedContext, resolve_context
+from infra.kubeconfig import KubeConfigError, ResolvedContext, minified, resolve_context
 from infra.openshift.completion import ApiAccess
 from infra.openshift.target import KubernetesTarget
 
@@ -32,15 +40,19 @@ if TYPE_CHECKING:
     import pulumi
     import pulumi_kubernetes as k8s
 
+HOME_KUBECONFIG = "~/.kube/config"
+
 
 @dataclass(frozen=True)
 class ClusterAccess:
     """What the stack program hands pulumi-kubernetes and its own completions for one target."""
 
     resolved: ResolvedContext
-    provider_kubeconfig: str | None  # a path, or None: the provider's own KUBECONFIG / ~/.kube/config
+    provider_kubeconfig: str | None  # a path; None: the provider's own ~/.kube/config, or the text below
     provider_context: str | None  # as the stack names it (None: the current context)
     completion: ApiAccess
+    # The context alone as a kubeconfig, handed to the provider as a secret where no one file will do.
+    provider_kubeconfig_text: str | None = field(default=None, repr=False)
 
     @property
     def api_url(self) -> str:
@@ -49,31 +61,24 @@ class ClusterAccess:
 
 def cluster_access(target: KubernetesTarget) -> ClusterAccess:
     """The one resolution of `target`, and what the provider and completions get from it;
-    KubeConfigError (naming the key and the fix) where they would not reach the same cluster."""
-    request = target.kube_request()
-    resolved = resolve_context(request)
+    KubeConfigError naming the fix where the context cannot be resolved for them."""
+    resolved = resolve_context(target.kube_request())
     if resolved.relative_entries:
         raise KubeConfigError(
             f"KUBECONFIG lists {', '.join(resolved.relative_entries)} relative to the working folder, which the "
             "Pulumi program and pulumi-kubernetes do not share; list absolute paths "
             "(`export KUBECONFIG=$(realpath <file>)`)"
         )
-    kubeconfig = None
-    if target.kubeconfig_path is not None:
-        if resolved.has_relative_references:
-            raise KubeConfigError(
-                f"{request.file_key}: {target.kubeconfig_path} names files relative to its own folder, which "
-                "pulumi-kubernetes resolves against its working folder instead; write absolute paths, or embed "
-                "them (`kubectl config view --raw --flatten --minify --context=<name> > <file>`)"
-            )
-        kubeconfig = str(target.kubeconfig_path)
-    access = ApiAccess(
-        kubeconfig,
-        target.context,
-        flavour=target.flavour,
-        allow_insecure_tls=target.insecure_skip_tls_verify,
-    )
-    return ClusterAccess(resolved, kubeconfig, target.context, access)
+    path: str | None = None
+    text: str | None = None
+    if target.kubeconfig_path is None and resolved.where == HOME_KUBECONFIG:
+        pass  # client-go's own loading of ~/.kube/config, as the provider always had
+    elif resolved.whole_in is not None:
+        path = str(resolved.whole_in)
+    else:
+        text = minified(resolved)
+    access = ApiAccess(path, target.context, flavour=target.flavour, allow_insecure_tls=target.insecure_skip_tls_verify)
+    return ClusterAccess(resolved, path, target.context, access, text)
 
 
 def cluster_provider(
@@ -83,9 +88,12 @@ def cluster_provider(
     import pulumi
     import pulumi_kubernetes as k8s
 
+    kubeconfig: pulumi.Input[str] | None = access.provider_kubeconfig
+    if access.provider_kubeconfig_text is not None:
+        kubeconfig = pulumi.Output.secret(access.provider_kubeconfig_text)
     return k8s.Provider(
         name,
-        kubeconfig=access.provider_kubeconfig,
+        kubeconfig=kubeconfig,
         context=access.provider_context,
         # Server-side apply refuses unknown fields, as `oc apply` would: a typo is an error.
         enable_server_side_apply=server_side_apply,

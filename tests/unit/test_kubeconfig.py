@@ -25,7 +25,8 @@ CONFIG = {
     "contexts": [{"name": "a", "context": {"cluster": "c1", "user": "u1"}},
                  {"name": "b", "context": {"cluster": "c2"}},
                  {"name": "broken", "context": {"cluster": "missing"}},
-                 {"name": OC_CONTEXT, "context": {"cluster": "api-crc-testing:6443", "user": "developer/api-crc-testing:6443",
+                 {"name": OC_CONTEXT, "context": {"cluster": "api-crc-testing:6443",
+                                                  "user": "developer/api-crc-testing:6443",
                                                   "namespace": "atlas-probe"}}],
     "clusters": [{"name": "c1", "cluster": {"server": "https://one"}},
                  {"name": "c2", "cluster": {"server": "https://two/"}},
@@ -53,7 +54,8 @@ def test_the_named_context_else_the_current_one(context: str | None, server: str
 
 def test_an_openshift_context_name_keeps_its_slashes_and_colons() -> None:
     resolved = resolve(OC_CONTEXT)
-    assert (resolved.name, resolved.cluster_name, resolved.namespace) == (OC_CONTEXT, "api-crc-testing:6443", "atlas-probe")
+    assert (resolved.name, resolved.cluster_name) == (OC_CONTEXT, "api-crc-testing:6443")
+    assert resolved.namespace == "atlas-probe"
     assert resolved.is_openshift
     assert resolved.login_fix() == "log in again: `oc login --server=https://api.crc.testing:6443`"
 
@@ -107,7 +109,8 @@ def test_kubeconfig_lists_files_that_merge_as_kubectl_merges_them(tmp_path: Path
     second = write(tmp_path / "two" / "config", {
         "current-context": "dead",
         "clusters": [{"name": "shared", "cluster": {"server": "https://second"}},
-                     {"name": "site:6443", "cluster": {"server": "https://site:6443", "certificate-authority": "ca.crt"}}],
+                     {"name": "site:6443",
+                      "cluster": {"server": "https://site:6443", "certificate-authority": "ca.crt"}}],
         "users": [{"name": "me", "user": {"token": "never-used"}}],
         "contexts": [{"name": OC_CONTEXT, "context": {"cluster": "site:6443", "user": "me"}}],
     })
@@ -123,7 +126,7 @@ def test_kubeconfig_lists_files_that_merge_as_kubectl_merges_them(tmp_path: Path
     assert current.cluster["certificate-authority"] == str(tmp_path / "one" / "ca.crt")
     assert current.user == {"tokenFile": str(tmp_path / "one" / "token")}  # the first file's user entry
     assert current.files == (first, second, third)
-    assert current.where.startswith("KUBECONFIG (") and current.has_relative_references
+    assert current.where.startswith("KUBECONFIG (") and current.whole_in is None  # a relative reference
 
     named = resolve_context(KubeconfigRequest(context=OC_CONTEXT), env)
     assert named.server == "https://site:6443"
@@ -136,7 +139,8 @@ def test_a_named_file_is_read_alone(tmp_path: Path) -> None:
         "clusters": [{"name": "c", "cluster": {"server": "https://named"}}],
         "contexts": [{"name": "x", "context": {"cluster": "c"}}],
     })
-    other = write(tmp_path / "other", {"current-context": "y", "contexts": [{"name": "y", "context": {"cluster": "c"}}]})
+    other = write(tmp_path / "other", {"current-context": "y",
+                                       "contexts": [{"name": "y", "context": {"cluster": "c"}}]})
     resolved = resolve_context(KubeconfigRequest(file=named), {"KUBECONFIG": str(other)})
     assert (resolved.server, resolved.files) == ("https://named", (named,))
     assert resolved.where == f"atlas:openshift.kubeconfig ({named})"
@@ -152,7 +156,9 @@ def test_home_kube_config_without_kubeconfig(tmp_path: Path) -> None:
     assert kubeconfig_files(KubeconfigRequest(), {"KUBECONFIG": ""}, home=tmp_path)[1] == "~/.kube/config"
 
 
-def test_relative_kubeconfig_entries_are_the_working_folder_s(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_relative_kubeconfig_entries_are_the_working_folder_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     write(tmp_path / "k", {"clusters": [], "contexts": []})
     monkeypatch.chdir(tmp_path)
     files, _where, relative = kubeconfig_files(KubeconfigRequest(), {"KUBECONFIG": "k"})
@@ -161,8 +167,10 @@ def test_relative_kubeconfig_entries_are_the_working_folder_s(tmp_path: Path, mo
 
 @pytest.mark.parametrize(("request_", "env", "expected"), [
     (KubeconfigRequest(), {}, r"no kubeconfig: .*/\.kube/config does not exist and KUBECONFIG is not set; log in"),
-    (KubeconfigRequest(), {"KUBECONFIG": "/nowhere/a:/nowhere/b"}, r"none of the files KUBECONFIG \(/nowhere/a, /nowhere/b\)"),
-    (KubeconfigRequest(file=Path("/nowhere/k"), file_key="--kubeconfig"), {}, r"^--kubeconfig: /nowhere/k does not exist"),
+    (KubeconfigRequest(), {"KUBECONFIG": "/nowhere/a:/nowhere/b"},
+     r"none of the files KUBECONFIG \(/nowhere/a, /nowhere/b\)"),
+    (KubeconfigRequest(file=Path("/nowhere/k"), file_key="--kubeconfig"), {},
+     r"^--kubeconfig: /nowhere/k does not exist"),
 ])
 def test_no_kubeconfig_is_refused_naming_where_it_looked(
     request_: KubeconfigRequest, env: dict[str, str], expected: str, tmp_path: Path
@@ -182,16 +190,17 @@ def test_an_unreadable_file_is_named(tmp_path: Path) -> None:
 
 
 def test_merge_keeps_absolute_references_and_path_based_exec_commands(tmp_path: Path) -> None:
-    merged, relative = merge_documents([(tmp_path / "k", {"users": [
+    merged = merge_documents([(tmp_path / "k", {"users": [
         {"name": "abs", "user": {"client-certificate": "/etc/c.crt", "client-key": "/etc/c.key"}},
         {"name": "plugin", "user": {"exec": {"command": "bin/plugin", "apiVersion": "v"}}},
         {"name": "on-path", "user": {"exec": {"command": "oc", "apiVersion": "v"}}},
     ]})])
-    users = {u["name"]: u["user"] for u in merged["users"]}
+    users = {u["name"]: u["user"] for u in merged.config["users"]}
     assert users["abs"]["client-certificate"] == "/etc/c.crt"
     assert users["plugin"]["exec"]["command"] == str(tmp_path / "bin/plugin")
     assert users["on-path"]["exec"]["command"] == "oc"  # looked up on PATH, as kubectl does
-    assert relative
+    assert merged.origins[("users", "plugin")] == (tmp_path / "k", True)
+    assert merged.origins[("users", "abs")] == (tmp_path / "k", False)
 
 
 # --- what is refused of a cluster or user entry --------------------------------------------------
@@ -217,7 +226,8 @@ def test_insecure_tls_is_refused_unless_the_stack_allows_it() -> None:
 
 
 @pytest.mark.parametrize(("cluster", "user", "expected"), [
-    ({}, {"auth-provider": {"name": "oidc", "config": {"id-token": "SECRET-ID"}}}, "legacy auth-provider 'oidc'.*exec credential plugin"),
+    ({}, {"auth-provider": {"name": "oidc", "config": {"id-token": "SECRET-ID"}}},
+     "legacy auth-provider 'oidc'.*exec credential plugin"),
     ({}, {"username": "admin", "password": "SECRET-PW"}, "basic auth"),
     ({}, {"as": "system:admin", "token": "SECRET-TOKEN"}, r"impersonates \(as\)"),
     ({}, {"client-certificate-data": "SECRET-CERT"}, "client certificate without its key"),
