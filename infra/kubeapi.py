@@ -146,10 +146,15 @@ class KubeApi:
     # --- the one way out ------------------------------------------------------------------------
 
     def _request(
-        self, method: str, path: str, accept: str, data: bytes | None = None, content_type: str | None = None
+        self,
+        method: str,
+        path: str,
+        accept: str,
+        authorization: str | None,
+        data: bytes | None = None,
+        content_type: str | None = None,
     ) -> urllib.request.Request:
         headers = {"Accept": accept}
-        authorization = self.credentials.authorization()
         if authorization:
             headers["Authorization"] = authorization
         if content_type:
@@ -171,11 +176,12 @@ class KubeApi:
         asked once more after a 401 where renewed credentials may help; a 401 then is KubeAuthError."""
         self.calls[method] += 1
         for attempt in (1, 2):
-            request = self._request(method, path, accept, data, content_type)
+            authorization, tls = self.credentials.for_request()
+            request = self._request(method, path, accept, authorization, data, content_type)
             try:
                 return urllib.request.urlopen(  # noqa: S310 (the kubeconfig's server)
                     request,
-                    context=self.credentials.ssl_context(),
+                    context=tls,
                     timeout=self.timeout_s if timeout_s is None else timeout_s,
                 )
             except urllib.error.HTTPError as error:

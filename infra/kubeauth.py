@@ -2,7 +2,7 @@
 what an exec credential plugin issues; and the TLS context that checks the server.
 
 `Credentials(resolved)` (a context from infra/kubeconfig.py) gives each request its
-`Authorization` header and its `ssl.SSLContext`; after a 401, `refresh()` says whether asking
+`Authorization` header and its `ssl.SSLContext` (`for_request`); after a 401, `refresh()` says whether asking
 again can help (a token file re-read, an exec plugin run again) and makes it so. As client-go:
 - a bearer token: `token`, or `tokenFile` (re-read every minute and after a 401), which wins over
   an exec plugin's token;
@@ -219,8 +219,6 @@ class Credentials:
         self._ssl: ssl.SSLContext | None = None
         self._ssl_cert: tuple[str, str] | None = None  # the exec-issued pair the TLS context carries
         self.base_ssl = self._base_context()  # checked now: a CA or certificate that does not load fails here
-        if self._exec is None:
-            self._ssl = self.base_ssl
 
     # --- TLS ----------------------------------------------------------------------------------
 
@@ -268,15 +266,12 @@ class Credentials:
                     f"{self._label}: the client certificate and key do not load (not PEM, or not a pair); log in again"
                 ) from None
 
-    def ssl_context(self) -> ssl.SSLContext:
-        """The TLS context of the next request: with the exec plugin's client certificate, if it gave one."""
-        if self._exec is None:
+    def _context_for(self, issued: Issued | None) -> ssl.SSLContext:
+        """The TLS context: with the exec plugin's client certificate, where it gave one."""
+        if issued is None or not issued.cert_pem:
             return self.base_ssl
-        issued = self._issued()
         with self._lock:
             pair = (issued.cert_pem, issued.key_pem)
-            if not issued.cert_pem:
-                return self.base_ssl
             if self._ssl is None or self._ssl_cert != pair:
                 context = self._base_context()
                 self._load_pair(context, issued.cert_pem.encode(), issued.key_pem.encode())
@@ -301,12 +296,14 @@ class Credentials:
                 self._token_read_at = now
             return self._token
 
-    def authorization(self) -> str | None:
-        """The Authorization header's value for the next request, or None (a client certificate, anonymous)."""
+    def for_request(self) -> tuple[str | None, ssl.SSLContext]:
+        """The next request's Authorization header value (None: a client certificate, or
+        anonymous) and TLS context; an exec plugin is asked at most once for both."""
+        issued = self._issued() if self._exec is not None else None
         token = self._file_token() if self._token_file else self._token
-        if not token and self._exec is not None:
-            token = self._issued().token
-        return f"Bearer {token}" if token else None
+        if not token and issued is not None:
+            token = issued.token
+        return (f"Bearer {token}" if token else None), self._context_for(issued)
 
     def refresh(self) -> bool:
         """After a 401: renew what can be renewed; whether asking again may now succeed."""
