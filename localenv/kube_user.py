@@ -21,6 +21,8 @@ project made for them beforehand, only that project's rights, and the kubeconfig
   `127-0-0-1:<port>` with its CA embedded, the user `<username>/127-0-0-1:<port>` with the token,
   and the context `atlas-probe/127-0-0-1:<port>/system:serviceaccount:atlas-probe:atlas-user`.
 Only the named context reaches the local API server; the current one (from the first file) does not.
+`openshift_section` is a stack's `atlas:openshift` as that user writes it (KUBECONFIG, no
+kubeconfig key; the context; `project.create: false`, `quota.manage: false`).
 
 Nothing here prints the token; the files holding it are the user's (mode 0600).
 """
@@ -273,6 +275,19 @@ def write_user_kubeconfig(layout: Layout, user: ProjectUser, folder: Path) -> Us
         },
     )
     return UserKubeconfig((old, login), context, server, dead)
+
+
+def openshift_section(section: dict[str, Any], user: ProjectUser, kubeconfig: UserKubeconfig) -> dict[str, Any]:
+    """A stack's `atlas:openshift` as this user writes it: no kubeconfig key (KUBECONFIG lists the
+    files), the `oc login` context, the project made beforehand, the quota the admins own."""
+    written = {k: v for k, v in section.items() if k != "kubeconfig"}
+    return {
+        **written,
+        "namespace": user.namespace,
+        "context": kubeconfig.context,
+        "project": {**(section.get("project") or {}), "create": False},
+        "quota": {**(section.get("quota") or {}), "manage": False},
+    }
 
 
 def user_api(layout: Layout, user: ProjectUser) -> KubeApi:

@@ -234,3 +234,17 @@ def test_the_dynamic_providers_host_reports_a_fixable_failure_without_a_tracebac
     except ValueError:
         assert format_exc().startswith("Traceback (most recent call last)") and "ValueError: a bug" in format_exc()
     assert sys.exc_info() == (None, None, None)
+
+
+def test_the_local_site_s_stack_section_is_what_a_project_s_user_writes() -> None:
+    from localenv.kube_user import ProjectUser, UserKubeconfig, oc_context_name, openshift_section
+
+    server = "https://127.0.0.1:25443"
+    user = ProjectUser("atlas-probe", "atlas-user", "a-token")
+    assert oc_context_name(server, user.namespace, user.username) == OC
+    files = UserKubeconfig((Path("/k/config"), Path("/k/openshift")), OC, server, "https://127.0.0.1:25441")
+    assert files.kubeconfig_env == os.pathsep.join(["/k/config", "/k/openshift"])
+    section = openshift_section({**SECTION, "kubeconfig": ".state/x", "project": {"display_name": "p"}}, user, files)
+    assert "kubeconfig" not in section and section["context"] == OC and section["namespace"] == "atlas-probe"
+    assert section["project"] == {"display_name": "p", "create": False} and section["quota"] == {"manage": False}
+    assert "a-token" not in repr(user)
