@@ -16,7 +16,7 @@ import re
 import urllib.error
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infra.aws.settings_parser import parse_aws_settings, resolve_credentials
 from infra.errors import AtlasConfigError
@@ -30,6 +30,9 @@ from infra.stack_config import HpcEnvironmentConfig, StackConfig
 from infra.validation import Fields, config_path
 from infra.workload.load import locate_workload
 from infra.workload.model import WorkloadError
+
+if TYPE_CHECKING:
+    from infra.kubeapi import KubeApi
 
 __all__ = ["AtlasConfigError", "KubernetesTarget", "StackConfig", "load_stack_config", "parse_stack_config"]
 PROJECT = "atlas"
@@ -245,6 +248,53 @@ def check_kubernetes_access(config: StackConfig, probe: bool = True) -> None:
     if probe:
         with contextlib.suppress(OSError, urllib.error.URLError):
             api.get_json_or_text("/version")
+            check_kubernetes_rights(config, api)
+
+
+def kubernetes_rights(config: StackConfig) -> list[tuple[tuple[str, str, str, str], str, str]]:
+    """What the stack will ask of the cluster beyond a project's own rights: for each, the access
+    review (verb, resource, group, namespace), the key that asks for it and the fix."""
+    target, settings = config.openshift, config.openshift_settings
+    if target is None:
+        return []
+    wanted = []
+    if settings is not None and settings.project.create:
+        review = (
+            ("create", "projectrequests", "project.openshift.io", "")
+            if target.is_openshift
+            else ("create", "namespaces", "", "")
+        )
+        wanted.append((
+            review,
+            _key("openshift", "project.create"),
+            "set it to false and `namespace` to the project made for you (`oc projects` lists them)",
+        ))
+    if settings is not None and settings.quota.manage and not (settings.project.create):
+        wanted.append((
+            ("create", "resourcequotas", "", target.namespace),
+            _key("openshift", "quota.manage"),
+            "set it to false: the cluster's admins own the project's quota",
+        ))
+    backfill = config.backfill
+    if backfill is not None and (backfill.environments is None or "openshift" in backfill.environments):
+        wanted.append((
+            ("create", "priorityclasses", "scheduling.k8s.io", ""),
+            _key("backfill", "environments"),
+            "leave openshift out of it, or ask the cluster's admins for the right to create PriorityClasses",
+        ))
+    return wanted
+
+
+def check_kubernetes_rights(config: StackConfig, api: KubeApi) -> None:
+    """Each right `kubernetes_rights` names is the identity's (a SelfSubjectAccessReview, as `oc
+    auth can-i`), before any resource; AtlasConfigError naming the key and the fix otherwise."""
+    for (verb, resource, group, namespace), key, fix in kubernetes_rights(config):
+        if not api.can_i(verb, resource, group, namespace):
+            where = f"in namespace {namespace!r}" if namespace else "cluster-wide"
+            what = f"{resource}.{group}" if group else resource
+            raise AtlasConfigError(
+                f"{key}: {api.resolved.describe()} may not {verb} {what} {where}; {fix}"
+            )
 
 
 def check_wait_for(config: StackConfig, steps: Sequence[str]) -> None:

@@ -248,3 +248,49 @@ def test_the_local_site_s_stack_section_is_what_a_project_s_user_writes() -> Non
     assert "kubeconfig" not in section and section["context"] == OC and section["namespace"] == "atlas-probe"
     assert section["project"] == {"display_name": "p", "create": False} and section["quota"] == {"manage": False}
     assert "a-token" not in repr(user)
+
+
+class Reviews:
+    """A KubeApi stand-in answering access reviews from a set of what is allowed."""
+
+    def __init__(self, allowed: set[tuple[str, str, str, str]]) -> None:
+        self.allowed, self.asked = allowed, []  # type: ignore[var-annotated]
+        self.resolved = type("R", (), {"describe": lambda self: "context 'me' (https://s)"})()
+
+    def can_i(self, verb: str, resource: str, group: str = "", namespace: str = "", name: str = "") -> bool:
+        self.asked.append((verb, resource, group, namespace))
+        return (verb, resource, group, namespace) in self.allowed
+
+
+@pytest.mark.parametrize(("section", "backfill", "refused"), [
+    ({"project": {"create": True}}, None,
+     "atlas:openshift.project.create: context 'me' (https://s) may not create namespaces cluster-wide; set it to "
+     "false and `namespace` to the project made for you (`oc projects` lists them)"),
+    ({"flavour": "openshift", "project": {"create": True}, "image": {"reference": "quay.io/x/y:1"}}, None,
+     "atlas:openshift.project.create: context 'me' (https://s) may not create projectrequests.project.openshift.io"),
+    ({"project": {"create": False}}, None,
+     "atlas:openshift.quota.manage: context 'me' (https://s) may not create resourcequotas in namespace "
+     "'atlas-probe'; set it to false: the cluster's admins own the project's quota"),
+    ({"project": {"create": False}, "quota": {"manage": False}}, {"workload": "probe"},
+     "atlas:backfill.environments: context 'me' (https://s) may not create priorityclasses.scheduling.k8s.io "
+     "cluster-wide; leave openshift out of it"),
+    ({"project": {"create": False}, "quota": {"manage": False}}, None, None),
+])
+def test_what_a_project_s_user_may_not_do_stops_the_stack_naming_the_key(
+    tmp_path: Path, section: dict[str, Any], backfill: dict[str, Any] | None, refused: str | None
+) -> None:
+    from infra.config import check_kubernetes_rights
+
+    values: dict[str, Any] = {"openshift": {**SECTION, **section}}
+    if backfill is not None:
+        values["backfill"] = backfill
+    config = parse_stack_config("s", values, project_with_workloads(tmp_path))
+    reviews = Reviews(set())
+    if refused is None:
+        check_kubernetes_rights(config, reviews)  # type: ignore[arg-type]
+        assert reviews.asked == []
+        return
+    with pytest.raises(AtlasConfigError) as stopped:
+        check_kubernetes_rights(config, reviews)  # type: ignore[arg-type]
+    assert str(stopped.value).startswith(refused)
+    check_kubernetes_rights(config, Reviews(set(reviews.asked)))  # type: ignore[arg-type]  # allowed: passes
