@@ -10,11 +10,13 @@ they are tested without a Pulumi engine.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
+import urllib.error
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infra.aws.settings_parser import parse_aws_settings, resolve_credentials
 from infra.errors import AtlasConfigError
@@ -28,6 +30,9 @@ from infra.stack_config import HpcEnvironmentConfig, StackConfig
 from infra.validation import Fields, config_path
 from infra.workload.load import locate_workload
 from infra.workload.model import WorkloadError
+
+if TYPE_CHECKING:
+    from infra.kubeapi import KubeApi
 
 __all__ = ["AtlasConfigError", "KubernetesTarget", "StackConfig", "load_stack_config", "parse_stack_config"]
 PROJECT = "atlas"
@@ -75,7 +80,10 @@ def parse_openshift(raw: Any, project_dir: Path) -> tuple[KubernetesTarget, Open
     context = section.get("context")
     if context is not None:
         context = _string(section, "context", key)
-    target = KubernetesTarget(flavour=flavour, namespace=namespace, kubeconfig_path=path, context=context)
+    insecure = _bool(section, "insecure_skip_tls_verify", key, False)
+    target = KubernetesTarget(
+        flavour=flavour, namespace=namespace, kubeconfig_path=path, context=context, insecure_skip_tls_verify=insecure
+    )
     return target, parse_openshift_settings(section, key, flavour)
 
 
@@ -230,6 +238,76 @@ def check_ssh_routes(config: StackConfig) -> None:
         check_endpoint(hpc.target, f"{_key('hpc')}.{hpc.name}")
 
 
+def check_kubernetes_access(config: StackConfig, probe: bool = True) -> None:
+    """The cluster `atlas:openshift` names is found as kubectl would find it (the stack's file, else
+    KUBECONFIG merged, else ~/.kube/config; the named context, else the current one) and, with
+    `probe`, accepts its credentials, before any resource: a context that is not there is refused
+    listing those that are (AtlasConfigError), credentials the server refuses end in one line
+    saying how to log in again (infra.kubeapi.KubeAuthError). A server that does not answer is
+    left to pulumi-kubernetes, which reports it as unreachable."""
+    if config.openshift is None:
+        return
+    from infra.kubeapi import KubeApi
+    from infra.kubeconfig import KubeConfigError
+    from infra.openshift.cluster_access import cluster_access
+
+    try:
+        access = cluster_access(config.openshift)
+        api = KubeApi(access.resolved, timeout_s=10.0)
+    except KubeConfigError as error:
+        raise AtlasConfigError(str(error)) from None
+    if probe:
+        with contextlib.suppress(OSError, urllib.error.URLError):
+            api.get_json_or_text("/version")
+            check_kubernetes_rights(config, api)
+
+
+def kubernetes_rights(config: StackConfig) -> list[tuple[tuple[str, str, str, str], str, str]]:
+    """What the stack will ask of the cluster beyond a project's own rights: for each, the access
+    review (verb, resource, group, namespace), the key that asks for it and the fix."""
+    target, settings = config.openshift, config.openshift_settings
+    if target is None:
+        return []
+    wanted = []
+    if settings is not None and settings.project.create:
+        review = (
+            ("create", "projectrequests", "project.openshift.io", "")
+            if target.is_openshift
+            else ("create", "namespaces", "", "")
+        )
+        wanted.append((
+            review,
+            _key("openshift", "project.create"),
+            "set it to false and `namespace` to the project made for you (`oc projects` lists them)",
+        ))
+    if settings is not None and settings.quota.manage and not (settings.project.create):
+        wanted.append((
+            ("create", "resourcequotas", "", target.namespace),
+            _key("openshift", "quota.manage"),
+            "set it to false: the cluster's admins own the project's quota",
+        ))
+    backfill = config.backfill
+    if backfill is not None and (backfill.environments is None or "openshift" in backfill.environments):
+        wanted.append((
+            ("create", "priorityclasses", "scheduling.k8s.io", ""),
+            _key("backfill", "environments"),
+            "leave openshift out of it, or ask the cluster's admins for the right to create PriorityClasses",
+        ))
+    return wanted
+
+
+def check_kubernetes_rights(config: StackConfig, api: KubeApi) -> None:
+    """Each right `kubernetes_rights` names is the identity's (a SelfSubjectAccessReview, as `oc
+    auth can-i`), before any resource; AtlasConfigError naming the key and the fix otherwise."""
+    for (verb, resource, group, namespace), key, fix in kubernetes_rights(config):
+        if not api.can_i(verb, resource, group, namespace):
+            where = f"in namespace {namespace!r}" if namespace else "cluster-wide"
+            what = f"{resource}.{group}" if group else resource
+            raise AtlasConfigError(
+                f"{key}: {api.resolved.describe()} may not {verb} {what} {where}; {fix}"
+            )
+
+
 def check_wait_for(config: StackConfig, steps: Sequence[str]) -> None:
     """Every `wait_for` names a step of the workload (known only once the definition is loaded)."""
     named = [(f"{_key('hpc')}.{h.name}.wait_for", h.wait_for) for h in config.hpc]
@@ -265,6 +343,7 @@ def load_stack_config() -> StackConfig:
     parsed = parse_stack_config(pulumi.get_stack(), values, Path(pulumi.get_root_directory()))
     check_local_files(parsed)
     check_ssh_routes(parsed)
+    check_kubernetes_access(parsed)
     if parsed.aws is not None:
         # Missing AWS credentials stop preview here, naming the key, not at the first AWS call.
         parsed = dataclasses.replace(parsed, aws=resolve_credentials(parsed.aws))

@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("aws", "openshift"),
     ("hpc",),
     ("dynamic", "workload_source", "telemetry"),
-    ("workload", "kubeapi", "schemas"),
+    ("workload", "kubeapi", "kubeauth", "schemas"),
     (
         "validation", "errors", "kubeconfig", "outputs", "timeparse", "job_records", "toolchain", "structure", "maps",
         "exports", "extras",

@@ -87,6 +87,11 @@ class Ports:
         return self.base + 418
 
     @property
+    def dead_api(self) -> int:
+        """Nothing listens here: the dead server of the local user's old kubeconfig context (localenv/kube_user.py)."""
+        return self.base + 441
+
+    @property
     def kubelet(self) -> int:
         return self.base + 250
 

@@ -10,6 +10,7 @@ Made once per state folder and reused, so a warm `localenv up` does no crypto.
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import ipaddress
 from pathlib import Path
 
@@ -118,6 +119,20 @@ def ensure_pki(directory: Path) -> Pki:
     return pki
 
 
+def issue_client_pair(pki: Pki, common_name: str, org: str | None = None) -> tuple[bytes, bytes]:
+    """A client certificate and key (PEM) for a user of that name (and group), issued by the local
+    CA: what a cluster's admins hand a user who logs in with a certificate."""
+    loaded = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    if not isinstance(loaded, ec.EllipticCurvePrivateKey):
+        raise ValueError(f"{pki.ca_key}: not the EC key Atlas writes")
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = _issue(_name(common_name, org), key, _name("atlas-local-ca"), loaded, ExtendedKeyUsageOID.CLIENT_AUTH)
+    pem_key = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return cert.public_bytes(serialization.Encoding.PEM), pem_key
+
+
 def _new_ca(pki: Pki, ca_name: x509.Name) -> ec.EllipticCurvePrivateKey:
     ca_key = ec.generate_private_key(ec.SECP256R1())
     now = dt.datetime.now(dt.UTC)
@@ -145,4 +160,7 @@ def admin_api(layout: Layout, timeout_s: float) -> KubeApi:
     Built in memory rather than read from `layout.kubeconfig`: a missing certificate is then the
     OSError it always was, whether or not `up` has written that file yet."""
     pki = Pki(layout.kube_dir / "pki")
+    for needed in (pki.ca_cert, pki.client_cert("admin"), pki.client_key("admin")):
+        if not needed.is_file():
+            raise FileNotFoundError(errno.ENOENT, "no such file (is the local cluster set up?)", str(needed))
     return KubeApi(yaml.safe_load(kubeconfig_yaml(layout.api_url, pki, "admin")), timeout_s=timeout_s)

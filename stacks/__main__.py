@@ -11,6 +11,7 @@ from pathlib import Path
 import pulumi
 
 from infra.config import AtlasConfigError, check_wait_for, load_stack_config
+from infra.errors import ActionableError
 from infra.hpc.components import HpcEnvironment, workload_source_files
 from infra.hpc.registry import scheduler_class
 from infra.kinds import BuildContext, build_environments, stages_source
@@ -49,6 +50,9 @@ try:
 except (AtlasConfigError, WorkloadError, SourceError) as bad:
     # RunError: the message alone, no traceback.
     raise pulumi.RunError(f"invalid stack configuration: {bad}") from None
+except ActionableError as refused:
+    # Not the config's fault (credentials the cluster refuses, say): the message, and its fix, alone.
+    raise pulumi.RunError(str(refused)) from None
 
 environments: dict[str, pulumi.Input[object]] = {name: env.outputs for name, env in built.items()}
 # What backfill reuses of the run: the OpenShift side's image, the batch sides' run folders.

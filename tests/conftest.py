@@ -32,6 +32,20 @@ def kube_env(root: None) -> Iterator[Layout]:
 
 
 @pytest.fixture(scope="session")
+def kube_api_env() -> Iterator[Layout]:
+    """The local control plane alone (the API server, its controllers and KWOK's simulated nodes),
+    for tests of the API that start no pod on a real node; started here (and stopped after) if
+    not running."""
+    layout = default_layout()
+    started = not kube.status(layout)["ready"]
+    if started:
+        kube.up(layout, kube.KubeSettings(pod_run_seconds=3.0), print)
+    yield layout
+    if started:
+        kube.down(layout, print)
+
+
+@pytest.fixture(scope="session")
 def root() -> None:
     """The one check for tests that need root (the local Satori's sshd and Slurm, the node's
     containerd and kubelet, a memory cgroup of their own): asked for by the fixtures that start

@@ -11,7 +11,9 @@ each environment as its kind does; common.py and stack_files.py are what they sh
 Installed as a console script (pyproject.toml's `[project.scripts]`); scripts/compare, monitor,
 nodes and workload call it. The dispatcher is a table: a subcommand's module is imported only
 when it runs, so `atlas workload` needs no extra, and a subcommand whose extra is missing says
-which one in one line (infra/extras.py).
+which one in one line (infra/extras.py). A failure the user fixes (infra.errors.ActionableError:
+credentials the cluster refuses, a kubeconfig context that is not there) ends any command in one
+line naming the fix, never a traceback.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from infra.errors import ActionableError
 from infra.extras import extra_for, missing_extra
 
 
@@ -78,3 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"atlas: {missing_extra(missing, extra, f'atlas {name}')}", file=sys.stderr)
         return 2
+    except ActionableError as refused:
+        # Credentials refused, a context that is not there, ...: its one line names the fix.
+        print(f"atlas {name}: {refused}", file=sys.stderr)
+        return 1

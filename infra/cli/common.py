@@ -30,7 +30,14 @@ def add_source_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-s", "--stack", help="read `pulumi stack output --json -s STACK` (and stacks/Pulumi.STACK.yaml)")
     p.add_argument("--outputs", help="a file with `pulumi stack output --json`, or - for stdin")
     p.add_argument("--stack-file", type=Path, help="where SSH keys and the kubeconfig are named")
-    p.add_argument("--kubeconfig", type=Path)
+    p.add_argument(
+        "--kubeconfig",
+        type=Path,
+        help="the one kubeconfig to read (default: the stack's, else KUBECONFIG merged, else ~/.kube/config)",
+    )
+    p.add_argument(
+        "--context", help="the kubeconfig context (default: the stack's atlas:openshift.context, else the current one)"
+    )
     p.add_argument("--ssh-key", action="append", default=[], metavar="ENV=PATH")
     p.add_argument("--known-hosts", action="append", default=[], metavar="ENV=PATH")
     p.add_argument(

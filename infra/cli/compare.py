@@ -7,7 +7,10 @@
 
 Credentials for the HPC sides come from the stack's file (stacks/Pulumi.<stack>.yaml:
 atlas:hpc.<env>.private_key_file / known_hosts_file) or from --ssh-key / --known-hosts; the
-Kubernetes API from atlas:openshift.kubeconfig or --kubeconfig. Nothing secret is printed.
+Kubernetes API as the stack program reaches it: atlas:openshift.kubeconfig or --kubeconfig, else
+KUBECONFIG (merged), else ~/.kube/config, with atlas:openshift.context or --context, else the
+current context. Credentials the API refuses end the command in one line saying how to log in
+again. Nothing secret is printed.
 """
 
 from __future__ import annotations
@@ -116,7 +119,14 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--wait", type=float, default=0, metavar="SECONDS",
                    help="first wait up to SECONDS for every step to finish (pulumi up waits for prep steps only)")
-    p.add_argument("--kubeconfig", type=Path)
+    p.add_argument(
+        "--kubeconfig",
+        type=Path,
+        help="the one kubeconfig to read (default: the stack's, else KUBECONFIG merged, else ~/.kube/config)",
+    )
+    p.add_argument(
+        "--context", help="the kubeconfig context (default: the stack's atlas:openshift.context, else the current one)"
+    )
     p.add_argument("--ssh-key", action="append", default=[], metavar="ENV=PATH")
     p.add_argument("--known-hosts", action="append", default=[], metavar="ENV=PATH")
     p.add_argument(

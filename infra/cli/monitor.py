@@ -8,7 +8,8 @@
 Schedulers are asked at most every --interval seconds (default 30), one batched status query
 and one node/queue query per environment; the Kubernetes API is followed through watches.
 Credentials come from the stack's file, as for scripts/compare (--ssh-key, --known-hosts,
---kubeconfig override it). Nothing is changed anywhere.
+--kubeconfig, --context override it; KUBECONFIG or ~/.kube/config where no kubeconfig is named).
+Nothing is changed anywhere.
 """
 
 from __future__ import annotations

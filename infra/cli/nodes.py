@@ -148,6 +148,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for env in snapshot.environments:
             if env.error:
                 print(f"nodes: {env.name}: {env.error}", file=sys.stderr)
+            elif not env.nodes:
+                # No node to judge: say why (a project's user may not list nodes, say).
+                for note in env.notes:
+                    print(f"nodes: {env.name}: {note}", file=sys.stderr)
         if args.estimate:
             estimates = [e.estimate for e in snapshot.environments if e.estimate is not None]
             record = estimates_record(snapshot)

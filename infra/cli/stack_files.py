@@ -1,7 +1,7 @@
 """Reads a stack's outputs (`pulumi stack output --json`, a file or stdin) and its stack file into Access.
 
 The I/O behind scripts/compare, monitor and nodes' shared flags (-s, --outputs, --stack-file,
---kubeconfig, --ssh-key, --known-hosts); infra.compare.access parses what is read.
+--kubeconfig, --context, --ssh-key, --known-hosts); infra.compare.access parses what is read.
 """
 
 from __future__ import annotations
@@ -45,11 +45,14 @@ def read_stack_outputs(args: argparse.Namespace) -> dict[str, Any] | None:
 
 def load_access(args: argparse.Namespace, project: Path) -> Access:
     """How to reach each environment: the stack's file (--stack-file, else stacks/Pulumi.<stack>.yaml),
-    then --kubeconfig, --ssh-key and --known-hosts over it (scripts/compare, monitor and nodes alike)."""
+    then --kubeconfig, --context, --ssh-key and --known-hosts over it (scripts/compare, monitor and
+    nodes alike)."""
     stack_file = args.stack_file or (project / "stacks" / f"Pulumi.{args.stack}.yaml" if args.stack else None)
     access = access_from_stack_file(stack_file, project) if stack_file and stack_file.is_file() else Access(project)
     if args.kubeconfig:
-        access.kubeconfig = args.kubeconfig
+        access.kubeconfig, access.kubeconfig_key = args.kubeconfig, "--kubeconfig"
+    if getattr(args, "context", None):
+        access.kube_context, access.kube_context_key = args.context, "--context"
     access.ssh_keys.update(parse_pairs(args.ssh_key, "--ssh-key"))
     access.known_hosts.update(parse_pairs(args.known_hosts, "--known-hosts"))
     return access

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from infra.compare.kube_records import records_from_api
 from infra.compare.records import DEFAULT_CONTRACT, EnvironmentRecords, Missing, ReportContract
 from infra.compare.remote_files import ApiGet, RemoteFiles
 from infra.compare.run_files import collect_logs, collect_telemetry
+from infra.kubeapi import KubeForbiddenError
 from infra.outputs import KubernetesOutputs
 
 MonitorFilesFor = Callable[[str, str], RemoteFiles]  # (namespace, monitor Service) -> its files
@@ -30,17 +32,18 @@ def collect_kubernetes(
     raw_dir: Path | None = None,
     contract: ReportContract = DEFAULT_CONTRACT,
 ) -> EnvironmentRecords:
-    """Read the namespace's Jobs, pods and events and the pods' nodes through `get` (an API GET);
-    with `monitor_files`, the sampler's telemetry and the training log from the results and logs
-    PVCs, through the run's monitor (nothing to read on simulated nodes: no container ran)."""
+    """Read the namespace's Jobs, pods and events and the pods' nodes through `get` (an API GET;
+    nodes the identity may not read are left out, and the records say so); with `monitor_files`,
+    the sampler's telemetry and the training log from the results and logs PVCs, through the run's
+    monitor (nothing to read on simulated nodes: no container ran)."""
     namespace = urllib.parse.quote(outputs.namespace)
     jobs = get(f"/apis/batch/v1/namespaces/{namespace}/jobs")
     pods = get(f"/api/v1/namespaces/{namespace}/pods")
     events = get(f"/api/v1/namespaces/{namespace}/events")
     node_names = sorted({str(n) for p in pods.get("items", []) if (n := (p.get("spec") or {}).get("nodeName"))})
-    nodes = [get(f"/api/v1/nodes/{urllib.parse.quote(n)}") for n in node_names]
+    nodes, nodes_unread = read_nodes(get, node_names)
     records = dataclasses.replace(
-        records_from_api(name, outputs, jobs, pods, events, nodes), measured_step=contract.step
+        records_from_api(name, outputs, jobs, pods, events, nodes, nodes_unread), measured_step=contract.step
     )
     if (
         monitor_files is None
@@ -58,3 +61,15 @@ def collect_kubernetes(
     telemetry, argv = collect_telemetry([s.step for s in records.steps], "telemetry", files, raw_dir, where)
     training, throughput = collect_logs(contract, "logs", files, raw_dir, where, argv)
     return dataclasses.replace(records, telemetry=telemetry, training=training, throughput=throughput)
+
+
+def read_nodes(get: ApiGet, names: Sequence[str]) -> tuple[list[Mapping[str, Any]], str]:
+    """The named nodes, and why none was read where the identity may not get nodes (a user with a
+    project's rights only, as on a shared OpenShift cluster): the report then says so."""
+    nodes = []
+    for node in names:
+        try:
+            nodes.append(get(f"/api/v1/nodes/{urllib.parse.quote(node)}"))
+        except KubeForbiddenError:
+            return [], "the identity may not get nodes (403)"
+    return nodes, ""

@@ -22,6 +22,7 @@ KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 GPU_MOCK_LABEL = "atlas.dev/gpu-mock"
 LOCAL_NODE = "local node, mock GPUs"
 NOT_EXECUTED = "not executed: no step's pod ran on a node"
+NODES_UNREAD = "nodes not readable: what ran the steps is not known"
 GPU_RESOURCE = "nvidia.com/gpu"
 STAGING_COMPONENTS = ("staging", "prepare-volumes")
 SIMULATED_TELEMETRY = "not measured: simulated node, no container ran"
@@ -170,8 +171,10 @@ def records_from_api(
     pods: Mapping[str, Any],
     events: Mapping[str, Any],
     nodes: Sequence[Mapping[str, Any]],
+    nodes_unread: str = "",
 ) -> EnvironmentRecords:
-    """Pure: the API's JSON (jobs, pods and events of the namespace; the pods' nodes) to records."""
+    """Pure: the API's JSON (jobs, pods and events of the namespace; the pods' nodes) to records.
+    `nodes_unread`: why the nodes could not be read (what they were is then not known)."""
     namespace = outputs.namespace
     node_records = {n.name: n for n in map(_node_record, nodes)}
     event_records = tuple(sorted(map(_event, events.get("items", [])), key=lambda e: e.time or 0.0))
@@ -230,7 +233,7 @@ def records_from_api(
         platform=f"{outputs.flavour.capitalize()} API"
         + (" (KWOK-simulated nodes)" if simulated else " (local node: kubelet, containerd, runc; mock GPUs)"
            if gpu_mock else ""),
-        provenance=_provenance(simulated, gpu_mock, bool(used)),
+        provenance=NODES_UNREAD if nodes_unread and used else _provenance(simulated, gpu_mock, bool(used)),
         gpu_mock=gpu_mock,
         gpus=outputs.gpus_requested,
         gpu_product=outputs.gpu_product,
@@ -242,6 +245,11 @@ def records_from_api(
         nodes=tuple(node_records.values()),
         notes=(
             (
+                f"Nodes not read ({nodes_unread}): whether they were simulated, or their GPUs mock, is not known; "
+                "ask for `get nodes` (a ClusterRole) to have it in the report.",
+            )
+            if nodes_unread and used
+            else (
                 "Simulated: the nodes are KWOK's; pods were bound and marked finished by the simulator, "
                 "no container ran. Lifecycle times are the API's, durations are the simulator's.",
             )

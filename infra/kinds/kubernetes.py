@@ -19,6 +19,8 @@ from infra.outputs import FilesAt, KubernetesOutputs
 if TYPE_CHECKING:
     from infra.compare.access import Access
     from infra.compare.records import EnvironmentRecords, ReportContract
+    from infra.kubeapi import KubeApi
+    from infra.monitor.kube import KubeClient
     from infra.monitor.sources import EnvironmentSource
     from infra.stack_config import StackConfig
     from infra.workload.model import Workload
@@ -26,7 +28,24 @@ if TYPE_CHECKING:
 # The stack config's section, and the environment's name in the outputs and the workload's overrides.
 SECTION = "atlas:openshift"
 ENVIRONMENT = "openshift"
-NO_KUBECONFIG = "no kubeconfig: pass --kubeconfig or a stack file naming one"
+
+
+def api_for(access: Access, outputs: KubernetesOutputs, timeout_s: float = 10.0) -> KubeApi:
+    """A client of the environment's API server, resolved as the stack program resolves it
+    (Access.kube_request: the stack's or --kubeconfig file, else KUBECONFIG merged, else
+    ~/.kube/config; the stack's or --context context, else the current one)."""
+    from infra.kubeapi import KubeApi
+    from infra.kubeconfig import resolve_context
+
+    return KubeApi(resolve_context(access.kube_request(outputs.flavour)), timeout_s=timeout_s)
+
+
+def client_for(access: Access, outputs: KubernetesOutputs) -> KubeClient:
+    """As api_for, the monitor's client (watches, writes, GETs that raise the API's message)."""
+    from infra.kubeconfig import resolve_context
+    from infra.monitor.kube import KubeClient
+
+    return KubeClient(resolve_context(access.kube_request(outputs.flavour)))
 
 
 class KubernetesKind(EnvironmentKind[KubernetesOutputs]):
@@ -83,11 +102,7 @@ class KubernetesKind(EnvironmentKind[KubernetesOutputs]):
     ) -> EnvironmentRecords:
         from infra.compare.kube_collector import collect_kubernetes
         from infra.compare.remote_files import MonitorFiles
-        from infra.kubeapi import KubeApi
-
-        if access.kubeconfig is None:
-            raise LookupError(NO_KUBECONFIG)
-        api = KubeApi(access.kubeconfig, timeout_s=60.0)
+        api = api_for(access, outputs, timeout_s=60.0)
         files = functools.partial(MonitorFiles, api.get, api.download)
         return collect_kubernetes(name, outputs, api.get, files, raw_dir, contract)
 
@@ -108,21 +123,16 @@ class KubernetesKind(EnvironmentKind[KubernetesOutputs]):
     def monitor_source(
         self, name: str, outputs: KubernetesOutputs, access: Access, interval_s: float
     ) -> EnvironmentSource:
-        from infra.monitor.kube import KubeCache, KubeClient
+        from infra.monitor.kube import KubeCache
         from infra.monitor.kube_view import KubeSource
-        from infra.monitor.sources import ErrorSource
 
-        if access.kubeconfig is None:
-            return ErrorSource(name, outputs.kind, f"{outputs.flavour.capitalize()} API", NO_KUBECONFIG)
-        return KubeSource(name, outputs, KubeCache(KubeClient(access.kubeconfig), outputs.namespace))
+        # A kubeconfig that cannot be resolved ends the command in one line (infra.cli), as in compare.
+        return KubeSource(name, outputs, KubeCache(client_for(access, outputs), outputs.namespace))
 
     def backfill(self, request: BackfillRequest, outputs: KubernetesOutputs, echo: Callable[[str], None]) -> None:
-        from infra.monitor.kube import KubeClient
         from infra.nodes import backfill, backfill_apply
 
-        if request.access.kubeconfig is None:
-            raise backfill.BackfillError(NO_KUBECONFIG)
-        client = KubeClient(request.access.kubeconfig)
+        client = client_for(request.access, outputs)
         if request.stop:
             gone = backfill_apply.stop_kubernetes(client, request.workload)
             echo(f"{request.environment}: backfill Deployment {'deleted' if gone else 'was not there'}")

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.kubeapi import KubeApi, KubeRequestError
+from infra.kubeapi import KubeApi, KubeAuthError, KubeRequestError
 
 
 class KubeClient(KubeApi):
@@ -121,6 +121,11 @@ class KubeCache:
                     self.apply_event(name, event)
             except GoneError:
                 self._list(name)
+            except KubeAuthError as error:
+                # Asking again cannot help until the user logs in again: the view says how.
+                with self._lock:
+                    collection.error = str(error)
+                return
             except (OSError, urllib.error.URLError, KubeRequestError, ValueError) as error:
                 with self._lock:
                     collection.error = f"watch interrupted ({error}); retrying"

@@ -56,7 +56,8 @@ class KubeSource(EnvironmentSource):
         nodes = cache.items("nodes")
         ns_pods = [p for p in pods if (p.get("metadata") or {}).get("namespace") == namespace]
         records = records_from_api(
-            self.name, outputs, {"items": cache.items("jobs")}, {"items": ns_pods}, {"items": []}, nodes
+            self.name, outputs, {"items": cache.items("jobs")}, {"items": ns_pods}, {"items": []}, nodes,
+            nodes_unread=cache.error("nodes"),
         )
         step_records = records.steps if isinstance(records.steps, tuple) else ()
         steps = tuple(

@@ -27,6 +27,7 @@ from infra.hpc.target import HpcTarget
 from infra.hpc.target_parser import validate_remote_path
 from infra.nodes import backfill
 from infra.nodes.settings import BackfillSettings
+from infra.openshift.cluster_access import cluster_access, cluster_provider
 from infra.openshift.target import KubernetesTarget
 
 TYPE_TOKEN = "atlas:nodes:Backfill"  # noqa: S105 (a type token, not a password)
@@ -84,13 +85,7 @@ class Backfill(pulumi.ComponentResource):
         work: backfill.BackfillWork,
         image: pulumi.Input[str] | None,
     ) -> dict[str, Any]:
-        provider = k8s.Provider(
-            f"{name}-provider",
-            kubeconfig=str(target.kubeconfig_path) if target.kubeconfig_path else None,
-            context=target.context,
-            enable_server_side_apply=True,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        provider = cluster_provider(f"{name}-provider", cluster_access(target), self)
         child = pulumi.ResourceOptions(parent=self, provider=provider)
         priority = backfill.priority_class(settings.priority)
         self.priority = k8s.scheduling.v1.PriorityClass(

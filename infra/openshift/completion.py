@@ -16,7 +16,10 @@ does for a scheduler job. Two reasons to wait here rather than in pulumi-kuberne
 The wait follows the Job's pods with one watch (list, then watch from that version); it asks
 for the Job itself when a watch window ends or a pod failed, because `Failed` (retries
 exhausted, deadline passed) is the controller's verdict, not a pod's. The provider holds no
-live objects: the API client is made from the kubeconfig path on each call.
+live objects: the API client is made on each call from the same kubeconfig resolution as the
+stack's provider (infra/kubeconfig.py: the stack's file, else KUBECONFIG merged, else
+~/.kube/config; its context). Credentials the API refuses end the wait with one line naming the
+context, the server and how to log in again (infra.kubeapi.KubeAuthError), not a traceback.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import pulumi.dynamic
 
 from infra.dynamic.inputs import is_unknown
 from infra.kubeapi import KubeApi, KubeRequestError
-from infra.kubeconfig import default_kubeconfig
+from infra.kubeconfig import KubeconfigRequest, resolve_context
 from infra.timeparse import rfc3339
 
 PROVIDER_VERSION = "1+" + hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
@@ -388,9 +391,19 @@ def _node_of(api: KubeApi, pods: Iterable[Mapping[str, Any]]) -> Mapping[str, An
 # --- the dynamic resource --------------------------------------------------------------------
 
 
+def api_request(props: Mapping[str, Any]) -> KubeconfigRequest:
+    """Where a completion's props say the cluster is: the stack's file, or (None, as state
+    written before flavour and the TLS leave were props holds too) KUBECONFIG or ~/.kube/config."""
+    return KubeconfigRequest(
+        file=Path(props["kubeconfig"]) if props.get("kubeconfig") else None,
+        context=props.get("context") or None,
+        allow_insecure_tls=bool(props.get("insecure_skip_tls_verify")),
+        flavour=props.get("flavour") or None,
+    )
+
+
 def _api(props: Mapping[str, Any]) -> KubeApi:
-    kubeconfig = Path(props["kubeconfig"]) if props.get("kubeconfig") else default_kubeconfig()
-    return KubeApi(kubeconfig, timeout_s=30.0, context=props.get("context") or None)
+    return KubeApi(resolve_context(api_request(props)), timeout_s=30.0)
 
 
 class JobCompletionProvider(pulumi.dynamic.ResourceProvider):
@@ -400,7 +413,10 @@ class JobCompletionProvider(pulumi.dynamic.ResourceProvider):
         replaces = [k for k in ("job_uid",) if is_unknown(news.get(k)) or olds.get(k) != news.get(k)]
         updates = [
             k
-            for k in ("provider_version", "kubeconfig", "context", "timeout_s", "job_urn", "namespace", "job_name")
+            for k in (
+                "provider_version", "kubeconfig", "context", "flavour", "insecure_skip_tls_verify", "timeout_s",
+                "job_urn", "namespace", "job_name",
+            )
             if is_unknown(news.get(k)) or olds.get(k) != news.get(k)
         ]
         return pulumi.dynamic.DiffResult(changes=bool(replaces or updates), replaces=replaces)
@@ -437,10 +453,23 @@ class JobCompletionProvider(pulumi.dynamic.ResourceProvider):
 @dataclass(frozen=True)
 class ApiAccess:
     """How a completion reaches the API server: the same kubeconfig and context as the
-    Kubernetes provider (None: kubectl's default file and its current context)."""
+    Kubernetes provider (None: KUBECONFIG or ~/.kube/config, and the current context)."""
 
     kubeconfig: str | None
     context: str | None
+    flavour: str | None = None
+    allow_insecure_tls: bool = False
+
+    def props(self) -> dict[str, Any]:
+        """The props that carry it. Flavour (the fix a refused login names) and the TLS leave are
+        written only where they differ from what their absence means, so a completion's inputs
+        stay as state written before them holds them."""
+        props: dict[str, Any] = {"kubeconfig": self.kubeconfig, "context": self.context}
+        if self.flavour == "openshift":
+            props["flavour"] = self.flavour
+        if self.allow_insecure_tls:
+            props["insecure_skip_tls_verify"] = True
+        return props
 
 
 class JobCompletion(pulumi.dynamic.Resource, module="openshift", name="JobCompletion"):
@@ -463,8 +492,7 @@ class JobCompletion(pulumi.dynamic.Resource, module="openshift", name="JobComple
         metadata: Any = job.metadata  # type: ignore[attr-defined]
         props: dict[str, Any] = {
             "provider_version": PROVIDER_VERSION,
-            "kubeconfig": access.kubeconfig,
-            "context": access.context,
+            **access.props(),
             "namespace": metadata.namespace,
             "job_name": metadata.name,
             "job_uid": metadata.uid,

@@ -19,7 +19,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.hpc.pipeline import StagedFile
-from infra.openshift.completion import ApiAccess
+from infra.openshift.cluster_access import cluster_access, cluster_provider
 from infra.openshift.image import WorkloadImage, WorkloadImageArgs
 from infra.openshift.manifests.labels import MANAGED_BY, SKIP_AWAIT, RunIdentity, check_label_value
 from infra.openshift.manifests.network import network_policies
@@ -39,20 +39,6 @@ from infra.workload.render import RenderedStep, render_steps, requested_gpus
 
 # The key of this side in a workload definition's `overrides`.
 ENVIRONMENT = "openshift"
-
-
-def cluster_provider(
-    name: str, target: KubernetesTarget, parent: pulumi.Resource, *, server_side_apply: bool = True
-) -> k8s.Provider:
-    """A provider for the target's cluster (its kubeconfig and context, or the ambient ones)."""
-    return k8s.Provider(
-        name,
-        kubeconfig=str(target.kubeconfig_path) if target.kubeconfig_path else None,
-        context=target.context,
-        # Server-side apply refuses unknown fields, as `oc apply` would: a typo is an error.
-        enable_server_side_apply=server_side_apply,
-        opts=pulumi.ResourceOptions(parent=parent),
-    )
 
 
 @dataclass
@@ -98,6 +84,8 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
                 raise ValueError(f"settings are for {settings.flavour!r}, the target is {target.flavour!r}")
             steps = render_steps(args.definition, ENVIRONMENT)
             needed = check_workload_fits(settings, steps, [d.name for d in args.definition.data])
+        # The cluster as kubectl would find it (a context that is not there stops here).
+        self.access = cluster_access(target)
         super().__init__("atlas:openshift:OpenShiftEnvironment", name, None, opts)
 
         labels = {
@@ -107,11 +95,11 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
             **({"atlas.dev/run": run_id} if settings is not None else {}),
             **args.labels,
         }
-        self.provider = cluster_provider(f"{name}-provider", target, self)
+        self.provider = cluster_provider(f"{name}-provider", self.access, self)
         child = pulumi.ResourceOptions(parent=self, provider=self.provider)
         self.namespace_resource: pulumi.CustomResource | None = None
         self.namespace = self._project(name, target, settings, labels)
-        self.api_url = pulumi.Output.from_input(_api_url(target))
+        self.api_url = pulumi.Output.from_input(self.access.api_url)
 
         if args.definition is not None and settings is not None and needed is not None:
             self.outputs = self._workload(name, args.definition, settings, steps, needed, identity, target, child)
@@ -129,7 +117,9 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
             # A ProjectRequest is create-only on OpenShift (POST; no GET, PATCH or DELETE), so it
             # cannot go through server-side apply, which PATCHes: a provider with client-side
             # apply sends it as a plain create. See README notes on refresh and destroy.
-            project_provider = cluster_provider(f"{name}-project-provider", target, self, server_side_apply=False)
+            project_provider = cluster_provider(
+                f"{name}-project-provider", self.access, self, server_side_apply=False
+            )
             project = settings.project if settings is not None else None
             request = KubernetesObject(
                 f"{name}-project",
@@ -186,7 +176,7 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
         )
         before_pods = [*constraints, *self.image.ready]
         # The Jobs' completions reach the API server as the provider does.
-        access = ApiAccess(str(target.kubeconfig_path) if target.kubeconfig_path else None, target.context)
+        access = self.access.completion
         self.staging = DataStaging(
             f"{name}-staging", DataStagingArgs(workload, settings, context, access, before_pods), opts=component
         )
@@ -334,19 +324,3 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(replace_on_changes=["binaryData"])),
         )
         return SourceVolume(self.source_config_map.metadata.name, items)
-
-
-def _api_url(target: KubernetesTarget) -> str:
-    """The API server named by the kubeconfig (for outputs; no secret in it)."""
-    if target.kubeconfig_path is None or not target.kubeconfig_path.exists():
-        return ""
-    import yaml
-
-    doc = yaml.safe_load(target.kubeconfig_path.read_text()) or {}
-    contexts = {c["name"]: c["context"] for c in doc.get("contexts", [])}
-    current = target.context or doc.get("current-context")
-    cluster_name = contexts.get(current, {}).get("cluster") if current else None
-    for cluster in doc.get("clusters", []):
-        if cluster_name is None or cluster["name"] == cluster_name:
-            return str(cluster["cluster"]["server"])
-    return ""

@@ -1,7 +1,7 @@
 """The OpenShift side's own settings as frozen dataclasses, and the sizing derived from them.
 
 The model of the `atlas:openshift` keys beside the ones `infra/config.py` reads for the target
-(`enabled`, `flavour`, `namespace`, `kubeconfig`, `context`):
+(`enabled`, `flavour`, `namespace`, `kubeconfig`, `context`, `insecure_skip_tls_verify`):
 
     project:  {create, display_name, description}
     quota:    {manage, gpus, cpu, memory, storage, pvcs}

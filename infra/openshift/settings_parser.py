@@ -49,7 +49,7 @@ from infra.validation import (
 from infra.workload.render import RenderedStep
 
 # Keys of `atlas:openshift` that infra/config.py reads into KubernetesTarget.
-TARGET_KEYS = frozenset({"enabled", "flavour", "namespace", "kubeconfig", "context"})
+TARGET_KEYS = frozenset({"enabled", "flavour", "namespace", "kubeconfig", "context", "insecure_skip_tls_verify"})
 SETTINGS_KEYS = frozenset({"project", "quota", "storage", "gpu", "image", "data", "pipeline", "monitor", "placement"})
 # A node label key: an optional DNS-subdomain prefix and a name (Kubernetes' rules).
 _LABEL_KEY = re.compile(r"(?:[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"

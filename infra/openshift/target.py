@@ -2,13 +2,16 @@
 OpenShift side uses.
 
 `KubernetesTarget` is what infra/config.py reads from `atlas:openshift` (flavour, namespace,
-kubeconfig, context); the components, the backfill component and the comparison take it.
+kubeconfig, context, insecure_skip_tls_verify); the components, the backfill component and the
+comparison take it. `kube_request()` is what infra/kubeconfig.py resolves it with.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+
+from infra.kubeconfig import KubeconfigRequest
 
 
 @dataclass(frozen=True)
@@ -20,6 +23,17 @@ class KubernetesTarget:
     # A kubeconfig file, or None for the provider's ambient one (KUBECONFIG, ~/.kube/config).
     kubeconfig_path: Path | None = None
     context: str | None = None  # None: the kubeconfig's current context
+    # Accept a cluster whose kubeconfig entry sets insecure-skip-tls-verify (refused otherwise).
+    insecure_skip_tls_verify: bool = False
+
+    def kube_request(self) -> KubeconfigRequest:
+        """Where the cluster's kubeconfig is looked for, and what is accepted of it."""
+        return KubeconfigRequest(
+            file=self.kubeconfig_path,
+            context=self.context,
+            allow_insecure_tls=self.insecure_skip_tls_verify,
+            flavour=self.flavour,
+        )
 
     @property
     def is_openshift(self) -> bool:

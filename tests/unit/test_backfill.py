@@ -219,10 +219,10 @@ def slurm_target(tmp_path: Path) -> HpcTarget:
 
 @pulumi.runtime.test
 def test_the_component_declares_priority_namespace_deployment_and_slurm_jobs_as_its_children(
-    mocks: RecordingMonitor, tmp_path: Path
+    mocks: RecordingMonitor, tmp_path: Path, unit_kubeconfig: Path
 ) -> pulumi.Output[Any]:
     settings = BackfillSettings(workload="probe", gpus=2, namespace="atlas-backfill", priority=-20)
-    target = KubernetesTarget("kubernetes", "atlas-local", tmp_path / "kubeconfig", None)
+    target = KubernetesTarget("kubernetes", "atlas-local", unit_kubeconfig, None)
     component = Backfill(
         "backfill",
         BackfillArgs(
