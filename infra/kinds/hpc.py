@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from infra.compare.access import Access
     from infra.compare.records import EnvironmentRecords, ReportContract
     from infra.hpc import ssh
+    from infra.hpc.remote import SshEndpoint
+    from infra.hpc.target import HpcTarget
     from infra.monitor.sources import EnvironmentSource
     from infra.stack_config import StackConfig
     from infra.workload.model import Workload
@@ -106,6 +108,9 @@ class HpcKind(EnvironmentKind[HpcOutputs]):
     def monitor_source(self, name: str, outputs: HpcOutputs, access: Access, interval_s: float) -> EnvironmentSource:
         return polled_source(name, outputs, access, interval_s)
 
+    def polls_scheduler(self, outputs: HpcOutputs) -> bool:
+        return True
+
     def backfill(self, request: BackfillRequest, outputs: HpcOutputs, echo: Callable[[str], None]) -> None:
         from infra.hpc.registry import scheduler_for
         from infra.monitor.hpc_view import HpcEnvironmentSource
@@ -141,16 +146,23 @@ class HpcKind(EnvironmentKind[HpcOutputs]):
 
 
 def connect(name: str, outputs: HpcOutputs, access: Access) -> ssh.PooledConnection:
-    """The pooled SSH connection to an HPC side's login node, its host key checked: the outputs'
-    own (an instance Atlas launched and keyed) or the stack file's known_hosts file."""
+    """The pooled SSH connection to an HPC side's login node, its host key checked. Where the
+    stack's config names the environment (`Access.hpc`), its target is reached as the stack's
+    providers reach it (`target_endpoint`: its host keys, its key file or the key it holds as a
+    Pulumi secret); otherwise (outputs alone, an AWS side) from the outputs, with the key and
+    known_hosts the command line or the stack file gave, or the outputs' own host keys (an
+    instance Atlas launched and keyed)."""
     from infra.hpc import ssh
 
     key, hosts = access.ssh_keys.get(name), access.known_hosts.get(name)
+    target = access.hpc.get(name)
+    if target is not None:
+        return ssh.connection(target_endpoint(target, key, hosts))
     inline = outputs.known_hosts + "\n" if outputs.known_hosts and hosts is None else None
     if key is None or (hosts is None and inline is None):
         raise LookupError(
-            f"no SSH key or known_hosts for {name!r}: pass --ssh-key {name}=PATH "
-            f"--known-hosts {name}=PATH, or a stack file that names them"
+            f"no SSH key or known_hosts for {name!r}: give -s STACK (its config names them, a key held as a "
+            f"Pulumi secret included), or --ssh-key {name}=PATH --known-hosts {name}=PATH"
         )
     endpoint = ssh.SshEndpoint(
         host=outputs.host,
@@ -161,6 +173,34 @@ def connect(name: str, outputs: HpcOutputs, access: Access) -> ssh.PooledConnect
         private_key_file=str(key),
     )
     return ssh.connection(endpoint)
+
+
+def target_endpoint(
+    target: HpcTarget, key_file: Path | None = None, known_hosts_file: Path | None = None
+) -> SshEndpoint:
+    """The login node of a parsed target, as the stack's providers log in to it (the `ssh` and
+    `ssh_secret` inputs `HpcEnvironment` gives them): its host, port and user, its host keys,
+    its key file or the key it holds as a Pulumi secret. `key_file` and `known_hosts_file`
+    (--ssh-key, --known-hosts) take the place of the target's."""
+    from infra.hpc.remote import SshEndpoint
+    from infra.hpc.target_parser import load_known_hosts
+
+    if known_hosts_file is not None:
+        known_hosts, source = known_hosts_file.read_text(), f"file {known_hosts_file}"
+    else:
+        known_hosts, source = load_known_hosts(target), target.known_hosts_source
+    own_key = key_file is None
+    chosen = key_file if key_file is not None else target.private_key_file
+    return SshEndpoint(
+        host=target.host,
+        port=target.port,
+        user=target.user,
+        known_hosts=known_hosts,
+        known_hosts_source=source,
+        private_key_file=str(chosen) if chosen is not None else None,
+        private_key=target.private_key if own_key else None,
+        passphrase=target.private_key_passphrase if own_key else None,
+    )
 
 
 def polled_source(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from infra.kinds.base import BackfillRequest, BuildContext, Built, EnvironmentKind, backfill_work
 from infra.outputs import FilesAt, KubernetesOutputs
@@ -19,6 +19,7 @@ from infra.outputs import FilesAt, KubernetesOutputs
 if TYPE_CHECKING:
     from infra.compare.access import Access
     from infra.compare.records import EnvironmentRecords, ReportContract
+    from infra.kubeapi import KubeApi
     from infra.monitor.sources import EnvironmentSource
     from infra.stack_config import StackConfig
     from infra.workload.model import Workload
@@ -26,7 +27,27 @@ if TYPE_CHECKING:
 # The stack config's section, and the environment's name in the outputs and the workload's overrides.
 SECTION = "atlas:openshift"
 ENVIRONMENT = "openshift"
-NO_KUBECONFIG = "no kubeconfig: pass --kubeconfig or a stack file naming one"
+NO_KUBECONFIG = (
+    "no kubeconfig at {path}: log in (`oc login`), set KUBECONFIG, name one in atlas:openshift.kubeconfig, "
+    "or pass --kubeconfig"
+)
+Client = TypeVar("Client", bound="KubeApi")
+
+
+def api_client(access: Access, client: type[Client], timeout_s: float = 10.0) -> Client:
+    """A client of the Kubernetes API as the stack reaches it: the kubeconfig and context of its
+    config (`atlas:openshift.kubeconfig`, `.context`) or the command line's, else as kubectl finds
+    them. A kubeconfig or context that is not there is a LookupError naming the fix."""
+    from infra.kubeconfig import KubeConfigError, default_kubeconfig
+
+    path = access.kubeconfig or default_kubeconfig()
+    if not path.is_file():
+        raise LookupError(NO_KUBECONFIG.format(path=path))
+    try:
+        return client(path, timeout_s=timeout_s, context=access.kube_context)
+    except KubeConfigError as error:
+        fix = "name an existing one (atlas:openshift.context or --context)" if access.kube_context else "log in again"
+        raise LookupError(f"{error}; {fix}") from None
 
 
 class KubernetesKind(EnvironmentKind[KubernetesOutputs]):
@@ -85,9 +106,7 @@ class KubernetesKind(EnvironmentKind[KubernetesOutputs]):
         from infra.compare.remote_files import MonitorFiles
         from infra.kubeapi import KubeApi
 
-        if access.kubeconfig is None:
-            raise LookupError(NO_KUBECONFIG)
-        api = KubeApi(access.kubeconfig, timeout_s=60.0)
+        api = api_client(access, KubeApi, timeout_s=60.0)
         files = functools.partial(MonitorFiles, api.get, api.download)
         return collect_kubernetes(name, outputs, api.get, files, raw_dir, contract)
 
@@ -112,17 +131,23 @@ class KubernetesKind(EnvironmentKind[KubernetesOutputs]):
         from infra.monitor.kube_view import KubeSource
         from infra.monitor.sources import ErrorSource
 
-        if access.kubeconfig is None:
-            return ErrorSource(name, outputs.kind, f"{outputs.flavour.capitalize()} API", NO_KUBECONFIG)
-        return KubeSource(name, outputs, KubeCache(KubeClient(access.kubeconfig), outputs.namespace))
+        try:
+            client = api_client(access, KubeClient)
+        except LookupError as error:
+            return ErrorSource(name, outputs.kind, f"{outputs.flavour.capitalize()} API", str(error))
+        return KubeSource(name, outputs, KubeCache(client, outputs.namespace))
+
+    def polls_scheduler(self, outputs: KubernetesOutputs) -> bool:
+        return False  # the API is watched, not polled
 
     def backfill(self, request: BackfillRequest, outputs: KubernetesOutputs, echo: Callable[[str], None]) -> None:
         from infra.monitor.kube import KubeClient
         from infra.nodes import backfill, backfill_apply
 
-        if request.access.kubeconfig is None:
-            raise backfill.BackfillError(NO_KUBECONFIG)
-        client = KubeClient(request.access.kubeconfig)
+        try:
+            client = api_client(request.access, KubeClient)
+        except LookupError as error:
+            raise backfill.BackfillError(str(error)) from None
         if request.stop:
             gone = backfill_apply.stop_kubernetes(client, request.workload)
             echo(f"{request.environment}: backfill Deployment {'deleted' if gone else 'was not there'}")
