@@ -174,7 +174,7 @@ def choose(environ: Mapping[str, str], state: Path) -> Choice:
             or "each stack's own provider (a stack with a passphrase needs PULUMI_CONFIG_PASSPHRASE or "
             "PULUMI_CONFIG_PASSPHRASE_FILE)",
             local=False,
-            unset=dropped,
+            unset=dropped + ((SET_VARIABLE,) if SET_VARIABLE in environ else ()),
         )
     default = defaults(state)
     exports = {"PULUMI_BACKEND_URL": default["PULUMI_BACKEND_URL"]}
@@ -213,8 +213,6 @@ def shell_code(choice: Choice) -> str:
     """What activate evaluates: the variables to unset and to export, then the line."""
     lines = [f"unset {name}" for name in choice.unset]
     lines += [f"export {name}={shlex.quote(value)}" for name, value in choice.exports.items()]
-    if not choice.local:
-        lines.append(f"unset {SET_VARIABLE}")
     lines.append(f"printf '%s\\n' {shlex.quote(choice.line())}")
     return "\n".join(lines) + "\n"
 
