@@ -270,7 +270,9 @@ def stack_config_from_values(
 ) -> StackConfig:
     """What `load_stack_config` does with the values, for a reader outside the program (the
     `atlas` commands): secrets checked to be secret, then every section parsed, relative paths
-    against the project's folder. The files the config names are not required to exist here."""
+    against the project's folder (known_hosts files read, as parsing does). The other files the
+    config names (a kubeconfig, key files) are not checked here: a command that cannot use one
+    says so for that environment alone."""
     check_secrets_are_secret(values, secret_keys)
     return parse_stack_config(stack, values, project_dir)
 

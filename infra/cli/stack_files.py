@@ -85,6 +85,11 @@ def read_stack_config(
     name = stack or (file.name.removeprefix("Pulumi.").removesuffix(".yaml") if file is not None else None)
     if name is None:
         return None
+    if project is None and file is None:
+        try:
+            require_project(project, f"-s {name}")
+        except ProjectError as error:
+            raise StackReadError(str(error)) from None
     where = file or (stack_file(project, name) if project is not None else None)
     values: dict[str, Any] | None = None
     secret_keys: frozenset[str] = frozenset()

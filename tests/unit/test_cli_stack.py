@@ -120,6 +120,8 @@ def test_the_project_is_the_flag_else_the_folder_holding_the_cwd_else_the_wrappe
         pulumi_cli.find_project(Path("reports"), tmp_path, {})
     with pytest.raises(pulumi_cli.ProjectError, match="-s STACK needs the Pulumi project: run it in the project's"):
         pulumi_cli.require_project(None, "-s STACK")
+    with pytest.raises(stack_files.StackReadError, match=r"-s site needs the Pulumi project: .* or give -C/--cwd DIR"):
+        stack_files.read_stack_config(None, "site")
     assert pulumi_cli.stack_file(project, "site") == project / "stacks" / "Pulumi.site.yaml"
     assert pulumi_cli.stack_file(REPO_ROOT, "local") == REPO_ROOT / "stacks" / "Pulumi.local.yaml"
 
