@@ -1,7 +1,10 @@
 """scripts/activate and the scripts/ wrappers with the real pulumi CLI: a backend and passphrase a
 user keeps outside the repository are kept (the stack's state and secrets land there, nothing in
 .state/), none means the file backend in .state/, and a backend that cannot be reached, a
-passphrase that does not open the stack, end the command in one line naming the fix.
+passphrase that does not open the stack, end the command in one line naming the fix. And what a
+pulumi CLI of one's own relies on: the engine hands Pulumi.yaml's `virtualenv` to the
+dynamic-provider launcher as written, in the program's folder, where bootstrap's stacks/.venv link
+makes it the project's .venv.
 
 No local environment is needed; every run has its own PULUMI_HOME (the pulumi CLI takes its home
 from the user database, not $HOME), so the user's own Pulumi login is never touched."""
@@ -14,6 +17,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from infra.toolchain.pins import REPO_ROOT
 from tests.e2e.pulumi_cli import PulumiProject
@@ -130,3 +134,43 @@ def test_a_passphrase_that_does_not_open_the_stack_ends_in_one_line(tmp_path: Pa
     assert line == ("compare: the passphrase given does not open stack team-own's secrets: set "
                     "PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE to the one it was made with "
                     "(scripts/activate prints the backend and secrets this shell uses)")
+
+
+# What upstream's dynamic-provider launcher does with Pulumi.yaml's `virtualenv` (the engine hands it
+# over as PULUMI_RUNTIME_VIRTUALENV): a relative path is taken from the launcher's working folder.
+# This stand-in records what it was given, then runs the SDK's host from that environment.
+FOLLOWS_VIRTUALENV = """#!/bin/sh
+printf '%s\\n%s\\n' "$PWD" "${PULUMI_RUNTIME_VIRTUALENV:-}" > "$ATLAS_TEST_LAUNCH_RECORD"
+case $PULUMI_RUNTIME_VIRTUALENV in
+    /*) venv=$PULUMI_RUNTIME_VIRTUALENV ;;
+    *) venv=$PWD/$PULUMI_RUNTIME_VIRTUALENV ;;
+esac
+exec "$venv/bin/python" -u -m infra.toolchain.dynamic_host "$@"
+"""
+
+
+def test_the_virtualenv_option_reaches_the_venv_from_the_dynamic_provider_launcher(tmp_path: Path) -> None:
+    project = PulumiProject.create(tmp_path)
+    # The copy's .venv is this checkout's; stacks/.venv is linked to it as bootstrap links it.
+    (project.root / ".venv").symlink_to(REPO_ROOT / ".venv")
+    (project.root / "stacks" / ".venv").symlink_to("../.venv")
+    bindir = tmp_path / "launchers"
+    bindir.mkdir()
+    (bindir / "pulumi-resource-pulumi-python").write_text(FOLLOWS_VIRTUALENV)
+    (bindir / "pulumi-resource-pulumi-python").chmod(0o755)
+    record = tmp_path / "launch.txt"
+    key = tmp_path / "id"
+    key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nnot a key\n-----END OPENSSH PRIVATE KEY-----\n")
+    project.env.update(PATH=f"{bindir}:{project.env['PATH']}", ATLAS_TEST_LAUNCH_RECORD=str(record))
+    project.run("stack", "init", "venv-check")
+    stack_file = project.root / "stacks" / "Pulumi.venv-check.yaml"
+    document = yaml.safe_load(stack_file.read_text()) or {}
+    document["config"] = {"atlas:workload": "probe", "atlas:hpc": {"site": {
+        "scheduler": "slurm", "host": "127.0.0.1", "port": closed_port(), "user": "alex",
+        "known_hosts": "127.0.0.1 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n",
+        "private_key_file": str(key)}}}  # fmt: skip
+    stack_file.write_text(yaml.safe_dump(document))
+    preview = project.run("preview", "-s", "venv-check")  # the BatchJobs' check runs in the launched host
+    assert "pulumi-python:dynamic/hpc:BatchJob" in preview.stdout and f"from $PATH at {bindir}" in preview.stdout
+    working, virtualenv = record.read_text().splitlines()
+    assert (working, virtualenv) == (str(project.root / "stacks"), ".venv")  # the program's folder, as written
