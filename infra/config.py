@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import re
 import urllib.error
 from collections.abc import Mapping, Sequence
@@ -319,6 +320,50 @@ def check_wait_for(config: StackConfig, steps: Sequence[str]) -> None:
                 raise AtlasConfigError(
                     f"{key}[{i}]: {step!r} is not a step of the workload; use some of {', '.join(steps)}"
                 )
+
+
+def config_values(document: Mapping[str, Any]) -> tuple[dict[str, Any], frozenset[str]]:
+    """`pulumi config --show-secrets --json -s STACK` read as the program reads its config: each
+    `atlas:` key's value (an object for the keys in OBJECT_KEYS, text for the rest, as
+    `load_stack_config` asks `pulumi.Config`) and the keys held as secrets. The values are never
+    shown; a secret the document does not carry (printed without --show-secrets) is refused."""
+    values: dict[str, Any] = {}
+    secret_keys: set[str] = set()
+    for full_key, entry in document.items():
+        project, _, name = str(full_key).partition(":")
+        if project != PROJECT or not isinstance(entry, Mapping):
+            continue
+        if entry.get("secret"):
+            secret_keys.add(str(full_key))
+        if "value" not in entry and "objectValue" not in entry:
+            raise AtlasConfigError(
+                f"{full_key}: a secret whose value pulumi did not show; read the config with "
+                "`pulumi config --show-secrets --json`"
+            )
+        value = entry.get("value")
+        if name in OBJECT_KEYS:
+            value = entry.get("objectValue")
+            if value is None and isinstance(entry.get("value"), str):
+                try:
+                    value = json.loads(entry["value"])
+                except ValueError:
+                    raise AtlasConfigError(
+                        f"{full_key}: expected an object (YAML mapping), found text that is not JSON (value not shown)"
+                    ) from None
+        values[name] = value
+    return values, frozenset(secret_keys)
+
+
+def stack_config_from_values(
+    stack: str, values: Mapping[str, Any], secret_keys: frozenset[str], project_dir: Path
+) -> StackConfig:
+    """What `load_stack_config` does with the values, for a reader outside the program (the
+    `atlas` commands): secrets checked to be secret, then every section parsed, relative paths
+    against the project's folder (known_hosts files read, as parsing does). The other files the
+    config names (a kubeconfig, key files) are not checked here: a command that cannot use one
+    says so for that environment alone."""
+    check_secrets_are_secret(values, secret_keys)
+    return parse_stack_config(stack, values, project_dir)
 
 
 def load_stack_config() -> StackConfig:

@@ -40,7 +40,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from infra.kubeauth import Credentials
+from infra.kubeauth import KubeCredentials
 from infra.kubeconfig import KubeAccessError, KubeconfigRequest, ResolvedContext, resolve_context, resolve_document
 
 WATCH_TIMEOUT_S = 240  # server-side timeoutSeconds of one watch request, unless the caller asks for less
@@ -140,7 +140,7 @@ class KubeApi:
         self.resolved = resolved
         self.server = resolved.server
         self.timeout_s = timeout_s
-        self.credentials = Credentials(resolved)
+        self.credentials = KubeCredentials(resolved)
         self.calls: Counter[str] = Counter()
 
     # --- the one way out ------------------------------------------------------------------------

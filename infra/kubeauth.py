@@ -1,7 +1,7 @@
 """A kubeconfig user's credentials as requests need them: a bearer token, a client certificate, or
 what an exec credential plugin issues; and the TLS context that checks the server.
 
-`Credentials(resolved)` (a context from infra/kubeconfig.py) gives each request its
+`KubeCredentials(resolved)` (a context from infra/kubeconfig.py) gives each request its
 `Authorization` header and its `ssl.SSLContext` (`for_request`); after a 401, `refresh()` says whether asking
 again can help (a token file re-read, an exec plugin run again) and makes it so. As client-go:
 - a bearer token: `token`, or `tokenFile` (re-read every minute and after a 401), which wins over
@@ -202,7 +202,7 @@ def _private_files(*contents: bytes) -> Iterator[list[str]]:
             os.unlink(name)
 
 
-class Credentials:
+class KubeCredentials:
     """The Authorization header and TLS context of one resolved context (see the module's docstring)."""
 
     def __init__(self, resolved: ResolvedContext, clock: Any = time.time) -> None:

@@ -5,8 +5,9 @@
     atlas nodes -s local            # under-used GPU nodes, queue-wait estimates, backfill (nodes.py)
     atlas workload check PATH       # a workload definition as each side would run it (infra/workload_check.py)
 
-compare, monitor and nodes read a stack's outputs through the kinds router (infra.kinds) and reach
-each environment as its kind does; common.py and stack_files.py are what they share.
+compare, monitor and nodes read a stack's outputs through the kinds router (infra.kinds), its config
+through the pulumi CLI parsed by the stack program's parsers, and reach each environment as its kind
+does; common.py, stack_files.py and pulumi_cli.py are what they share.
 
 Installed as a console script (pyproject.toml's `[project.scripts]`); scripts/compare, monitor,
 nodes and workload call it. The dispatcher is a table: a subcommand's module is imported only

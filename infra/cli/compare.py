@@ -1,16 +1,21 @@
 """`atlas compare` (scripts/compare): collect from every environment a stack's outputs name, compute, write the report.
 
-    scripts/compare -s local                     # runs `pulumi stack output --json -s local`
+    scripts/compare -s local                     # the stack's outputs and config, through pulumi
     scripts/compare --outputs outputs.json       # or `-` for stdin
     scripts/compare -s local --import seed-logs/ # the seed's sar and nvidia-smi logs beside the new run
     scripts/compare --import seed-logs/          # only an imported run
+    scripts/compare -s satori --wait 3600        # first wait for every step, asking at the site's pace
 
-Credentials for the HPC sides come from the stack's file (stacks/Pulumi.<stack>.yaml:
-atlas:hpc.<env>.private_key_file / known_hosts_file) or from --ssh-key / --known-hosts; the
-Kubernetes API as the stack program reaches it: atlas:openshift.kubeconfig or --kubeconfig, else
-KUBECONFIG (merged), else ~/.kube/config, with atlas:openshift.context or --context, else the
-current context. Credentials the API refuses end the command in one line saying how to log in
-again. Nothing secret is printed.
+With -s, each environment is reached as the stack reaches it: its config read through pulumi
+(`pulumi config --show-secrets`: a login key held as a Pulumi secret works; nothing secret is
+printed or written) and parsed by the stack program's parsers, so an HPC side uses its target
+(resolved through the user's ssh config: aliases, jump hosts, the agent) and the Kubernetes side
+`atlas:openshift.kubeconfig` and `.context` (else KUBECONFIG merged, else ~/.kube/config, and the
+current context). --ssh-key, --known-hosts, --kubeconfig and --context override. Credentials the
+API refuses end the command in one line saying how to log in again. --wait asks each scheduler
+at most every `atlas:hpc.<name>.poll_interval_seconds` (60 s where unset), less often while a
+site fails. Paths on the command line are relative to where it runs; the project (`-C DIR`, else
+the one holding the current folder) holds the stack and, by default, reports/.
 """
 
 from __future__ import annotations
@@ -20,13 +25,15 @@ import dataclasses
 import datetime as dt
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from infra.cli.stack_files import load_access, read_stack_outputs
+from infra.cli.common import UsageError, add_stack_arguments, check_interval, project_of, read_stack
+from infra.cli.pulumi_cli import user_path
+from infra.cli.stack_files import StackReadError, read_stack_outputs
 from infra.compare.access import Access
 from infra.compare.collect import import_folder, unfinished_steps
 from infra.compare.cost_files import RATES_FILE, load_cost_profiles, load_estimates, load_rate_table
@@ -37,25 +44,55 @@ from infra.compare.render import summary_renderables
 from infra.compare.report import WrittenReport, write_report
 from infra.compare.report_model import Report
 from infra.hpc import ssh
-from infra.kinds import collect_environments
+from infra.hpc.polling import backoff_s
+from infra.kinds import collect_environments, poll_intervals
 from infra.kinds import read_stack_outputs as typed_outputs
 from infra.outputs import OutputsError, StackOutputs
 
+# With no batch scheduler in the stack (Kubernetes alone), how often the API is read while waiting.
+API_WAIT_INTERVAL_S = 5.0
+
+
+def wait_interval(outputs: StackOutputs, access: Access, override_s: float | None = None) -> float:
+    """How long between two readings of every environment while waiting: the slowest pace a site
+    allows among the stack's schedulers (`poll_intervals`), or `override_s` (--interval)."""
+    intervals = poll_intervals(outputs, access, override_s)
+    if intervals:
+        return max(intervals.values())
+    return override_s if override_s is not None else API_WAIT_INTERVAL_S
+
 
 def wait_until_finished(
-    outputs: StackOutputs, access: Access, raw_dir: Path, timeout_s: float, interval_s: float = 5.0
+    outputs: StackOutputs,
+    access: Access,
+    raw_dir: Path,
+    timeout_s: float,
+    interval_s: float | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
 ) -> list[str]:
-    """`pulumi up` waits for the preparation steps only: poll every environment's own records
-    (batched, at most every `interval_s`) until every step has finished or `timeout_s` passed.
-    Returns the steps still unfinished (empty when all finished)."""
-    start = time.monotonic()
+    """`pulumi up` waits for the preparation steps only: read every environment's own records
+    (batched) until every step has finished or `timeout_s` passed, at the sites' pace
+    (`wait_interval`); while an environment cannot be read, it counts as unfinished and the
+    delay grows (`backoff_s`). Returns the steps still unfinished (empty when all finished)."""
+    start = clock()
+    base = wait_interval(outputs, access, interval_s)
+    failures = 0
     while True:
-        waiting = unfinished_steps(collect_environments(outputs, access, raw_dir))
-        elapsed = time.monotonic() - start
+        unreachable: dict[str, str] = {}
+        records = collect_environments(outputs, access, raw_dir, unreachable.__setitem__)
+        waiting = unfinished_steps(records) + [f"{name} (not reachable)" for name in unreachable]
+        elapsed = clock() - start
         if not waiting or elapsed >= timeout_s:
             return waiting
-        print(f"compare {elapsed:5.0f}s waiting for {len(waiting)} step(s): {', '.join(waiting)}", flush=True)
-        time.sleep(interval_s)
+        failures = failures + 1 if unreachable else 0
+        delay = min(backoff_s(base, failures), max(timeout_s - elapsed, 0.0))
+        print(
+            f"compare {elapsed:5.0f}s waiting for {len(waiting)} step(s): {', '.join(waiting)}; "
+            f"next look in {delay:.0f}s",
+            flush=True,
+        )
+        sleep(delay)
 
 
 def compare(
@@ -99,9 +136,10 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="atlas compare", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("-s", "--stack", help="read `pulumi stack output --json -s STACK` (and stacks/Pulumi.STACK.yaml)")
-    p.add_argument("--outputs", help="a file with `pulumi stack output --json`, or - for stdin")
-    p.add_argument("--out", type=Path, help="report folder (default reports/<stack>-<UTC timestamp>/)")
+    add_stack_arguments(p)
+    p.add_argument(
+        "--out", type=user_path, help="report folder (default <project>/reports/<stack>-<UTC timestamp>/)"
+    )
     p.add_argument(
         "--import",
         dest="imports",
@@ -112,28 +150,20 @@ def parser() -> argparse.ArgumentParser:
         "nvidia-smi CSV); repeatable",
     )
     p.add_argument("--import-gpus", type=int, help="GPUs per nvidia-smi sample in imported logs (default 1)")
-    p.add_argument(
-        "--stack-file",
-        type=Path,
-        help="where SSH keys and the kubeconfig are named (default stacks/Pulumi.<stack>.yaml)",
-    )
     p.add_argument("--wait", type=float, default=0, metavar="SECONDS",
                    help="first wait up to SECONDS for every step to finish (pulumi up waits for prep steps only)")
     p.add_argument(
-        "--kubeconfig",
-        type=Path,
-        help="the one kubeconfig to read (default: the stack's, else KUBECONFIG merged, else ~/.kube/config)",
+        "--interval",
+        type=float,
+        metavar="SECONDS",
+        help="with --wait: read the environments this often (default: the slowest site's poll_interval_seconds, "
+        "60 where the stack says none)",
     )
-    p.add_argument(
-        "--context", help="the kubeconfig context (default: the stack's atlas:openshift.context, else the current one)"
-    )
-    p.add_argument("--ssh-key", action="append", default=[], metavar="ENV=PATH")
-    p.add_argument("--known-hosts", action="append", default=[], metavar="ENV=PATH")
     p.add_argument(
         "--cost-file",
         action="append",
         default=[],
-        type=Path,
+        type=user_path,
         help="YAML/JSON {profile: {parameter: value}} overriding the cost model; repeatable",
     )
     p.add_argument(
@@ -143,11 +173,12 @@ def parser() -> argparse.ArgumentParser:
         metavar="PROFILE.PARAMETER=VALUE",
         help="one cost-model override, e.g. satori.utilization=0.7; repeatable",
     )
-    p.add_argument("--rates", type=Path, default=RATES_FILE, help="the dated rate table (default: %(default)s)")
+    p.add_argument("--rates", type=user_path, default=RATES_FILE, help="the dated rate table (default: %(default)s)")
     p.add_argument(
         "--estimates",
-        type=Path,
-        help="queue-wait estimates from `scripts/nodes --estimate` (default .state/estimates/<stack>.json if present)",
+        type=user_path,
+        help="queue-wait estimates from `scripts/nodes --estimate` (default <project>/.state/estimates/<stack>.json "
+        "if present)",
     )
     return p
 
@@ -156,7 +187,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if not (args.stack or args.outputs or args.imports):
         parser().error("give -s STACK, --outputs FILE|-, or --import DIR")
-    raw = read_stack_outputs(args)
+    try:
+        check_interval(args.interval)
+        project = project_of(args)
+        # The outputs first: a backend that cannot be reached is said once, by this read.
+        raw = read_stack_outputs(args, project)
+        stack = read_stack(args, project)
+    except (UsageError, StackReadError) as error:
+        print(f"compare: {error}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as error:
+        print(f"compare: --outputs {args.outputs}: cannot be read as `pulumi stack output --json` ({error})",
+              file=sys.stderr)
+        return 2
     if raw is not None and not raw.get("environments") and not args.imports:
         print(
             "compare: the stack outputs name no environment (is the stack deployed? `pulumi up` first)", file=sys.stderr
@@ -167,21 +210,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OutputsError as error:
         print(f"compare: the stack outputs: {error}", file=sys.stderr)
         return 2
-    project = Path.cwd()
-    access = load_access(args, project)
+    access = stack.access
     imports = []
     for item in args.imports:
         folder, _, name = item.partition("=")
-        imports.append((Path(folder), name or f"seed-{Path(folder).name}"))
+        imports.append((user_path(folder), name or f"seed-{Path(folder).name}"))
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     label = args.stack or (outputs.run.stack if outputs else "") or "import"
-    out = args.out or project / "reports" / f"{label}-{stamp}"
+    out = args.out or stack.home / "reports" / f"{label}-{stamp}"
     if args.wait and outputs:
-        left = wait_until_finished(outputs, access, out / "raw", args.wait)
+        left = wait_until_finished(outputs, access, out / "raw", args.wait, args.interval)
         if left:
             print(f"compare: still unfinished after {args.wait:.0f}s: {', '.join(left)}; reporting as they are",
                   file=sys.stderr)
-    estimates_path = args.estimates or (project / ".state" / "estimates" / f"{args.stack}.json" if args.stack else None)
+    estimates_path = args.estimates or (
+        stack.home / ".state" / "estimates" / f"{args.stack}.json" if args.stack else None
+    )
     estimates = None
     if estimates_path is not None and (args.estimates or estimates_path.is_file()):
         try:

@@ -5,11 +5,12 @@
     scripts/monitor -s local --serve          # the same view as a web page on 127.0.0.1:8730
     scripts/monitor --outputs outputs.json    # or `-` for stdin (pulumi stack output --json)
 
-Schedulers are asked at most every --interval seconds (default 30), one batched status query
-and one node/queue query per environment; the Kubernetes API is followed through watches.
-Credentials come from the stack's file, as for scripts/compare (--ssh-key, --known-hosts,
---kubeconfig, --context override it; KUBECONFIG or ~/.kube/config where no kubeconfig is named).
-Nothing is changed anywhere.
+Each scheduler is asked at most every `atlas:hpc.<name>.poll_interval_seconds` (60 s where the
+stack says none; --interval for all), one batched status query and one node/queue query per
+environment, less often while its site fails; the Kubernetes API is followed through watches.
+Each environment is reached as the stack reaches it, as for scripts/compare (its config read
+through pulumi, a key held as a Pulumi secret included; --ssh-key, --known-hosts, --kubeconfig,
+--context override). Nothing is changed anywhere.
 """
 
 from __future__ import annotations
@@ -18,13 +19,20 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
-from infra.cli.common import UsageError, add_source_arguments, check_interval, read_outputs, workload_shape
-from infra.cli.stack_files import load_access
+from infra.cli.common import (
+    UsageError,
+    add_source_arguments,
+    check_interval,
+    project_of,
+    read_outputs,
+    read_stack,
+    workload_shape,
+)
 from infra.compare.access import Access
 from infra.hpc import ssh
-from infra.kinds import monitor_sources
+from infra.hpc.target import DEFAULT_POLL_INTERVAL_S
+from infra.kinds import monitor_sources, poll_intervals
 from infra.monitor.build import Monitor
 from infra.monitor.estimate import JobShape
 from infra.monitor.render import to_json
@@ -34,11 +42,14 @@ DEFAULT_PORT = 8730
 
 
 def build_monitor(
-    outputs: StackOutputs, access: Access, interval_s: float, shape: JobShape | None, watch: bool
+    outputs: StackOutputs, access: Access, interval_s: float | None, shape: JobShape | None, watch: bool
 ) -> Monitor:
-    """A source for every environment the outputs name, as its kind reads it; with `watch`,
-    Kubernetes watches start (else one listing, for a single snapshot)."""
-    monitor = Monitor(outputs.run, monitor_sources(outputs, access, interval_s), shape, interval_s)
+    """A source for every environment the outputs name, as its kind reads it, each scheduler polled
+    at `interval_s` or else its site's interval; with `watch`, Kubernetes watches start (else one
+    listing, for a single snapshot)."""
+    intervals = poll_intervals(outputs, access, interval_s)
+    shown = min(intervals.values()) if intervals else interval_s if interval_s is not None else DEFAULT_POLL_INTERVAL_S
+    monitor = Monitor(outputs.run, monitor_sources(outputs, access, interval_s), shape, shown)
     monitor.start(watch)
     return monitor
 
@@ -58,20 +69,20 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    project = Path.cwd()
     try:
         interval = check_interval(args.interval)
         if args.json and not args.once:
             raise UsageError("--json: only with --once (the live view is a terminal or --serve)")
         if not 0 <= args.port <= 65535:
             raise UsageError(f"--port: {args.port} is not a port number")
-        outputs = read_outputs(args)
-        access = load_access(args, project)
-        shape = workload_shape(args, outputs.run, project)
+        project = project_of(args)
+        outputs = read_outputs(args, project)
+        stack = read_stack(args, project)
+        shape = workload_shape(args, outputs.run, stack.home)
     except UsageError as error:
         print(f"monitor: {error}", file=sys.stderr)
         return 2
-    monitor = build_monitor(outputs, access, interval, shape, watch=not args.once)
+    monitor = build_monitor(outputs, stack.access, interval, shape, watch=not args.once)
     try:
         if args.once:
             snapshot = monitor.snapshot()
@@ -85,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 Console().print(terminal_view(snapshot))
             return 0
         if args.serve:
-            return _serve(monitor, args.host, args.port, interval)
+            return _serve(monitor, args.host, args.port, monitor.interval_s)
         return _live(monitor)
     except KeyboardInterrupt:
         return 130

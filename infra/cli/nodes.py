@@ -23,9 +23,17 @@ from pathlib import Path
 import yaml
 from rich.console import Console
 
-from infra.cli.common import UsageError, add_source_arguments, check_interval, read_outputs, workload_shape
+from infra.cli.common import (
+    UsageError,
+    add_source_arguments,
+    check_interval,
+    project_of,
+    read_outputs,
+    read_stack,
+    workload_shape,
+)
 from infra.cli.monitor import build_monitor
-from infra.cli.stack_files import load_access
+from infra.cli.pulumi_cli import stack_file as project_stack_file
 from infra.compare.access import Access
 from infra.hpc import ssh
 from infra.hpc.scheduler import BACKFILL_QUEUE, SchedulerError
@@ -57,17 +65,21 @@ def outputs_from_stack_file(path: Path, stack: str) -> StackOutputs:
     return outputs
 
 
-def _outputs(args: argparse.Namespace, project: Path) -> StackOutputs:
+def _outputs(args: argparse.Namespace, project: Path | None) -> StackOutputs:
     """The stack's outputs; without any (not deployed yet), the environments its stack file names."""
-    stack_file = args.stack_file or (project / "stacks" / f"Pulumi.{args.stack}.yaml" if args.stack else None)
+    stack_file = args.stack_file or (
+        project_stack_file(project, args.stack) if args.stack and project is not None else None
+    )
     if args.outputs or (args.stack and stack_file is None):
-        return read_outputs(args)
+        return read_outputs(args, project)
     if args.stack:
         try:
-            return read_outputs(args)
-        except (UsageError, SystemExit) as error:
-            if stack_file is None or not stack_file.is_file():
-                raise UsageError(str(error)) from None
+            return read_outputs(args, project)
+        except UsageError as error:
+            # Not deployed yet (no outputs, or no stack in the backend): the stack file says where
+            # the environments are. A backend or passphrase that fails is the answer.
+            if error.cause not in ("no-outputs", "stack") or stack_file is None or not stack_file.is_file():
+                raise
             print(f"nodes: no outputs for stack {args.stack} ({error}); reading {stack_file}", file=sys.stderr)
     if stack_file is None or not stack_file.is_file():
         raise UsageError("give -s STACK, --outputs FILE|- or --stack-file FILE")
@@ -130,16 +142,17 @@ def _check(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    project = Path.cwd()
     console = Console()
     try:
         _check(args)
-        outputs = _outputs(args, project)
-        access = load_access(args, project)
-        shape = workload_shape(args, outputs.run, project)
+        found = project_of(args)
+        outputs = _outputs(args, found)
+        stack = read_stack(args, found)
+        shape = workload_shape(args, outputs.run, stack.home)
     except UsageError as error:
         print(f"nodes: {error}", file=sys.stderr)
         return 2
+    project, access = stack.home, stack.access
     monitor = build_monitor(outputs, access, args.interval, shape, watch=False)
     try:
         if args.backfill or args.backfill_stop:

@@ -16,7 +16,7 @@ compute metrics into dataclasses, then render (Markdown, HTML, PNG, JSON, termin
                                         (infra.kinds calls the one its kind needs)
     seed_import.py, device_run.py       read a past run from a folder instead
     collect.py                          imported past runs; which steps are unfinished
-    access.py                           how each environment is reached (paths, never contents)
+    access.py                           how each environment is reached (its parsed target, the flags over it)
     costs.py, cost_files.py             the cost model and its defaults; override, rate and estimate files
     report_model.py                     the Report dataclasses (every number a `Value`)
     metrics.py, estimates.py            records -> Report

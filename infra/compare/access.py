@@ -1,33 +1,41 @@
-"""How scripts/compare, monitor and nodes reach each environment: the Access model, parsed from a stack's config.
+"""How scripts/compare, monitor and nodes reach each environment: the Access model, what the stack's config says of it.
 
-Pure: the stack file's `config` mapping in, paths and names out (never a key's or kubeconfig's
-contents); infra.cli.stack_files reads the files and the flags. The Kubernetes side is resolved as
-the stack program resolves it (`Access.kube_request`, infra/kubeconfig.py): the stack's
-kubeconfig or --kubeconfig, else KUBECONFIG merged, else ~/.kube/config; the stack's context or
---context, else the current one.
+`infra.cli.stack_files` fills it from the stack's config, read through Pulumi (secrets included)
+and parsed by the stack program's own parsers (`infra.config`), then puts the command line's
+overrides over it (--kubeconfig, --context, --ssh-key, --known-hosts, --interval). The kinds
+(`infra.kinds`) connect with it: an HPC side through its parsed target, as the stack's own
+providers do; the Kubernetes side as the stack program resolves it (`Access.kube_request`,
+infra/kubeconfig.py): the stack's kubeconfig or --kubeconfig, else KUBECONFIG merged, else
+~/.kube/config; the stack's context or --context, else the current one.
+
+Pure data: nothing here opens a file or a connection. A target's key (a Pulumi secret) stays in
+the target, out of every repr.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from infra.hpc.target import DEFAULT_POLL_INTERVAL_S, HpcTarget
 from infra.kubeconfig import KubeconfigRequest
-from infra.validation import config_path
 
 
 @dataclass
 class Access:
-    """How to reach each environment: paths to keys and kubeconfigs, never their contents."""
+    """How to reach each environment: its target as the stack's config gives it, and the
+    command line's overrides."""
 
     project_dir: Path = field(default_factory=Path.cwd)
-    # The one kubeconfig file to read; None: KUBECONFIG (merged), else ~/.kube/config.
-    kubeconfig: Path | None = None
-    ssh_keys: dict[str, Path] = field(default_factory=dict)
-    known_hosts: dict[str, Path] = field(default_factory=dict)
-    kube_context: str | None = None  # atlas:openshift.context or --context; None: the current one
+    kubeconfig: Path | None = None  # None: as kubectl finds it ($KUBECONFIG, ~/.kube/config)
+    ssh_keys: dict[str, Path] = field(default_factory=dict)  # by environment: a key file over the target's
+    known_hosts: dict[str, Path] = field(default_factory=dict)  # by environment: a known_hosts file over the target's
+    kube_context: str | None = None  # None: the kubeconfig's current context
+    hpc: dict[str, HpcTarget] = field(default_factory=dict)  # by environment, as the stack program parses it
+    # Seconds between two scheduler queries, by environment (`atlas:hpc.<name>.poll_interval_seconds`,
+    # `atlas:aws.poll_interval_seconds`): what the site allows.
+    poll_intervals: dict[str, float] = field(default_factory=dict)
     kube_insecure_tls: bool = False  # atlas:openshift.insecure_skip_tls_verify
     # Which flag or key named the file and the context, for messages.
     kubeconfig_key: str = "atlas:openshift.kubeconfig"
@@ -44,40 +52,19 @@ class Access:
             context_key=self.kube_context_key,
         )
 
-
-def access_from_config(config: Mapping[str, Any], project_dir: Path) -> Access:
-    """The keys, known_hosts files and kubeconfig a stack file's `config:` names."""
-    access = Access(project_dir=project_dir)
-
-    def local(value: Any) -> Path | None:
-        if not isinstance(value, str) or not value:
-            return None
-        return config_path(value, project_dir)
-
-    openshift = config.get("atlas:openshift") or {}
-    if isinstance(openshift, dict):
-        access.kubeconfig = local(openshift.get("kubeconfig"))
-        context = openshift.get("context")
-        access.kube_context = context if isinstance(context, str) and context else None
-        access.kube_insecure_tls = openshift.get("insecure_skip_tls_verify") in (True, "true")
-    aws = config.get("atlas:aws")
-    if isinstance(aws, dict) and (key := local(aws.get("ssh_private_key_file"))) is not None:
-        access.ssh_keys["aws"] = key
-    for name, section in (config.get("atlas:hpc") or {}).items():
-        if isinstance(section, dict):
-            if (key := local(section.get("private_key_file"))) is not None:
-                access.ssh_keys[name] = key
-            if (hosts := local(section.get("known_hosts_file"))) is not None:
-                access.known_hosts[name] = hosts
-    return access
+    def poll_interval_s(self, environment: str) -> float:
+        """How often the environment's scheduler may be asked: its config's interval, else the
+        default every HPC target has (60 s: sites ask for a query a minute)."""
+        return self.poll_intervals.get(environment, DEFAULT_POLL_INTERVAL_S)
 
 
 def parse_pairs(values: Sequence[str], flag: str) -> dict[str, Path]:
-    """`ENV=PATH` flag values (--ssh-key, --known-hosts) by environment."""
+    """`ENV=PATH` flag values (--ssh-key, --known-hosts) by environment; a relative PATH is
+    relative to the folder the command runs in."""
     result = {}
     for value in values:
         name, sep, path = value.partition("=")
-        if not sep:
-            raise SystemExit(f"compare: {flag} {value!r}: expected ENVIRONMENT=PATH")
-        result[name] = Path(path).expanduser()
+        if not sep or not name or not path:
+            raise ValueError(f"{flag} {value!r}: expected ENVIRONMENT=PATH")
+        result[name] = Path(path).expanduser().absolute()
     return result

@@ -6,6 +6,8 @@ status read in a provider process goes through the board of its host:
 - requests that arrive together are gathered for a moment and answered by one query;
 - a host is never queried more often than its minimum interval; an answer younger than
   that interval is served from the board;
+- a site that fails is asked again after a growing delay (`backoff_s`: the monitor and
+  `atlas compare --wait` use it);
 - `fresh_after` lets a waiter insist on an answer newer than a given time (it then waits for
   the next allowed query instead of re-reading the same old answer).
 
@@ -25,6 +27,17 @@ from infra.hpc.remote import RemoteResult, Runner
 from infra.hpc.scheduler import JobState, Scheduler, SchedulerError, UnsupportedOutput
 
 GATHER_S = 0.2  # how long a first request waits for others to join its query
+# A site that keeps failing is asked again after 1, 2, 4, ... intervals, at most this long apart
+# (or one interval, where that is longer): a login node that is down is not hammered.
+MAX_BACKOFF_S = 600.0
+
+
+def backoff_s(interval_s: float, failures: int) -> float:
+    """How long to wait before asking a site again after `failures` failed polls in a row (none:
+    the interval itself)."""
+    if failures <= 0:
+        return interval_s
+    return min(interval_s * 2.0 ** (failures - 1), max(MAX_BACKOFF_S, interval_s))
 
 
 @dataclass

@@ -44,6 +44,7 @@ __all__ = [
     "kind_of",
     "monitor_sources",
     "outputs_before_up",
+    "poll_intervals",
     "read_stack_outputs",
     "stages_source",
 ]
@@ -116,8 +117,14 @@ def outputs_before_up(config: Mapping[str, Any], stack: str, run: RunOutputs) ->
 UNREACHABLE = (OSError, LookupError, ValueError, urllib.error.URLError)
 
 
-def collect_environments(outputs: StackOutputs, access: Access, raw_dir: Path) -> list[EnvironmentRecords]:
-    """Each environment's own records; one that cannot be reached is kept, with why."""
+def collect_environments(
+    outputs: StackOutputs,
+    access: Access,
+    raw_dir: Path,
+    unreachable: Callable[[str, str], None] | None = None,
+) -> list[EnvironmentRecords]:
+    """Each environment's own records; one that cannot be reached is kept, with why (and told to
+    `unreachable(name, reason)` where given)."""
     from infra.compare.contract import contract_from_report
     from infra.hpc.ssh import SshError
 
@@ -130,13 +137,29 @@ def collect_environments(outputs: StackOutputs, access: Access, raw_dir: Path) -
         except (*UNREACHABLE, SshError) as error:
             reason = f"not collected: {type(error).__name__}: {error}"
             result.append(kind.unreachable(name, env, reason))
+            if unreachable is not None:
+                unreachable(name, reason)
     return result
 
 
-def monitor_sources(outputs: StackOutputs, access: Access, interval_s: float) -> dict[str, EnvironmentSource]:
-    """The monitor's source for every environment of the outputs, whatever its kind."""
+def poll_intervals(outputs: StackOutputs, access: Access, override_s: float | None = None) -> dict[str, float]:
+    """How often each environment that asks a batch scheduler may ask it: `override_s` (a flag),
+    else the site's configured interval (`Access.poll_interval_s`)."""
     return {
-        name: kind_of(env).monitor_source(name, env, access, interval_s)
+        name: override_s if override_s is not None else access.poll_interval_s(name)
+        for name, env in sorted(outputs.environments.items())
+        if kind_of(env).polls_scheduler(env)
+    }
+
+
+def monitor_sources(
+    outputs: StackOutputs, access: Access, interval_s: float | None = None
+) -> dict[str, EnvironmentSource]:
+    """The monitor's source for every environment of the outputs, whatever its kind; each
+    scheduler is polled at `interval_s`, else at its site's interval (`poll_intervals`)."""
+    intervals = poll_intervals(outputs, access, interval_s)
+    return {
+        name: kind_of(env).monitor_source(name, env, access, intervals.get(name, access.poll_interval_s(name)))
         for name, env in sorted(outputs.environments.items())
     }
 

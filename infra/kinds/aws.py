@@ -91,5 +91,8 @@ class AwsKind(EnvironmentKind[AwsOutputs]):
             return AwsInstancesSource(name, outputs)
         return polled_source(name, outputs.batch, access, interval_s, outputs.kind, f" on {platform(outputs)}")
 
+    def polls_scheduler(self, outputs: AwsOutputs) -> bool:
+        return outputs.batch is not None  # the steps ran under the instances' Slurm
+
     def backfill(self, request: BackfillRequest, outputs: AwsOutputs, echo: Callable[[str], None]) -> None:
         echo(f"{request.environment}: no backfill for rented AWS instances here (only Kubernetes and Slurm)")

@@ -121,7 +121,13 @@ class EnvironmentKind(ABC, Generic[Out]):
 
     @abstractmethod
     def monitor_source(self, name: str, outputs: Out, access: Access, interval_s: float) -> EnvironmentSource:
-        """What the monitor reads this environment through (watches, rate-limited polls)."""
+        """What the monitor reads this environment through (watches, rate-limited polls); a
+        polled one asks its scheduler at most every `interval_s`."""
+
+    @abstractmethod
+    def polls_scheduler(self, outputs: Out) -> bool:
+        """Whether reading this environment asks a batch scheduler, which its site allows only so
+        often (`atlas compare --wait` and the monitor keep to the site's poll interval)."""
 
     @abstractmethod
     def backfill(self, request: BackfillRequest, outputs: Out, echo: Callable[[str], None]) -> None:

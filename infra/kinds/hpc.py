@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from infra.compare.access import Access
     from infra.compare.records import EnvironmentRecords, ReportContract
     from infra.hpc import ssh
+    from infra.hpc.remote import SshEndpoint
+    from infra.hpc.target import HpcTarget
     from infra.monitor.sources import EnvironmentSource
     from infra.stack_config import StackConfig
     from infra.workload.model import Workload
@@ -107,6 +109,9 @@ class HpcKind(EnvironmentKind[HpcOutputs]):
     def monitor_source(self, name: str, outputs: HpcOutputs, access: Access, interval_s: float) -> EnvironmentSource:
         return polled_source(name, outputs, access, interval_s)
 
+    def polls_scheduler(self, outputs: HpcOutputs) -> bool:
+        return True
+
     def backfill(self, request: BackfillRequest, outputs: HpcOutputs, echo: Callable[[str], None]) -> None:
         from infra.hpc.registry import scheduler_for
         from infra.monitor.hpc_view import HpcEnvironmentSource
@@ -142,20 +147,25 @@ class HpcKind(EnvironmentKind[HpcOutputs]):
 
 
 def connect(name: str, outputs: HpcOutputs, access: Access) -> ssh.PooledConnection:
-    """The pooled SSH connection to an HPC side's login node, reached as the stack reached it: the
-    outputs' host (a Host alias stays one), port and user, through the user's ssh config (jump
-    hosts, the agent, a master connection: infra/hpc/ssh/resolve.py). The key: the one the stack
-    file or `--ssh-key` names, else the agent's and the config's IdentityFile. Host keys, always
-    checked: the outputs' own (an instance Atlas launched and keyed), the stack file's or
-    `--known-hosts` file, else the ssh config's known_hosts files. What cannot work raises
-    HpcConfigError (a ValueError) naming the fix."""
+    """The pooled SSH connection to an HPC side's login node, reached as the stack reached it,
+    through the user's ssh config (a Host alias, jump hosts, the agent, a master connection:
+    infra/hpc/ssh/resolve.py), host keys always checked. Where the stack's config names the
+    environment (`Access.hpc`), its parsed target: its host keys, its key file or the key it holds
+    as a Pulumi secret (`target_endpoint`; the stack's preview has checked the route); otherwise
+    (outputs alone, an AWS side) the outputs' host, port and user with the key and known_hosts the
+    command line gave, the outputs' own host keys (an instance Atlas launched and keyed), else the
+    ssh config's known_hosts files and the agent's keys, checked before connecting (no DNS). What cannot
+    work raises LookupError naming the fix."""
     from infra.hpc import ssh
-    from infra.hpc.ssh.resolve import NoKeyError, check_endpoint
-    from infra.hpc.target import HpcTarget
+    from infra.hpc.ssh.resolve import check_endpoint
+    from infra.hpc.target import HpcConfigError, HpcTarget
 
     key, hosts = access.ssh_keys.get(name), access.known_hosts.get(name)
+    target = access.hpc.get(name)
+    if target is not None:
+        return ssh.connection(target_endpoint(target, f"{SECTION}.{name}", key, hosts))
     inline = outputs.known_hosts + "\n" if outputs.known_hosts and hosts is None else None
-    target = HpcTarget(
+    from_outputs = HpcTarget(
         host=outputs.host,
         user=outputs.user or None,
         scheduler=outputs.scheduler,
@@ -165,12 +175,33 @@ def connect(name: str, outputs: HpcOutputs, access: Access) -> ssh.PooledConnect
         private_key_file=key,
     )
     try:
-        endpoint = check_endpoint(target, f"{SECTION}.{name}")
-    except NoKeyError as error:
-        raise LookupError(f"{error}; or pass the key to this command: --ssh-key {name}=PATH") from None
+        # Built before anything connects (the monitor's sources): no DNS here, the connection tells.
+        endpoint = check_endpoint(from_outputs, f"{SECTION}.{name}", dns=False)
+    except HpcConfigError as error:
+        raise LookupError(
+            f"{error}; or give -s STACK (its config names them, a key held as a Pulumi secret included), or "
+            f"--ssh-key {name}=PATH --known-hosts {name}=PATH"
+        ) from None
     if inline is not None:
         endpoint = dataclasses.replace(endpoint, known_hosts_source="the stack outputs' known_hosts")
     return ssh.connection(endpoint)
+
+
+def target_endpoint(
+    target: HpcTarget, key: str, key_file: Path | None = None, known_hosts_file: Path | None = None
+) -> SshEndpoint:
+    """The login node of a parsed target, as the stack's providers log in to it (resolved through
+    the user's ssh config as `HpcEnvironment` resolves it): its host, port and user, its host keys,
+    its key file or the key it holds as a Pulumi secret. `key_file` and `known_hosts_file`
+    (--ssh-key, --known-hosts) take the place of the target's. `key` names the target's config
+    key in every error."""
+    from infra.hpc.ssh.resolve import resolve_endpoint
+
+    if key_file is not None:
+        target = dataclasses.replace(target, private_key_file=key_file, private_key=None, private_key_passphrase=None)
+    if known_hosts_file is not None:
+        target = dataclasses.replace(target, known_hosts=None, known_hosts_file=known_hosts_file)
+    return resolve_endpoint(target, key)
 
 
 def polled_source(

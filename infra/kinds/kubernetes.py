@@ -129,6 +129,9 @@ class KubernetesKind(EnvironmentKind[KubernetesOutputs]):
         # A kubeconfig that cannot be resolved ends the command in one line (infra.cli), as in compare.
         return KubeSource(name, outputs, KubeCache(client_for(access, outputs), outputs.namespace))
 
+    def polls_scheduler(self, outputs: KubernetesOutputs) -> bool:
+        return False  # the API is watched, not polled
+
     def backfill(self, request: BackfillRequest, outputs: KubernetesOutputs, echo: Callable[[str], None]) -> None:
         from infra.nodes import backfill, backfill_apply
 

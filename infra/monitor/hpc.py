@@ -7,8 +7,10 @@ One poll of an environment is two remote commands, whatever the number of jobs:
 2. one script printing, in marked sections, the nodes' GPUs and the queue (the scheduler's
    `monitor_sections`: Slurm `sinfo -N -O ...`; LSF `lsload -gpu`, `lsload -gpuload`,
    `bhosts -w`) and the last lines of each running step's telemetry and of the training log.
-A poll happens no more often than the interval (default 30 s, what site admins ask for);
-between polls the last answer is served. `calls` counts the remote commands (tests read it).
+A poll happens no more often than the interval (the site's `poll_interval_seconds`, what site
+admins ask for); between polls the last answer is served. A poll that fails is not retried
+sooner than `backoff_s` (one interval, then twice as long each time, at most 10 minutes): until
+then the same error is the answer. `calls` counts the remote commands (tests read it).
 What differs between the schedulers is on their classes (infra.hpc.registry gives the one of
 the outputs' `scheduler`); an environment whose `scheduler` the registry does not know is an error.
 """
@@ -23,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from infra.hpc.polling import backoff_s
 from infra.hpc.registry import scheduler_for
 from infra.hpc.remote import RemoteResult, Runner
 from infra.hpc.scheduler import Scheduler, SubmittedStep
@@ -50,8 +53,11 @@ class HpcSource:
     wall: Callable[[], float] = time.time
     calls: int = 0  # remote commands sent (one status query + one node query per poll)
     polls: int = 0
+    failures: int = 0  # polls failed in a row
     _last: HpcPoll | None = None
     _last_at: float | None = None
+    _error: Exception | None = None
+    _retry_at: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -84,13 +90,23 @@ class HpcSource:
         return sections
 
     def poll(self, force: bool = False) -> HpcPoll:
-        """The last answer if younger than the interval; otherwise ask the scheduler (two commands)."""
+        """The last answer if younger than the interval; otherwise ask the scheduler (two commands).
+        After a failed poll, the same error until `backoff_s` has passed."""
         with self._lock:
             now = self.clock()
+            if self._error is not None and now < self._retry_at and not force:
+                raise self._error
             fresh = self._last_at is not None and now - self._last_at < self.interval_s
-            if self._last is not None and fresh and not force:
+            if self._last is not None and fresh and self._error is None and not force:
                 return self._last
-            self._last = self._poll_now()
+            try:
+                self._last = self._poll_now()
+            except Exception as error:  # kept, and raised again until the site is asked anew
+                self.failures += 1
+                self._error = error
+                self._retry_at = self.clock() + backoff_s(self.interval_s, self.failures)
+                raise
+            self.failures, self._error = 0, None
             self._last_at = self.clock()
             self.polls += 1
             return self._last

@@ -40,7 +40,7 @@ from infra.toolchain.pins import Pins, cache_root, load_pins, toolchain_dir
 from infra.toolchain.progress import Progress
 from infra.toolchain.store import BuildStep, Toolchain
 from infra.toolchain.tools import BINARY_STEPS
-from infra.toolchain.venv import VENV_DIR, build_venv, compile_project_bytecode, venv_key
+from infra.toolchain.venv import VENV_DIR, build_venv, compile_project_bytecode, link_program_venv, venv_key
 
 
 def default_toolchain(pins: Pins) -> Toolchain:
@@ -184,6 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     progress = Progress(len(todo) + int(venv_stale))
     if venv_wanted and not venv_stale:
         compile_project_bytecode()
+        link_program_venv()
     if not todo and not venv_stale:
         progress.say(f"toolchain up to date in {toolchain.bin}")
         return 0
@@ -195,6 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress.step("venv", f"Python virtual environment in {VENV_DIR}")
             build_venv(pins, progress)
             compile_project_bytecode()
+            link_program_venv()
             progress.timed("venv", started)
         if todo:
             build_steps(todo, toolchain, progress)

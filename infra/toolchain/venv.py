@@ -21,6 +21,9 @@ from infra.toolchain.progress import Progress
 
 VENV_DIR = REPO_ROOT / ".venv"
 CONSTRAINTS = REPO_ROOT / "constraints.txt"
+# Pulumi.yaml's `runtime.options.virtualenv` (.venv) as a pulumi CLI of the user's own reads it for
+# the dynamic-provider host: against the program's folder (`main: stacks/`), not the project's.
+PROGRAM_VENV_LINK = REPO_ROOT / "stacks" / ".venv"
 
 
 def _project() -> dict[str, Any]:
@@ -58,6 +61,20 @@ def build_venv(pins: Pins, progress: Progress) -> None:
     run([*pip, "install", "-q", "-c", str(CONSTRAINTS), "-e", f"{REPO_ROOT}[{','.join(extras())}]"],
         progress=progress, label="pip install")
     stamp.write_text(venv_key())
+
+
+def link_program_venv() -> None:
+    """stacks/.venv -> ../.venv, so `virtualenv: .venv` names the one environment from either folder
+    (upstream's dynamic-provider launcher resolves it against its working folder, the program's)."""
+    link = PROGRAM_VENV_LINK
+    target = os.path.relpath(VENV_DIR, link.parent)
+    if link.is_symlink() and os.readlink(link) == target:
+        return
+    if link.is_symlink() or link.is_file():
+        link.unlink()
+    elif link.exists():
+        return  # a real folder someone made there: leave it
+    link.symlink_to(target, target_is_directory=True)
 
 
 def compile_project_bytecode() -> None:

@@ -42,7 +42,9 @@ def copy_of_the_repository(dest: Path) -> None:
 
 
 def fresh_shell_env(clone: Path) -> dict[str, str]:
-    """A new user's shell: no Atlas variables, no toolchain or venv on PATH."""
+    """A new user's shell: no Atlas or Pulumi variables, no toolchain or venv on PATH, and a Pulumi
+    home with no login in it (the pulumi CLI would otherwise use the machine user's own: it reads
+    its home from the user database, not $HOME), so activate chooses the clone's .state/."""
     keep = ("HOME", "USER", "LANG", "LC_ALL", "TERM", "GOPATH", "GOMODCACHE", "GOCACHE", "GOPROXY",
             "ATLAS_CACHE", "XDG_CACHE_HOME", "PIP_CONFIG_FILE", "PIP_INDEX_URL", "SSL_CERT_FILE",
             "REQUESTS_CA_BUNDLE")
@@ -50,6 +52,7 @@ def fresh_shell_env(clone: Path) -> dict[str, str]:
     path = [p for p in os.environ.get("PATH", "").split(":") if ".venv" not in p and "/toolchain/" not in p]
     env["PATH"] = ":".join(path)
     env["ATLAS_LOCALENV_PORT_BASE"] = str(PORT_BASE)
+    env["PULUMI_HOME"] = str(clone.parent / "pulumi-home")
     return env
 
 

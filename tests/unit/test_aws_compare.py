@@ -17,8 +17,12 @@ from infra.compare.access import Access
 from infra.compare.cost_files import load_cost_profiles, load_rate_table
 from infra.compare.records import EnvironmentRecords, Missing
 from infra.compare.render import render_markdown, summary_table
+from infra.config import parse_stack_config
 from infra.kinds import collect_environments, read_stack_outputs
 from infra.outputs import AwsOutputs, read_environment
+from tests.support import project_with_workloads
+
+PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl atlas\n"
 
 AWS_OUTPUTS: dict[str, Any] = {
     "kind": "aws",
@@ -127,10 +131,15 @@ def test_an_unknown_instance_type_rate_says_so() -> None:
 def test_stack_file_names_the_aws_key_and_the_cli_report_says_not_executed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    stack_file = tmp_path / "Pulumi.hybrid.yaml"
-    stack_file.write_text(json.dumps({"config": {"atlas:aws": {"ssh_private_key_file": "keys/id_ed25519"}}}))
-    access = stack_files.access_from_stack_file(stack_file, tmp_path)
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / "id_ed25519.pub").write_text(PUBLIC_KEY)
+    aws = {"region": "us-east-1", "endpoint_url": "http://127.0.0.1:16500", "instance_type": "p3.8xlarge",
+           "ami": "ami-1e749f67", "allowed_ssh_cidrs": ["127.0.0.1/32"],
+           "ssh_public_key_file": "keys/id_ed25519.pub", "ssh_private_key_file": "keys/id_ed25519"}
+    config = parse_stack_config("hybrid", {"workload": "probe", "aws": aws}, project_with_workloads(tmp_path))
+    access = stack_files.access_from_stack_config(config, tmp_path)
     assert access.ssh_keys == {"aws": tmp_path / "keys" / "id_ed25519"}
+    assert access.poll_intervals == {"aws": 30.0}  # atlas:aws.poll_interval_seconds' default
 
     outputs = tmp_path / "outputs.json"
     outputs.write_text(json.dumps({"atlas": {"stack": "local-hybrid"}, "environments": {"aws": AWS_OUTPUTS}}))

@@ -16,8 +16,7 @@ import pytest
 import yaml
 
 from infra.cli import main as atlas
-from infra.cli.stack_files import load_access
-from infra.compare.access import access_from_config
+from infra.cli.stack_files import access_from_stack_config, load_access
 from infra.config import AtlasConfigError, check_kubernetes_access, parse_stack_config
 from infra.errors import ActionableError
 from infra.kubeconfig import KubeConfigError
@@ -185,20 +184,18 @@ def test_insecure_tls_is_a_stack_key(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 def test_the_clis_read_the_stack_s_context_and_flags_override_it(tmp_path: Path) -> None:
-    config = {"atlas:openshift": {"namespace": "p", "context": OC, "insecure_skip_tls_verify": True}}
-    access = access_from_config(config, tmp_path)
+    section = {**SECTION, "flavour": "openshift", "context": OC, "insecure_skip_tls_verify": True}
+    config = parse_stack_config("s", {"openshift": section}, project_with_workloads(tmp_path))
+    access = access_from_stack_config(config, tmp_path)
     assert (access.kubeconfig, access.kube_context, access.kube_insecure_tls) == (None, OC, True)
     request = access.kube_request("openshift")
     assert (request.context, request.flavour, request.allow_insecure_tls, request.context_key) == (
         OC, "openshift", True, "atlas:openshift.context"
     )
-    stack_file = tmp_path / "Pulumi.s.yaml"
-    stack_file.write_text(yaml.safe_dump({"config": config}))
-    args = argparse.Namespace(stack=None, stack_file=stack_file, kubeconfig=tmp_path / "k", context="other",
-                              ssh_key=[], known_hosts=[])
-    flagged = load_access(args, tmp_path).kube_request()
-    assert (flagged.file, flagged.context, flagged.file_key, flagged.context_key) == (
-        tmp_path / "k", "other", "--kubeconfig", "--context"
+    args = argparse.Namespace(kubeconfig=tmp_path / "k", context="other", ssh_key=[], known_hosts=[])
+    flagged = load_access(args, tmp_path, config).kube_request()
+    assert (flagged.file, flagged.context, flagged.file_key, flagged.context_key, flagged.allow_insecure_tls) == (
+        tmp_path / "k", "other", "--kubeconfig", "--context", True
     )
 
 

@@ -9,6 +9,7 @@ later `scripts/demo` (2026-12-04), when the collector stopped asking `squeue --j
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import shutil
@@ -39,11 +40,12 @@ from infra.compare.remote_files import LocalFiles
 from infra.compare.scalability import scalability
 from infra.compare.seed_import import import_seed_logs
 from infra.compare.training import training_log_from_text
+from infra.config import parse_stack_config
 from infra.hpc.registry import UnknownSchedulerError, scheduler_for
 from infra.hpc.remote import RemoteResult
 from infra.kinds import read_stack_outputs
 from infra.timeparse import rfc3339
-from tests.support import hpc_outputs
+from tests.support import hpc_outputs, project_with_workloads
 
 DATA = Path(__file__).parent / "data"
 REC = DATA / "compare"
@@ -476,15 +478,28 @@ def test_cli_writes_a_report_from_imported_seed_logs(tmp_path: Path, capsys: pyt
     assert "seed-satori" in printed and str(out) in printed
 
 
-def test_access_comes_from_the_stack_file(tmp_path: Path) -> None:
-    stack = tmp_path / "Pulumi.local.yaml"
-    stack.write_text(
-        "config:\n  atlas:openshift: {kubeconfig: .state/k}\n  atlas:hpc:\n"
-        "    satori: {private_key_file: keys/id, known_hosts_file: /abs/kh}\n"
-    )
-    access = stack_files.access_from_stack_file(stack, tmp_path)
+def test_access_comes_from_the_stack_config(tmp_path: Path) -> None:
+    known_hosts = tmp_path / "abs" / "kh"
+    known_hosts.parent.mkdir()
+    known_hosts.write_text("login ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n")
+    values = {
+        "openshift": {"flavour": "kubernetes", "namespace": "atlas-x", "kubeconfig": ".state/k",
+                      "context": "atlas-x/api-crc-testing:6443/developer", "image": {"reference": "quay.io/a/b:1"}},
+        "hpc": {"satori": {"scheduler": "lsf", "host": "login", "user": "alex", "private_key_file": "keys/id",
+                           "known_hosts_file": str(known_hosts), "poll_interval_seconds": 90}},
+    }
+    config = parse_stack_config("local", values, project_with_workloads(tmp_path))
+    access = stack_files.access_from_stack_config(config, tmp_path)
     assert access.kubeconfig == tmp_path / ".state/k"
-    assert access.ssh_keys == {"satori": tmp_path / "keys/id"} and access.known_hosts == {"satori": Path("/abs/kh")}
+    assert access.kube_context == "atlas-x/api-crc-testing:6443/developer"
+    assert access.hpc["satori"].private_key_file == tmp_path / "keys/id"
+    assert access.poll_intervals == {"satori": 90.0} and access.poll_interval_s("elsewhere") == 60.0
+    # The flags the command line gives (relative to where it runs) go over the config.
+    args = argparse.Namespace(kubeconfig=tmp_path / "other", context=None, ssh_key=["satori=k2"],
+                              known_hosts=["satori=kh2"])
+    access = stack_files.load_access(args, tmp_path, config)
+    assert access.kubeconfig == tmp_path / "other" and access.kube_context == "atlas-x/api-crc-testing:6443/developer"
+    assert access.ssh_keys == {"satori": Path.cwd() / "k2"} and access.known_hosts == {"satori": Path.cwd() / "kh2"}
 
 
 def test_blank_lines_and_a_last_line_without_newline_are_read(tmp_path: Path) -> None:

@@ -22,13 +22,15 @@ OPERATIONS = sorted(
 
 def test_the_interface_names_what_each_consumer_needs() -> None:
     # The stack program (build), reading outputs before `pulumi up`, the report (collect,
-    # unreachable), the monitor and node listing (monitor_source), backfill.
+    # unreachable), the monitor and node listing (monitor_source), the pace of polling
+    # (polls_scheduler: compare --wait and the monitor keep to a site's interval), backfill.
     assert OPERATIONS == [
         "backfill",
         "build",
         "collect",
         "monitor_source",
         "outputs_before_up",
+        "polls_scheduler",
         "stages_source",
         "unreachable",
     ]

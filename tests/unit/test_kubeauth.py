@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from infra.kubeapi import KubeApi, KubeAuthError, KubeForbiddenError, KubeRequestError, request_target
-from infra.kubeauth import Credentials, KubeCredentialError, forget_exec_credentials
+from infra.kubeauth import KubeCredentialError, KubeCredentials, forget_exec_credentials
 from infra.kubeconfig import KubeconfigRequest, resolve_document
 
 V1 = "client.authentication.k8s.io/v1"
@@ -244,4 +244,4 @@ def test_credentials_hold_a_client_certificate_that_does_not_load_to_account(tmp
         "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
     }
     with pytest.raises(KubeCredentialError, match="the client certificate and key do not load"):
-        Credentials(resolve_document(config, KubeconfigRequest(), "k"))
+        KubeCredentials(resolve_document(config, KubeconfigRequest(), "k"))

@@ -131,6 +131,35 @@ def test_an_hpc_source_asks_twice_per_interval_whatever_the_number_of_jobs_and_r
     assert source.calls == 4 and source.polls == 2
 
 
+def test_a_site_that_fails_is_asked_again_after_one_then_two_then_four_intervals() -> None:
+    clock, asked = FakeClock(), []
+    down = {"now": True}
+    healthy = fake_slurm_runner([])
+
+    def runner(command: str) -> RemoteResult:
+        asked.append(clock.now)
+        if down["now"]:
+            raise OSError("connect to 127.0.0.1 port 22: connection refused")
+        return healthy(command)
+
+    source = HpcSource("satori-slurm", hpc_outputs(slurm_outputs(2)), runner, 60.0, clock=clock)
+    while clock.now < 1000.0 + 420.0:  # a reader every half second (the live view redraws each second)
+        with pytest.raises(OSError, match="connection refused"):
+            source.poll()
+        clock.now += 0.5
+    # Failed at 0, then retried after 60 s, 120 s more, 240 s more: never at the readers' pace.
+    assert [round(t - 1000.0) for t in asked] == [0, 60, 180]
+    assert source.failures == 3 and source.polls == 0
+    clock.now = 1000.0 + 420.0
+    down["now"] = False
+    source.poll()  # back: asked at once (the wait is over), the failures forgotten
+    assert source.failures == 0 and source.polls == 1
+    calls = source.calls
+    clock.now += 30.0
+    source.poll()
+    assert source.calls == calls  # and again at the site's interval
+
+
 # --- Kubernetes: list, then watch events ---------------------------------------------------------
 
 

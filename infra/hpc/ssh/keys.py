@@ -142,7 +142,7 @@ class Credential:
 
 
 @dataclass
-class Credentials:
+class OfferedKeys:
     """The keys one hop is offered, in order, and why others were left out (for a refusal's message)."""
 
     keys: list[Credential] = field(default_factory=list)
@@ -188,9 +188,9 @@ def _identity_paths(hop: SshHop) -> list[Path]:
     return [Path(os.path.expanduser(p)) for p in named]
 
 
-def credentials(hop: SshHop, endpoint: SshEndpoint, ring: KeyRing, is_login: bool) -> Credentials:
+def credentials(hop: SshHop, endpoint: SshEndpoint, ring: KeyRing, is_login: bool) -> OfferedKeys:
     """The keys to offer `hop`, in the order they are tried."""
-    found = Credentials()
+    found = OfferedKeys()
     if is_login and endpoint.has_own_key:
         own = load_private_key(endpoint)
         found.keys.append(Credential(f"the target's key ({endpoint.private_key_file or 'secret'})", own))

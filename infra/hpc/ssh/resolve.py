@@ -412,10 +412,13 @@ def _resolves(host: str, port: int) -> str:
     return ""
 
 
-def check_endpoint(target: HpcTarget, key: str = "atlas:hpc", *, key_from_secret: bool = False) -> SshEndpoint:
-    """`resolve_endpoint`, then what this machine can tell before connecting: the first host on the
-    route resolves, and some key is there to offer every hop (unless a master connection runs at
-    ControlPath, which needs none). Raises HpcConfigError naming the key and the fix."""
+def check_endpoint(
+    target: HpcTarget, key: str = "atlas:hpc", *, key_from_secret: bool = False, dns: bool = True
+) -> SshEndpoint:
+    """`resolve_endpoint`, then what this machine can tell before connecting: the login node's host
+    key is on file, the first host on the route resolves (with `dns`; without, nothing is asked
+    of the network), and some key is there to offer every hop (unless a master connection runs
+    at ControlPath, which needs none). Raises HpcConfigError naming the key and the fix."""
     resolver = _Resolver(target, key, key_from_secret)
     endpoint = resolver.endpoint()
     login = endpoint.login_hop()
@@ -429,7 +432,7 @@ def check_endpoint(target: HpcTarget, key: str = "atlas:hpc", *, key_from_secret
         return endpoint
     hops = [*endpoint.jumps, endpoint.login_hop()]
     first = hops[0]
-    why = _resolves(first.host, first.port)
+    why = _resolves(first.host, first.port) if dns else ""
     if why:
         if first.name and first.name != first.host:
             raise HpcConfigError(
