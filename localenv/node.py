@@ -47,6 +47,7 @@ from localenv.node_config import (
     kube_proxy_config,
     kubelet_config,
     registry_hosts_toml,
+    subnet_holders,
 )
 from localenv.pki_files import NODE_NAME, Pki, kubeconfig_yaml
 from localenv.procs import Daemon, LocalEnvError, port_open, require_free_ports, wait_for
@@ -169,6 +170,7 @@ def up(layout: Layout, say: Callable[[str], None]) -> None:
     require_free_ports({f"node {n}": p for n, p in (("kubelet", layout.ports.kubelet),
                                                      ("kubelet healthz", layout.ports.kubelet_healthz))
                         if not ds["kubelet"].running()})
+    _free_pod_subnet(layout, paths, say)
     images.ensure_images(layout, say)
 
     pki = Pki(layout.kube_dir / "pki")
@@ -320,6 +322,28 @@ def _remove_cgroup_root(paths: NodePaths) -> None:
                 folder.rmdir()
         with contextlib.suppress(OSError):
             top.rmdir()
+
+
+def _free_pod_subnet(layout: Layout, paths: NodePaths, say: Callable[[str], None]) -> None:
+    """Remove the bridge of an environment killed without `down` (a session ended, a machine's
+    processes stopped) that still holds this node's pod subnet: with two routes to the subnet the
+    host's packets to pods (kubelet probes, the API server's proxy) leave by the dead bridge and
+    time out. An environment still running here would have held our ports (checked above), so an
+    `atl*` bridge in our subnet is a dead one's; any other interface there is refused by name."""
+    listed = subprocess.run(["ip", "-j", "-4", "addr", "show"], capture_output=True, text=True, check=False)
+    if listed.returncode != 0:
+        raise LocalEnvError(f"`ip -j -4 addr show` exited {listed.returncode}: {listed.stderr.strip()}")
+    pod_cidr = Network.of(layout).pod_cidr
+    for name in subnet_holders(json.loads(listed.stdout or "[]"), pod_cidr, paths.bridge):
+        if not name.startswith("atl"):
+            raise LocalEnvError(
+                f"interface {name} holds an address in the node's pod subnet {pod_cidr}: choose another "
+                "ATLAS_LOCALENV_PORT_BASE (the subnet is 10.201.<base/100 % 256>.0/24) or free the subnet"
+            )
+        deleted = subprocess.run(["ip", "link", "delete", name], capture_output=True, text=True, check=False)
+        if deleted.returncode != 0:
+            raise LocalEnvError(f"`ip link delete {name}` exited {deleted.returncode}: {deleted.stderr.strip()}")
+        say(f"node: removed bridge {name}, left by an environment stopped without `down` (it held {pod_cidr})")
 
 
 def _sysctl(name: str, value: str) -> None:

@@ -74,7 +74,9 @@ class NodePaths:
 
 @dataclass(frozen=True)
 class Network:
-    """The node's pod subnet, from the port base so that two environments never share one."""
+    """The node's pod subnet, from the port base: two environments running at once never share
+    one (their ports would clash first), but one killed without `down` leaves its bridge holding
+    the subnet, which `subnet_holders` finds for node.up to remove."""
 
     pod_cidr: ipaddress.IPv4Network
 
@@ -86,6 +88,22 @@ class Network:
     @property
     def gateway(self) -> str:
         return str(self.pod_cidr.network_address + 1)
+
+
+def subnet_holders(addresses: list[dict[str, Any]], pod_cidr: ipaddress.IPv4Network, own_bridge: str) -> list[str]:
+    """The interfaces other than `own_bridge` with an IPv4 address in `pod_cidr`, from `ip -j -4
+    addr show`: a second route to the pods' subnet sends the host's packets to them (probes, the
+    API server's proxy) down the wrong bridge."""
+    holders = []
+    for link in addresses:
+        name = str(link.get("ifname", ""))
+        if name == own_bridge:
+            continue
+        for info in link.get("addr_info") or []:
+            if info.get("family") == "inet" and "local" in info and ipaddress.IPv4Address(info["local"]) in pod_cidr:
+                holders.append(name)
+                break
+    return holders
 
 
 def containerd_config(layout: Layout, *, pause_image: str, cni_bin_dir: Path, lower_oom_score: bool) -> str:

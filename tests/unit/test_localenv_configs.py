@@ -116,3 +116,26 @@ def test_a_tag_event_goes_on_top_of_the_tag_history() -> None:
     status = build_objects.image_stream_status(stream, "reg:5000", "v2", "sha256:new", "2026-01-01T00:00:00Z")
     assert status["dockerImageRepository"] == "reg:5000/ns/app"
     assert [i["image"] for i in status["tags"][0]["items"]] == ["sha256:new", "sha256:old"]
+
+
+def _link(name: str, *addresses: str) -> dict[str, object]:
+    return {"ifname": name, "addr_info": [
+        {"family": "inet", "local": a.split("/")[0], "prefixlen": int(a.split("/")[1])} for a in addresses
+    ]}
+
+
+@pytest.mark.parametrize(
+    ("links", "holders"),
+    [
+        ([_link("lo", "127.0.0.1/8"), _link("eth0", "192.0.2.2/24")], []),
+        ([_link("atlown00000", "10.201.160.1/24")], []),  # the node's own bridge
+        ([_link("atlown00000", "10.201.160.1/24"), _link("atldead0000", "10.201.160.1/24")], ["atldead0000"]),
+        ([_link("atlother000", "10.201.161.1/24")], []),  # another port base's subnet
+        ([_link("docker0", "172.17.0.1/16", "10.201.160.77/24")], ["docker0"]),
+        ([{"ifname": "veth1", "addr_info": []}, {"ifname": "x"}], []),
+    ],
+)
+def test_the_interfaces_holding_the_pod_subnet_are_found(links: list[dict[str, object]], holders: list[str]) -> None:
+    pod_cidr = node_config.Network.of(LAYOUT).pod_cidr
+    assert str(pod_cidr) == "10.201.160.0/24"
+    assert node_config.subnet_holders(links, pod_cidr, "atlown00000") == holders
