@@ -43,6 +43,7 @@ from localenv.kube import kubectl
 from localenv.layout import LOOPBACK, Layout
 from localenv.pki import admin_api, issue_client_pair
 from localenv.pki_files import Pki
+from localenv.procs import wait_for
 
 PROJECT = "atlas-probe"
 SERVICE_ACCOUNT = "atlas-user"
@@ -160,6 +161,36 @@ def project_objects(namespace: str, service_account: str) -> list[dict[str, Any]
     ]
 
 
+# A right from the built-in admin role and one from the OpenShift kinds aggregated into it.
+RIGHTS_TO_WAIT_FOR = (("list", "pods", ""), ("create", "imagestreams", "image.openshift.io"))
+
+
+def _allowed(api: KubeApi, user: str, groups: list[str], namespace: str, verb: str, resource: str, group: str) -> bool:
+    """What a SubjectAccessReview says of `user` (in `groups`) doing `verb` on `resource` in `namespace`."""
+    review = api.request(
+        "POST",
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": user,
+                "groups": groups,
+                "resourceAttributes": {"namespace": namespace, "verb": verb, "resource": resource, "group": group},
+            },
+        },
+    )
+    return bool(review.get("status", {}).get("allowed"))
+
+
+def _wait_for_rights(api: KubeApi, user: str, groups: list[str], namespace: str) -> None:
+    wait_for(
+        lambda: all(_allowed(api, user, groups, namespace, *want) for want in RIGHTS_TO_WAIT_FOR),
+        f"the admin role's rights to reach {user} (the aggregation controller)",
+        60,
+    )
+
+
 def ensure_project_user(
     layout: Layout, namespace: str = PROJECT, service_account: str = SERVICE_ACCOUNT, seconds: int = TOKEN_SECONDS
 ) -> ProjectUser:
@@ -176,6 +207,14 @@ def ensure_project_user(
         stdin=yaml.safe_dump_all(project_objects(namespace, service_account), sort_keys=False),
     )
     api = admin_api(layout, timeout_s=10)
+    # The built-in admin role is filled in by kube-controller-manager's aggregation controller,
+    # which on a cluster just started (and after our role joins it) has not always run yet.
+    _wait_for_rights(
+        api,
+        f"system:serviceaccount:{namespace}:{service_account}",
+        ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"],
+        namespace,
+    )
     secret = api.get(f"/api/v1/namespaces/{namespace}/secrets/{login_secret(service_account)}")
     review = api.request(
         "POST",
@@ -226,6 +265,7 @@ def ensure_certificate_user(
         "-",
         stdin=yaml.safe_dump(binding, sort_keys=False),
     )
+    _wait_for_rights(admin_api(layout, timeout_s=10), name, ["system:authenticated"], namespace)
     return issue_client_pair(Pki(layout.kube_dir / "pki"), name)
 
 

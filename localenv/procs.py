@@ -163,6 +163,22 @@ def wait_for(check: Callable[[], bool], what: str, timeout: float, daemon: Daemo
     raise LocalEnvError(f"timed out after {timeout:.0f}s waiting for {what}{tail}")
 
 
+def port_listening(port: int) -> bool:
+    """Whether some socket on this machine listens on TCP `port` (the kernel's tables, so a
+    firewall rule that keeps this process from connecting does not hide it)."""
+    wanted = f":{port:04X}"
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 3 and fields[1].endswith(wanted) and fields[3] == "0A":  # 0A: LISTEN
+                return True
+    return False
+
+
 def port_open(port: int, host: str = "127.0.0.1") -> bool:
     try:
         with socket.create_connection((host, port), timeout=0.5):

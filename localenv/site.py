@@ -34,7 +34,7 @@ from typing import Any
 
 from localenv import satori
 from localenv.layout import LOOPBACK, Layout
-from localenv.procs import Daemon, LocalEnvError, port_open, require_free_ports, wait_for
+from localenv.procs import Daemon, LocalEnvError, port_listening, require_free_ports, wait_for
 from localenv.satori_config import LOGIN_HOME, LOGIN_USER, SatoriPaths
 from localenv.site_config import (
     BASTION_ALIAS,
@@ -267,7 +267,8 @@ def up(layout: Layout) -> dict[str, Any]:
             continue
         _run([program, "-t", "-f", str(config)], f"checking the site's {name} sshd configuration")
         daemon.start([program, "-D", "-e", "-f", str(config)])
-        wait_for(lambda p=port: port_open(p), f"the site's {name} sshd", 15, daemon)  # type: ignore[misc]
+        # Listening, as the kernel says: the firewall keeps this process from connecting to the login ports.
+        wait_for(lambda p=port: port_listening(p), f"the site's {name} sshd", 15, daemon)  # type: ignore[misc]
     return status(layout)
 
 
@@ -320,7 +321,7 @@ def down(layout: Layout) -> list[str]:
     if paths.home.exists():
         shutil.rmtree(paths.home)
     ports = layout.ports
-    still = [p for p in (ports.bastion, ports.site_login, ports.site_login_mfa) if port_open(p)]
+    still = [p for p in (ports.bastion, ports.site_login, ports.site_login_mfa) if port_listening(p)]
     if still and stopped:
         raise LocalEnvError(
             f"after stopping the local site something still listens on {still}; find it with `ss -ltnp`"

@@ -213,7 +213,7 @@ def shell_code(choice: Choice) -> str:
     """What activate evaluates: the variables to unset and to export, then the line."""
     lines = [f"unset {name}" for name in choice.unset]
     lines += [f"export {name}={shlex.quote(value)}" for name, value in choice.exports.items()]
-    lines.append(f"printf '%s\\n' {shlex.quote(choice.line())}")
+    lines.append(f"printf '%s\\n' {shlex.quote(choice.line())} >&2")  # stderr: a sourcing script's output stays its own
     return "\n".join(lines) + "\n"
 
 

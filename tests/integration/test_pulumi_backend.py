@@ -67,7 +67,8 @@ def test_a_backend_and_passphrase_of_ones_own_outside_the_repository_are_kept(tm
         env,
     )
     assert proc.returncode == 0, proc.stderr
-    line, *rest = proc.stdout.splitlines()
+    rest = proc.stdout.splitlines()
+    line = proc.stderr.splitlines()[0]  # activate's line, on stderr: a sourcing script's stdout stays its own
     assert line == (f"atlas: Pulumi backend file://{team} (PULUMI_BACKEND_URL); secrets: the passphrase file "
                     f"{secrets} (PULUMI_CONFIG_PASSPHRASE_FILE)")
     assert rest[-2:] == [f"file://{team}", str(secrets)]
@@ -88,12 +89,16 @@ def test_with_no_backend_of_ones_own_it_is_the_file_backend_in_state(tmp_path: P
     proc = bash('source scripts/activate && printf "%s\\n" "$PULUMI_BACKEND_URL" "$PULUMI_CONFIG_PASSPHRASE_FILE"'
                 ' "${PULUMI_HOME:-}"', shell_env(tmp_path))
     assert proc.returncode == 0, proc.stderr
-    line, url, passphrase_file, home = proc.stdout.splitlines()
+    url, passphrase_file, home = proc.stdout.splitlines()
+    line = proc.stderr.splitlines()[0]
     state = REPO_ROOT / ".state"
     assert (url, passphrase_file, home) == (f"file://{state}/pulumi-backend", str(state / "passphrase"),
                                             str(tmp_path / "pulumi-home"))
     assert line.startswith(f"atlas: Pulumi backend file://{state}/pulumi-backend (the local default")
     assert (state / "passphrase").read_text().strip() not in proc.stdout
+
+
+HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
 
 
 def backend_failure(tmp_path: Path, script: str, **backend: str) -> list[str]:
@@ -165,9 +170,10 @@ def test_the_virtualenv_option_reaches_the_venv_from_the_dynamic_provider_launch
     project.run("stack", "init", "venv-check")
     stack_file = project.root / "stacks" / "Pulumi.venv-check.yaml"
     document = yaml.safe_load(stack_file.read_text()) or {}
+    port = closed_port()
     document["config"] = {"atlas:workload": "probe", "atlas:hpc": {"site": {
-        "scheduler": "slurm", "host": "127.0.0.1", "port": closed_port(), "user": "alex",
-        "known_hosts": "127.0.0.1 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n",
+        "scheduler": "slurm", "host": "127.0.0.1", "port": port, "user": "alex",
+        "known_hosts": f"[127.0.0.1]:{port} {HOST_KEY}\n",
         "private_key_file": str(key)}}}  # fmt: skip
     stack_file.write_text(yaml.safe_dump(document))
     preview = project.run("preview", "-s", "venv-check")  # the BatchJobs' check runs in the launched host

@@ -129,8 +129,9 @@ def test_the_shell_code_quotes_what_it_sets_and_prints_the_line(tmp_path: Path) 
     state = tmp_path / "a folder with 'quotes'" / ".state"
     choice = backend.choose({"PULUMI_HOME": str(tmp_path / "h")}, state)
     script = backend.shell_code(choice) + 'printf "%s\\n" "$PULUMI_BACKEND_URL" "$PULUMI_CONFIG_PASSPHRASE_FILE"\n'
-    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout.splitlines()
-    assert out == [choice.line(), f"file://{state}/pulumi-backend", str(state / "passphrase")]
+    ran = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
+    assert ran.stdout.splitlines() == [f"file://{state}/pulumi-backend", str(state / "passphrase")]
+    assert ran.stderr.splitlines() == [choice.line()]
 
 
 def test_the_login_users_home_is_where_pulumi_looks_not_home(tmp_path: Path) -> None:
