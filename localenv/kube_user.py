@@ -38,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from infra.kubeapi import KubeApi, KubeRequestError
+from infra.kubeapi import KubeApi, KubeAuthError, KubeRequestError
 from localenv.kube import kubectl
 from localenv.layout import LOOPBACK, Layout
 from localenv.pki import admin_api, issue_client_pair
@@ -245,6 +245,16 @@ def revoke(layout: Layout, user: ProjectUser) -> None:
     except KubeRequestError as error:
         if error.status != 404:
             raise
+    # The API server learns of the deletion through its informer a moment later: done when it refuses.
+    wait_for(lambda: _refused(layout, user), f"the API server to refuse {user.username}'s revoked tokens", 30)
+
+
+def _refused(layout: Layout, user: ProjectUser) -> bool:
+    try:
+        user_api(layout, user).whoami()
+    except KubeAuthError:
+        return True
+    return False
 
 
 def ensure_certificate_user(

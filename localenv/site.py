@@ -285,10 +285,16 @@ def open_master(layout: Layout, timeout: float = 30.0) -> Path:
         "DISPLAY": os.environ.get("DISPLAY", ":0"),
     }
     argv = ["ssh", "-F", str(paths.ssh_config), "-M", "-S", str(paths.control_path), "-fN", LOGIN_MFA_ALIAS]
-    done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    # The master stays in the background (-f) holding what it was given as stdout and stderr: a
+    # file, not a pipe, or reading the pipe would wait for the master to end.
+    log = layout.logs_dir / "site-master.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as out:
+        done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                              timeout=timeout, check=False)
     if done.returncode != 0 or not paths.control_path.exists():
-        raise LocalEnvError(f"opening the master connection failed ({done.returncode}): {done.stderr.strip()}")
+        said = log.read_text().strip()
+        raise LocalEnvError(f"opening the master connection failed ({done.returncode}): {said}")
     return paths.control_path
 
 

@@ -37,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+QUIET_VARIABLE = "ATLAS_ACTIVATE_QUIET"  # set: activate says nothing (scripts/compare, monitor, nodes)
 FORCE_VARIABLE = "ATLAS_PULUMI_BACKEND"  # "local": the repository's file backend whatever the user has
 SET_VARIABLE = "ATLAS_ACTIVATE_SET"  # the variables activate set to its own defaults, space-separated
 PULUMI_CLOUD = "https://api.pulumi.com"
@@ -213,7 +214,8 @@ def shell_code(choice: Choice) -> str:
     """What activate evaluates: the variables to unset and to export, then the line."""
     lines = [f"unset {name}" for name in choice.unset]
     lines += [f"export {name}={shlex.quote(value)}" for name, value in choice.exports.items()]
-    lines.append(f"printf '%s\\n' {shlex.quote(choice.line())} >&2")  # stderr: a sourcing script's output stays its own
+    # On stderr, so a script that sources activate keeps its stdout; none where the wrappers ask.
+    lines.append(f"[ -n \"${{{QUIET_VARIABLE}:-}}\" ] || printf '%s\\n' {shlex.quote(choice.line())} >&2")
     return "\n".join(lines) + "\n"
 
 

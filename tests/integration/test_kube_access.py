@@ -276,7 +276,7 @@ def test_pulumi_kubernetes_creates_in_the_project_through_the_named_context(
         write(tmp_path / "login", login)
         kubeconfig_env = ":".join([str(site.kubeconfig.files[0]), str(tmp_path / "login"), str(users)])
     root, env = pulumi_project(tmp_path, site, kubeconfig_env)
-    pulumi(root, env, "stack", "init", "it")
+    pulumi(root, env, "stack", "init")  # -s it: the helper names the stack
     pulumi(root, env, "up", "--yes", "--skip-preview")
     name = json.loads(pulumi(root, env, "stack", "output", "--json").stdout)["config_map"]
     found = config_map(site, name)
@@ -299,7 +299,7 @@ def test_pulumi_kubernetes_left_to_itself_cannot_read_several_kubeconfig_files(s
     one string, which with two files is neither a file nor a kubeconfig. Should a later version
     read it, this fails, and cluster_access.py can leave several files to the provider."""
     root, env = pulumi_project(tmp_path, site, site.kubeconfig.kubeconfig_env, **{"probe:sdkDefault": "true"})
-    pulumi(root, env, "stack", "init", "it")
+    pulumi(root, env, "stack", "init")  # -s it: the helper names the stack
     done = pulumi(root, env, "up", "--yes", "--skip-preview", check=False)
     assert done.returncode != 0, done.stdout
     assert "unreachable" in (done.stdout + done.stderr).lower(), done.stdout + done.stderr

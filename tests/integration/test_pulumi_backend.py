@@ -16,6 +16,7 @@ import socket
 import subprocess
 from pathlib import Path
 
+import paramiko
 import pytest
 import yaml
 
@@ -165,7 +166,7 @@ def test_the_virtualenv_option_reaches_the_venv_from_the_dynamic_provider_launch
     (bindir / "pulumi-resource-pulumi-python").chmod(0o755)
     record = tmp_path / "launch.txt"
     key = tmp_path / "id"
-    key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nnot a key\n-----END OPENSSH PRIVATE KEY-----\n")
+    paramiko.RSAKey.generate(2048).write_private_key_file(str(key))  # preview checks that a key is there to offer
     project.env.update(PATH=f"{bindir}:{project.env['PATH']}", ATLAS_TEST_LAUNCH_RECORD=str(record))
     project.run("stack", "init", "venv-check")
     stack_file = project.root / "stacks" / "Pulumi.venv-check.yaml"

@@ -202,7 +202,8 @@ def test_a_bastion_that_is_down_is_named(layout: Layout, user: dict[str, Any]) -
             ssh.run_remote(ssh.PooledConnection(endpoint), "true", safe_to_retry=True)
         text = one_line(caught.value)
         bastion_address = f"atlas-jump@127.0.0.1:{layout.ports.bastion}"
-        assert text.startswith(f"cannot reach jump host atlas-bastion ({bastion_address}, hop 1")
+        assert text.startswith(f"cannot reach jump host atlas-bastion ({bastion_address}) (hop 1 of 1 on the way to "
+                               "satori-site (")
         assert "Connection refused" in text and "check that it is up" in text
     finally:
         site.up(layout)

@@ -350,6 +350,29 @@ class _Resolver:
             )
         return None
 
+    def unknown_host(self, host: str, port: int, name: str) -> HpcConfigError | None:
+        """The refusal for a first hop that does not resolve here (None where it does): a HostName
+        of the config, or a name that is no Host entry (with the entries there are, and the
+        nearest)."""
+        why = _resolves(host, port)
+        if not why:
+            return None
+        if name and name != host:
+            return HpcConfigError(
+                f"{self.key}: the HostName {host!r} of {name} ({self.files.describe()}) does not resolve "
+                f"here ({why}); fix it, or check this machine's DNS"
+            )
+        aliases = _aliases(self.config)
+        near = difflib.get_close_matches(host, aliases, n=1)
+        known = f" (its Host entries: {', '.join(aliases)})" if aliases else ""
+        return HpcConfigError(
+            f"{self.key}.host: {host!r} is no Host entry of {self.files.describe()}{known} and does not resolve "
+            f"here ({why}); "
+            + (f"did you mean {near[0]!r}? " if near else "")
+            + "write a Host alias of your ssh config or the login node's address, or add "
+            f"`Host {host}` with its HostName"
+        )
+
     def endpoint(self) -> SshEndpoint:
         target, name = self.target, self.target.host
         options = self.options(name)
@@ -362,6 +385,10 @@ class _Resolver:
         elif options.get("user"):
             user = self._user(options["user"], name)
         else:
+            # A name that is neither a Host entry nor an address says so first: the User it lacks follows.
+            unknown = self.unknown_host(name, port, name) if hostname == name else None
+            if unknown is not None:
+                raise unknown
             raise HpcConfigError(
                 f"{self.key}.user: not set, and {self.files.describe()} gives no User for {name}; set it "
                 f"(`pulumi config set --path {self.key}.user <login name>`) or add `User <login name>` under "
@@ -432,23 +459,9 @@ def check_endpoint(
         return endpoint
     hops = [*endpoint.jumps, endpoint.login_hop()]
     first = hops[0]
-    why = _resolves(first.host, first.port) if dns else ""
-    if why:
-        if first.name and first.name != first.host:
-            raise HpcConfigError(
-                f"{key}: the HostName {first.host!r} of {first.name} ({resolver.files.describe()}) does not resolve "
-                f"here ({why}); fix it, or check this machine's DNS"
-            )
-        aliases = _aliases(resolver.config)
-        near = difflib.get_close_matches(first.host, aliases, n=1)
-        known = f" (its Host entries: {', '.join(aliases)})" if aliases else ""
-        raise HpcConfigError(
-            f"{key}.host: {first.host!r} is no Host entry of {resolver.files.describe()}{known} and does not resolve "
-            f"here ({why}); "
-            + (f"did you mean {near[0]!r}? " if near else "")
-            + "write a Host alias of your ssh config or the login node's address, or add "
-            f"`Host {first.host}` with its HostName"
-        )
+    unknown = resolver.unknown_host(first.host, first.port, first.name) if dns else None
+    if unknown is not None:
+        raise unknown
     with key_ring() as ring:
         for index, hop in enumerate(hops):
             is_login = index == len(hops) - 1
