@@ -40,6 +40,21 @@ def _give_slot(conn: PooledConnection) -> None:
         conn.sessions.notify_all()
 
 
+def _yield_to_own_sessions(conn: PooledConnection) -> bool:
+    """sshd refused one more session: the limit comes down to the sessions of ours it had open.
+    True where some were (this command gave its slot back and took one under the new limit: try
+    again at once); False where none were (sshd's own bookkeeping: the caller waits, then tries)."""
+    with conn.sessions:
+        others = conn.open_sessions - 1
+        if others > 0:
+            conn.session_limit = min(conn.session_limit, others)
+    if others > 0:
+        _give_slot(conn)
+        _take_slot(conn)
+        return True
+    return False
+
+
 def _open_session(conn: PooledConnection) -> paramiko.Channel:
     """A session channel for a command that holds a slot; nothing has been sent yet, so any
     command may be tried again. sshd refusing one more session is not a lost connection
@@ -56,13 +71,7 @@ def _open_session(conn: PooledConnection) -> paramiko.Channel:
             if not conn.is_active():
                 why = f"the connection closed while a session was refused ({refused})"
                 break
-            with conn.sessions:
-                others = conn.open_sessions - 1
-                if others > 0:
-                    conn.session_limit = min(conn.session_limit, others)
-            if others > 0:
-                _give_slot(conn)
-                _take_slot(conn)
+            if _yield_to_own_sessions(conn):
                 continue
             # Refused with no other command of ours open: sshd has not yet counted off a session
             # we closed, or it allows none beside the SFTP one.
@@ -110,13 +119,7 @@ def _run_over_master(
         if code != 255 or marker.encode() + b"\n" in out:
             break
         if master.SESSION_REFUSED in said:
-            with conn.sessions:
-                others = conn.open_sessions - 1
-                if others > 0:
-                    conn.session_limit = min(conn.session_limit, others)
-            if others > 0:
-                _give_slot(conn)
-                _take_slot(conn)
+            if _yield_to_own_sessions(conn):
                 continue
             if time.monotonic() + pause > deadline:
                 raise SshConnectError(
