@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("workload", "kubeapi", "kubeauth", "schemas"),
     (
         "validation", "errors", "kubeconfig", "outputs", "timeparse", "job_records", "toolchain", "structure", "maps",
-        "exports", "extras",
+        "exports", "extras", "doctor",
     ),
 )
 LONG_FILE_LINES = 600  # a file past this is one to split (issue 29: files one can read)

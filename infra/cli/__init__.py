@@ -3,14 +3,16 @@
     atlas compare -s local          # the comparison report (compare.py)
     atlas monitor -s local          # a live view of a stack's runs (monitor.py)
     atlas nodes -s local            # under-used GPU nodes, queue-wait estimates, backfill (nodes.py)
+    atlas doctor -s local           # before the first up: every environment checked, with fixes (doctor.py)
     atlas workload check PATH       # a workload definition as each side would run it (infra/workload_check.py)
 
 compare, monitor and nodes read a stack's outputs through the kinds router (infra.kinds), its config
 through the pulumi CLI parsed by the stack program's parsers, and reach each environment as its kind
-does; common.py, stack_files.py and pulumi_cli.py are what they share.
+does; doctor reads the config alone (there are no outputs before the first `pulumi up`); common.py,
+stack_files.py and pulumi_cli.py are what they share.
 
 Installed as a console script (pyproject.toml's `[project.scripts]`); scripts/compare, monitor,
-nodes and workload call it. The dispatcher is a table: a subcommand's module is imported only
+nodes, doctor and workload call it. The dispatcher is a table: a subcommand's module is imported only
 when it runs, so `atlas workload` needs no extra, and a subcommand whose extra is missing says
 which one in one line (infra/extras.py). A failure the user fixes (infra.errors.ActionableError:
 credentials the cluster refuses, a kubeconfig context that is not there) ends any command in one
@@ -43,6 +45,9 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "monitor": Subcommand("infra.cli.monitor", "a live view of a stack's runs in every environment", ("report",)),
     "nodes": Subcommand(
         "infra.cli.nodes", "under-used GPU nodes, queue-wait estimates and backfill", ("report",)
+    ),
+    "doctor": Subcommand(
+        "infra.cli.doctor", "before the first `pulumi up`: every environment of a stack checked, with fixes", ("aws",)
     ),
     "workload": Subcommand("infra.workload_check", "check a workload definition: `atlas workload check PATH`"),
 }

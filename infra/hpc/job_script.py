@@ -91,22 +91,20 @@ class SubmissionKey:
     run_dir: str
 
 
-def step_scripts(
+def step_specs(
     workload: Workload,
-    scheduler: Scheduler,
     run: SubmissionKey,
     queue: str | None,
     telemetry: bool = True,
     site: SiteDirectives = NO_SITE_DIRECTIVES,
-) -> dict[str, StepScript]:
-    """One job script per step, in the workload's order, as a site would write it by hand
-    (with the site's own account and directives, from the target's config)."""
-    scripts: dict[str, StepScript] = {}
+) -> dict[str, JobSpec]:
+    """Each step's `JobSpec`, in the workload's order: what its job asks of the scheduler, under
+    a job name that `job_name_for` makes unique to the run."""
+    specs: dict[str, JobSpec] = {}
     for step in workload.steps:
         rendered = render_step(workload, step.name, run.environment)
-        job_name = job_name_for(run.project, run.stack, run.environment, step.name, run.run_id, run.run_dir)
-        spec = JobSpec(
-            job_name=job_name,
+        specs[step.name] = JobSpec(
+            job_name=job_name_for(run.project, run.stack, run.environment, step.name, run.run_id, run.run_dir),
             step=rendered.name,
             workdir=run.run_dir,
             log_dir=workload.logs.root,
@@ -124,8 +122,23 @@ def step_scripts(
             description=step.description,
             site=site,
         )
-        path = f"{JOBS_DIR}/{step.name}{scheduler.script_suffix}"
-        scripts[step.name] = StepScript(job_name, path, render_job_script(scheduler, spec))
+    return specs
+
+
+def step_scripts(
+    workload: Workload,
+    scheduler: Scheduler,
+    run: SubmissionKey,
+    queue: str | None,
+    telemetry: bool = True,
+    site: SiteDirectives = NO_SITE_DIRECTIVES,
+) -> dict[str, StepScript]:
+    """One job script per step, in the workload's order, as a site would write it by hand
+    (with the site's own account and directives, from the target's config)."""
+    scripts = {}
+    for name, spec in step_specs(workload, run, queue, telemetry, site).items():
+        path = f"{JOBS_DIR}/{name}{scheduler.script_suffix}"
+        scripts[name] = StepScript(spec.job_name, path, render_job_script(scheduler, spec))
     return scripts
 
 

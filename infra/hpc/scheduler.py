@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar
 
+from infra.doctor import Finding
 from infra.hpc.remote import RemoteResult, Runner
 from infra.job_records import HpcNode, QueueJob, StepRecord, step_record
 from infra.outputs import HpcOutputs
@@ -180,6 +181,24 @@ class StatusQuery:
     parse: Callable[[RemoteResult], dict[str, JobState]]
 
 
+@dataclass(frozen=True)
+class StepRequest:
+    """One step as the scheduler will be asked to run it: its spec and its whole job script
+    (job_script.render_job_script), for the pre-flight check to ask about without submitting."""
+
+    spec: JobSpec
+    script: str
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One read-only command of the pre-flight check (`atlas doctor`, infra/hpc/doctor.py) and its
+    judge: a pure function of what the command answered. Nothing a probe runs creates anything."""
+
+    command: str
+    judge: Callable[[RemoteResult], Finding]
+
+
 def directive_value(value: str) -> str:
     """Quote a directive value the way sites write them (`-R "span[ptile=1]"`), shell-safe.
 
@@ -230,6 +249,9 @@ class Scheduler(ABC):
     legacy_option_keys: ClassVar[tuple[str, ...]] = ()
     # Why backfill that yields cannot be placed here; empty where it can (preemptible partitions).
     backfill_unsupported: ClassVar[str] = ""
+    # The programs Atlas runs on the login node (submit, status, history, cancel, the monitor's
+    # reads): the pre-flight check asks that the login shell finds each.
+    programs: ClassVar[tuple[str, ...]]
 
     # --- its own options ----------------------------------------------------------------------
 
@@ -396,6 +418,19 @@ class Scheduler(ABC):
 
     @abstractmethod
     def parse_backfill_jobs(self, result: RemoteResult) -> list[BackfillJob]: ...
+
+    # --- the pre-flight check (`atlas doctor`, infra/hpc/doctor.py) ----------------------------
+
+    @abstractmethod
+    def queue_probe(self, queue: str | None, key: str) -> Probe:
+        """Whether the queue (partition) a target names exists and takes jobs; None: the
+        scheduler's default. `key` is the target's config key, which the fix names."""
+
+    @abstractmethod
+    def request_probe(self, steps: Sequence[StepRequest], key: str, environment: str) -> Probe | None:
+        """Whether the cluster would accept each step's request (GPUs per node, nodes, time,
+        memory) in the target's queue, asked in one command that submits nothing; `environment`
+        names the workload's overrides a fix points at. None: nothing to ask."""
 
 
 def job_step_record(step: SubmittedStep, state: JobState, source: str, argv: Argv, **given: Any) -> StepRecord:

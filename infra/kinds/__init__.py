@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from infra.kinds.aws import AwsKind
-from infra.kinds.base import BackfillRequest, BuildContext, Built, EnvironmentKind
+from infra.kinds.base import BackfillRequest, BuildContext, Built, DoctorContext, EnvironmentKind
 from infra.kinds.hpc import HpcKind
 from infra.kinds.kubernetes import KubernetesKind
 from infra.outputs import EnvironmentOutputs, OutputsError, RunOutputs, StackOutputs, read_environment, read_run
@@ -27,6 +27,7 @@ from infra.outputs import EnvironmentOutputs, OutputsError, RunOutputs, StackOut
 if TYPE_CHECKING:
     from infra.compare.access import Access
     from infra.compare.records import EnvironmentRecords
+    from infra.doctor import DoctorReport
     from infra.monitor.sources import EnvironmentSource
     from infra.stack_config import StackConfig
     from infra.workload.model import Workload
@@ -36,10 +37,12 @@ __all__ = [
     "BackfillRequest",
     "BuildContext",
     "Built",
+    "DoctorContext",
     "EnvironmentKind",
     "backfill",
     "build_environments",
     "collect_environments",
+    "doctor",
     "kind_named",
     "kind_of",
     "monitor_sources",
@@ -167,3 +170,18 @@ def monitor_sources(
 def backfill(request: BackfillRequest, outputs: EnvironmentOutputs, echo: Callable[[str], None]) -> None:
     """Start or stop backfill in one environment, as its kind does it."""
     kind_of(outputs).backfill(request, outputs, echo)
+
+
+# --- the pre-flight check -----------------------------------------------------------------------
+
+
+def doctor(config: StackConfig, workload: Workload, access: Access) -> DoctorReport:
+    """`atlas doctor`: every environment the stack's config declares, checked by its own kind
+    before the first `pulumi up`, kind after kind."""
+    from infra.doctor import DoctorReport
+
+    context = DoctorContext(config, workload, access)
+    environments = []
+    for kind in KINDS.values():
+        environments += list(kind.doctor(context).values())
+    return DoctorReport(config.stack, tuple(environments))

@@ -13,13 +13,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infra.kinds.base import BackfillRequest, BuildContext, Built, EnvironmentKind
+from infra.kinds.base import BackfillRequest, BuildContext, Built, DoctorContext, EnvironmentKind
 from infra.kinds.hpc import HpcKind, polled_source
 from infra.outputs import AwsOutputs
 
 if TYPE_CHECKING:
     from infra.compare.access import Access
     from infra.compare.records import EnvironmentRecords, ReportContract
+    from infra.doctor import EnvironmentChecks
     from infra.monitor.sources import EnvironmentSource
     from infra.stack_config import StackConfig
     from infra.workload.model import Workload
@@ -96,3 +97,12 @@ class AwsKind(EnvironmentKind[AwsOutputs]):
 
     def backfill(self, request: BackfillRequest, outputs: AwsOutputs, echo: Callable[[str], None]) -> None:
         echo(f"{request.environment}: no backfill for rented AWS instances here (only Kubernetes and Slurm)")
+
+    def doctor(self, context: DoctorContext) -> dict[str, EnvironmentChecks]:
+        settings = context.config.aws
+        if settings is None:
+            return {}
+        from infra.aws.doctor import aws_checks
+        from infra.doctor import EnvironmentChecks
+
+        return {ENVIRONMENT: EnvironmentChecks(ENVIRONMENT, self.name, aws_checks(settings))}

@@ -1,5 +1,5 @@
 """The interface every kind of environment implements: what the stack program, the report, the
-monitor and the node listing need from it.
+monitor, the node listing and the pre-flight check need from it.
 
 One subclass per kind (kubernetes.py, hpc.py, aws.py), listed once by the router
 (`infra.kinds`). Every operation is abstract, so a kind that lacks one cannot be
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from infra.compare.access import Access
     from infra.compare.records import EnvironmentRecords, ReportContract
+    from infra.doctor import EnvironmentChecks
     from infra.hpc.pipeline import StagedFile
     from infra.monitor.sources import EnvironmentSource
     from infra.nodes.backfill import BackfillWork
@@ -43,6 +44,17 @@ class BuildContext:
     workload: Workload
     # The workload's code, where some side stages it (batch sides; Kubernetes in the runtime image).
     source_files: tuple[StagedFile, ...]
+
+
+@dataclass(frozen=True)
+class DoctorContext:
+    """What `atlas doctor` has read before checking: the stack's config parsed as `pulumi up`
+    parses it (secrets included), its workload, and how to reach each environment (the command
+    line's --kubeconfig and --context over the config's)."""
+
+    config: StackConfig
+    workload: Workload
+    access: Access
 
 
 class Built:
@@ -133,3 +145,12 @@ class EnvironmentKind(ABC, Generic[Out]):
     def backfill(self, request: BackfillRequest, outputs: Out, echo: Callable[[str], None]) -> None:
         """Start or stop backfill that yields here (or say why there is none); raises
         infra.nodes.backfill.BackfillError when it cannot."""
+
+    # --- the pre-flight check ------------------------------------------------------------------
+
+    @abstractmethod
+    def doctor(self, context: DoctorContext) -> dict[str, EnvironmentChecks]:
+        """Before the first `pulumi up` (`atlas doctor`): each environment of this kind the
+        stack's config declares, checked as `pulumi up` will use it (reached, logged in to, the
+        queue or project, what the workload asks), without creating or submitting anything; by
+        environment name. A check that fails is a line with its fix, never an exception."""

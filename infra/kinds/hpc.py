@@ -14,12 +14,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infra.kinds.base import BackfillRequest, BuildContext, Built, EnvironmentKind, backfill_work
+from infra.kinds.base import BackfillRequest, BuildContext, Built, DoctorContext, EnvironmentKind, backfill_work
 from infra.outputs import PROVENANCE_NOT_STATED, FilesAt, HpcOutputs
 
 if TYPE_CHECKING:
     from infra.compare.access import Access
     from infra.compare.records import EnvironmentRecords, ReportContract
+    from infra.doctor import EnvironmentChecks
     from infra.hpc import ssh
     from infra.hpc.remote import SshEndpoint
     from infra.hpc.target import HpcTarget
@@ -144,6 +145,16 @@ class HpcKind(EnvironmentKind[HpcOutputs]):
             f"{request.environment}: {len(ids)} one-GPU backfill job(s) in partition {request.partition} "
             f"({', '.join(ids) or 'none: no free GPU'}); real jobs preempt them and Slurm requeues them"
         )
+
+    def doctor(self, context: DoctorContext) -> dict[str, EnvironmentChecks]:
+        from infra.doctor import EnvironmentChecks
+        from infra.hpc.doctor import hpc_checks
+
+        stack = context.config.stack
+        return {
+            hpc.name: EnvironmentChecks(hpc.name, self.name, hpc_checks(hpc.name, hpc.target, context.workload, stack))
+            for hpc in context.config.hpc
+        }
 
 
 def connect(name: str, outputs: HpcOutputs, access: Access) -> ssh.PooledConnection:

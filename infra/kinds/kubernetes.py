@@ -13,12 +13,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infra.kinds.base import BackfillRequest, BuildContext, Built, EnvironmentKind, backfill_work
+from infra.kinds.base import BackfillRequest, BuildContext, Built, DoctorContext, EnvironmentKind, backfill_work
 from infra.outputs import FilesAt, KubernetesOutputs
 
 if TYPE_CHECKING:
     from infra.compare.access import Access
     from infra.compare.records import EnvironmentRecords, ReportContract
+    from infra.doctor import EnvironmentChecks
     from infra.kubeapi import KubeApi
     from infra.monitor.kube import KubeClient
     from infra.monitor.sources import EnvironmentSource
@@ -146,3 +147,22 @@ class KubernetesKind(EnvironmentKind[KubernetesOutputs]):
             f"{request.environment}: {request.slots} one-GPU backfill pod(s) at priority {backfill.PRIORITY_VALUE} "
             f"({', '.join(applied)}); real jobs preempt them"
         )
+
+    def doctor(self, context: DoctorContext) -> dict[str, EnvironmentChecks]:
+        config = context.config
+        if config.openshift is None or config.openshift_settings is None:
+            return {}
+        from infra.config import kubernetes_rights
+        from infra.doctor import EnvironmentChecks
+        from infra.openshift.doctor import kubernetes_checks
+        from infra.workload.render import render_steps
+
+        checks = kubernetes_checks(
+            config.openshift,
+            config.openshift_settings,
+            render_steps(context.workload, ENVIRONMENT),
+            kubernetes_rights(config),
+            context.access.kube_request(config.openshift.flavour),
+            config.stack,
+        )
+        return {ENVIRONMENT: EnvironmentChecks(ENVIRONMENT, self.name, checks)}

@@ -59,16 +59,22 @@ class ClusterAccess:
         return self.resolved.server
 
 
-def cluster_access(target: KubernetesTarget) -> ClusterAccess:
-    """The one resolution of `target`, and what the provider and completions get from it;
-    KubeConfigError naming the fix where the context cannot be resolved for them."""
-    resolved = resolve_context(target.kube_request())
+def refuse_relative_entries(resolved: ResolvedContext) -> None:
+    """KubeConfigError where KUBECONFIG lists files relative to the working folder: the program and
+    each provider run in folders of their own, so they would read other files (or none)."""
     if resolved.relative_entries:
         raise KubeConfigError(
             f"KUBECONFIG lists {', '.join(resolved.relative_entries)} relative to the working folder, which the "
             "Pulumi program and pulumi-kubernetes do not share; list absolute paths "
             "(`export KUBECONFIG=$(realpath <file>)`)"
         )
+
+
+def cluster_access(target: KubernetesTarget) -> ClusterAccess:
+    """The one resolution of `target`, and what the provider and completions get from it;
+    KubeConfigError naming the fix where the context cannot be resolved for them."""
+    resolved = resolve_context(target.kube_request())
+    refuse_relative_entries(resolved)
     path: str | None = None
     text: str | None = None
     if target.kubeconfig_path is None and resolved.where == HOME_KUBECONFIG:

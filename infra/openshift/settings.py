@@ -31,6 +31,10 @@ from infra.workload.render import RenderedStep
 
 # The local cluster's BuildConfig runner (localenv/builds.py), a stand-in for OpenShift's.
 LOCAL_BUILDER = "atlas-local"
+# The extended resource a pod asks GPUs by, and the node label NVIDIA's GPU feature discovery
+# sets to the GPU's product (what `gpu.product` names).
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 
 
 class OpenShiftSettingsError(AtlasConfigError):

@@ -29,14 +29,14 @@ def test_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None
         cli.main(["--help"])
     assert done.value.code == 0
     listing = capsys.readouterr().out
-    for name in ("compare", "monitor", "nodes", "workload"):
+    for name in ("compare", "monitor", "nodes", "doctor", "workload"):
         assert f"    {name} " in listing
-    assert set(cli.SUBCOMMANDS) == {"compare", "monitor", "nodes", "workload"}
+    assert set(cli.SUBCOMMANDS) == {"compare", "monitor", "nodes", "doctor", "workload"}
 
 
 @pytest.mark.parametrize(("name", "usage"), [
     ("compare", "usage: atlas compare"), ("monitor", "usage: atlas monitor"), ("nodes", "usage: atlas nodes"),
-    ("workload", "usage: atlas workload"),
+    ("doctor", "usage: atlas doctor"), ("workload", "usage: atlas workload"),
 ])
 def test_a_subcommands_help_is_its_own(name: str, usage: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as done:

@@ -23,11 +23,13 @@ OPERATIONS = sorted(
 def test_the_interface_names_what_each_consumer_needs() -> None:
     # The stack program (build), reading outputs before `pulumi up`, the report (collect,
     # unreachable), the monitor and node listing (monitor_source), the pace of polling
-    # (polls_scheduler: compare --wait and the monitor keep to a site's interval), backfill.
+    # (polls_scheduler: compare --wait and the monitor keep to a site's interval), backfill, and
+    # the pre-flight check before the first `pulumi up` (doctor).
     assert OPERATIONS == [
         "backfill",
         "build",
         "collect",
+        "doctor",
         "monitor_source",
         "outputs_before_up",
         "polls_scheduler",

@@ -9,12 +9,13 @@ reference), tested on recorded output in tests/unit/test_hpc_parsers.py. Pure: n
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from infra.hpc.lsf import hosts, jobs, records
+from infra.hpc.lsf import hosts, jobs, preflight, records
 from infra.hpc.options import option_error, option_key, options_section
 from infra.hpc.remote import RemoteResult
 from infra.hpc.scheduler import (
@@ -25,10 +26,12 @@ from infra.hpc.scheduler import (
     JobSpec,
     JobState,
     Phase,
+    Probe,
     Scheduler,
     SchedulerError,
     Sections,
     StatusQuery,
+    StepRequest,
     SubmittedStep,
     validate_job_ids,
 )
@@ -72,6 +75,7 @@ class LsfScheduler(Scheduler):
     backfill_unsupported: ClassVar[str] = (
         "preemption is a queue the site defines (PREEMPTION=PREEMPTABLE in lsb.queues)"
     )
+    programs: ClassVar[tuple[str, ...]] = ("bsub", "bjobs", "bhist", "bkill", "bqueues", "lsload")
 
     def __init__(self, memory_unit: str = DEFAULT_MEMORY_UNIT) -> None:
         # LSF_UNIT_FOR_LIMITS is the cluster's (bparams -a); never assume the local machine's.
@@ -247,3 +251,15 @@ class LsfScheduler(Scheduler):
 
     def parse_backfill_jobs(self, result: RemoteResult) -> list[BackfillJob]:
         raise self.no_backfill()
+
+
+    # --- the pre-flight check: the queue, and the hosts' GPUs (LSF has no dry run) ---------------
+
+    def queue_probe(self, queue: str | None, key: str) -> Probe:
+        return Probe(preflight.QUEUES_QUERY, functools.partial(preflight.judge_queue, queue, key))
+
+    def request_probe(self, steps: Sequence[StepRequest], key: str, environment: str) -> Probe | None:
+        specs = preflight.gpu_steps(steps)
+        if not specs:
+            return None
+        return Probe(preflight.GPU_HOSTS_QUERY, functools.partial(preflight.judge_gpu_hosts, specs, key, environment))

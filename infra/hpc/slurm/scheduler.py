@@ -9,6 +9,7 @@ slurm-wlm 22.05.8 (tests/unit/data). Pure: no I/O.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -24,14 +25,16 @@ from infra.hpc.scheduler import (
     JobSpec,
     JobState,
     Phase,
+    Probe,
     Scheduler,
     SchedulerError,
     Sections,
     StatusQuery,
+    StepRequest,
     SubmittedStep,
     validate_job_ids,
 )
-from infra.hpc.slurm import jobs, nodes, records
+from infra.hpc.slurm import jobs, nodes, preflight, records
 from infra.job_records import HpcNode, QueueJob, StepRecord
 
 PARSABLE = re.compile(r"^(\d+)(?:;\S+)?$")
@@ -77,6 +80,7 @@ class SlurmScheduler(Scheduler):
         "--array": "Atlas runs one job per step",
         "-a": "Atlas runs one job per step",
     }
+    programs: ClassVar[tuple[str, ...]] = ("sbatch", "squeue", "sacct", "scancel", "sinfo")
 
     # --- its own options: none ------------------------------------------------------------------
 
@@ -245,3 +249,15 @@ class SlurmScheduler(Scheduler):
             if len(parts) == 4 and parts[0].isdigit():
                 found.append(BackfillJob(job_id=parts[0], state=parts[1], reason=parts[2], name=parts[3]))
         return found
+
+    # --- the pre-flight check: the partition, and sbatch --test-only for each step --------------
+
+    def queue_probe(self, queue: str | None, key: str) -> Probe:
+        return Probe(preflight.PARTITIONS_QUERY, functools.partial(preflight.judge_partition, queue, key))
+
+    def request_probe(self, steps: Sequence[StepRequest], key: str, environment: str) -> Probe | None:
+        # Every step, not only the GPU one: a walltime over the partition's MaxTime fails as surely.
+        if not steps:
+            return None
+        judge = functools.partial(preflight.judge_dry_run, steps, key, environment)
+        return Probe(preflight.dry_run_command(steps), judge)

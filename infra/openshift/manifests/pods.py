@@ -14,8 +14,6 @@ import pulumi
 from infra.openshift.manifests.labels import SKIP_AWAIT, Manifest, RunIdentity
 from infra.openshift.manifests.volumes import Claims, SourceVolume
 
-GPU_RESOURCE = "nvidia.com/gpu"
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 # The taint key GPU nodes carry (the GPU operator's convention, and the local KWOK nodes').
 GPU_TAINT_KEY = "nvidia.com/gpu"
 # Where helper pods mount things; the steps use the image's working directory instead.

@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 import pulumi
 
 from infra.openshift.manifests.labels import Manifest, object_metadata
-from infra.openshift.manifests.pods import GPU_RESOURCE, memory_text
-from infra.openshift.settings import OpenShiftSettings, RequiredQuota, VolumeSettings
+from infra.openshift.manifests.pods import memory_text
+from infra.openshift.settings import GPU_RESOURCE, OpenShiftSettings, RequiredQuota, VolumeSettings
 from infra.workload.render import RenderedStep
 
 

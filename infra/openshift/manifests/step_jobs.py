@@ -7,8 +7,6 @@ from collections.abc import Sequence
 from infra.openshift.manifests.labels import Manifest, object_metadata
 from infra.openshift.manifests.pods import (
     CONTAINER_SECURITY,
-    GPU_PRODUCT_LABEL,
-    GPU_RESOURCE,
     GPU_TAINT_KEY,
     NO_GPU_ENV,
     PodContext,
@@ -17,7 +15,7 @@ from infra.openshift.manifests.pods import (
     pod_spec,
 )
 from infra.openshift.manifests.volumes import SOURCE_DIR, SOURCE_ENV, pvc_volume, step_mounts
-from infra.openshift.settings import OpenShiftSettings, shm_bytes
+from infra.openshift.settings import GPU_PRODUCT_LABEL, GPU_RESOURCE, OpenShiftSettings, shm_bytes
 from infra.workload.model import Workload
 from infra.workload.render import RenderedStep, kubernetes_args, with_sampler
 
