@@ -21,7 +21,8 @@ from infra.hpc.scheduler import JobSpec, StepRequest
 
 PARTITIONS_QUERY = "sinfo -h -o '%P|%a'"
 WOULD_START = re.compile(r"Job \d+ to start at (\S+) using (\d+) processors on nodes (\S+) in partition (\S+)")
-FAILED = re.compile(r"(?:Batch job submission failed|error):\s*(.+)$")
+# Slurm's reason: after "Batch job submission failed:", else after "error:".
+FAILED = (re.compile(r"Batch job submission failed:\s*(.+)$"), re.compile(r"error:\s*(.+)$"))
 # The end of the heredoc that hands sbatch the job script (a line no rendered script holds).
 SCRIPT_END = "ATLAS_DOCTOR_JOB_SCRIPT"
 SECTION, EXIT = "@@atlas-step", "@@atlas-exit"
@@ -163,7 +164,8 @@ def judge_test_only(step: StepRequest, key: str, environment: str, code: int, te
     if code == 0:
         return Finding.ok(f"{where} accepted ({text.strip()[:200] or 'no output'})")
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    reason = next((m.group(1) for line in lines if (m := FAILED.search(line))), lines[-1] if lines else "no output")
+    said = [m.group(1) for pattern in FAILED for line in lines if (m := pattern.search(line))]
+    reason = said[0] if said else lines[-1] if lines else "no output"
     resources = f"overrides.{environment}.{spec.step}.resources in the workload definition"
     low = reason.lower()
     if "node configuration is not available" in low:
@@ -175,13 +177,13 @@ def judge_test_only(step: StepRequest, key: str, environment: str, code: int, te
         fix = f"lower the step's walltime ({resources}) or choose a partition with a longer MaxTime (sinfo -o '%P %l')"
     elif "generic resource" in low or "gres" in low:
         fix = f"the partition's nodes have no such GPUs (gres): choose a GPU partition for {key}.queue"
-    elif "partition" in low:
-        fix = f"set {key}.queue to a partition `sinfo` lists"
     elif "account" in low or "qos" in low or "association" in low:
         fix = (
             f"set {key}.account (or the QOS in {key}.extra_directives) to one the site gave you "
             "(`sacctmgr show assoc user=$USER`)"
         )
+    elif "partition" in low:
+        fix = f"set {key}.queue to a partition `sinfo` lists"
     else:
         fix = f"change what the step asks ({resources}) or the site's directives ({key}.extra_directives)"
     return Finding.fail(f"{where}: Slurm refuses it: {reason}", fix)
