@@ -122,7 +122,9 @@ FAKE_SBATCH = """#!/bin/bash
 [ "$1" = --test-only ] || { echo "sbatch: this stand-in only tests" >&2; exit 3; }
 script=$(cat)
 case "$script" in
-  *"#SBATCH --gres=gpu:8"*) echo "sbatch: error: Batch job submission failed: Requested node configuration is not available" >&2; exit 1 ;;
+  *"#SBATCH --gres=gpu:8"*)
+    echo "sbatch: error: Batch job submission failed: Requested node configuration is not available" >&2
+    exit 1 ;;
   *"#SBATCH --job-name="*) ;;
   *) echo "sbatch: error: no job script on stdin" >&2; exit 2 ;;
 esac
@@ -337,7 +339,9 @@ SITE = {
     "command -v": answer("/usr/bin/sbatch\n/usr/bin/squeue\n/usr/bin/sacct\n/usr/bin/scancel\n/usr/bin/sinfo\n"),
     "sinfo": answer(SINFO),
     "echo '@@atlas-step": answer(
-        "".join(f"@@atlas-step {s}\n{WOULD_START}\n@@atlas-exit 0\n" for s in ("make-hdf5", "inception-moments", "train"))
+        "".join(
+            f"@@atlas-step {s}\n{WOULD_START}\n@@atlas-exit 0\n" for s in
+         ("make-hdf5", "inception-moments", "train"))
     ),
     "d=": answer("writable /home/atlas\n"),
 }
@@ -354,7 +358,8 @@ def test_the_checks_run_in_order_on_one_login(probe: Workload) -> None:
     assert statuses(checks) == [
         ("ssh", "ok"), ("scheduler", "ok"), ("queue", "ok"), ("gpu-request", "ok"), ("work-dir", "ok")
     ]
-    assert [c.split()[0] for c in site.commands] == ["id", "command", "sinfo", "echo", "d=atlas-runs/mysite/site/probe;"]
+    first_words = [c.split()[0] for c in site.commands]
+    assert first_words == ["id", "command", "sinfo", "echo", "d=atlas-runs/mysite/site/probe;"]
     assert checks[-1].detail == "atlas-runs/mysite/site/probe can be made: /home/atlas is writable"
     # Nothing is submitted: every sbatch run is --test-only.
     runs = [line for c in site.commands for line in c.splitlines() if line.startswith("sbatch")]
