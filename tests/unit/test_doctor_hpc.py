@@ -334,15 +334,12 @@ class FakeSite:
         return Login(run, ENDPOINT, False)
 
 
+STEPS = ("make-hdf5", "inception-moments", "train")
 SITE = {
     "id -un": answer("atlas\n"),
     "command -v": answer("/usr/bin/sbatch\n/usr/bin/squeue\n/usr/bin/sacct\n/usr/bin/scancel\n/usr/bin/sinfo\n"),
     "sinfo": answer(SINFO),
-    "echo '@@atlas-step": answer(
-        "".join(
-            f"@@atlas-step {s}\n{WOULD_START}\n@@atlas-exit 0\n" for s in
-         ("make-hdf5", "inception-moments", "train"))
-    ),
+    "echo '@@atlas-step": answer("".join(f"@@atlas-step {s}\n{WOULD_START}\n@@atlas-exit 0\n" for s in STEPS)),
     "d=": answer("writable /home/atlas\n"),
 }
 
