@@ -25,7 +25,16 @@ from infra.hpc.lsf import LsfScheduler
 from infra.hpc.polling import lookup_by_name, query_states
 from infra.hpc.registry import SCHEDULER_CLASSES, SCHEDULER_NAMES, UnknownSchedulerError, scheduler_class, scheduler_for
 from infra.hpc.remote import RemoteResult
-from infra.hpc.scheduler import BACKFILL_QUEUE, CancelOutcome, JobSpec, Phase, Scheduler, SchedulerError, SubmittedStep
+from infra.hpc.scheduler import (
+    BACKFILL_QUEUE,
+    CancelOutcome,
+    JobSpec,
+    Phase,
+    Scheduler,
+    SchedulerError,
+    StepRequest,
+    SubmittedStep,
+)
 from infra.hpc.slurm import SlurmScheduler
 from infra.hpc.target import HpcConfigError
 from infra.monitor.hpc import HpcSource
@@ -162,6 +171,8 @@ class Recorded:
     history: str  # the history's answer where the record query forgot every job
     sections: Mapping[str, tuple[int, str]]  # the monitor's nodes' and queue's sections
     backfill_jobs: str | None  # the backfill listing; None where backfill is declined
+    queues: str  # the pre-flight check's queue probe's answer, listing the queue `normal`
+    request: str  # its request probe's answer for a one-GPU `train` step that fits
 
 
 def ok(stdout: str, code: int = 0, stderr: str = "") -> RemoteResult:
@@ -211,6 +222,9 @@ RECORDED: dict[str, Recorded] = {
             "queue": (0, "11^RUN^Dec  2 15:00:00^Dec  2 15:00:04^normal\n12^PEND^Dec  2 15:01:00^-^normal\n"),
         },
         backfill_jobs=None,
+        queues="QUEUE_NAME      PRIO STATUS          MAX JL/U JL/P JL/H NJOBS  PEND   RUN  SUSP\n"
+        "normal           30 Open:Active       -    -    -    -     0     0     0     0\n",
+        request=LSLOAD_GPU,
     ),
     "slurm": Recorded(
         outputs=OUTPUTS["satori-slurm"],
@@ -236,6 +250,9 @@ RECORDED: dict[str, Recorded] = {
             "queue": (0, "7|RUNNING|2026-12-02T15:00:00|2026-12-02T15:00:10|2026-12-02T15:30:10|gres/gpu:1|normal\n"),
         },
         backfill_jobs="61|RUNNING|None|atlas-backfill-0-0a1b2c3d\n62|PENDING|Resources|atlas-backfill-1-0a1b2c3d\n",
+        queues="normal*|up\nbackfill|up\n",
+        request="@@atlas-step train\nsbatch: Job 9 to start at 2026-12-05T10:00:00 using 1 processors on nodes vm in "
+        "partition normal\n@@atlas-exit 0\n",
     ),
 }
 
@@ -362,3 +379,18 @@ def test_every_scheduler_reads_its_own_options_and_refuses_others(
     assert type(cls.from_options(defaults)) is cls
     with pytest.raises(HpcConfigError, match=r"^atlas:hpc\.site\.scheduler_options\.walltime_unit: is not an option"):
         cls.parse_options({"walltime_unit": "s"}, "atlas:hpc.site")
+
+
+def test_every_scheduler_answers_the_pre_flight_checks(scheduler_and_output: tuple[Scheduler, Recorded]) -> None:
+    scheduler, recorded = scheduler_and_output
+    assert scheduler.programs and {scheduler.submit_program, scheduler.cancel_program} <= set(scheduler.programs)
+    queue = scheduler.queue_probe("normal", "atlas:hpc.site")
+    assert queue.judge(ok(recorded.queues)).status.value == "ok"
+    missing = scheduler.queue_probe("nosuch", "atlas:hpc.site").judge(ok(recorded.queues))
+    assert missing.status.value == "fail" and missing.fix.startswith("set atlas:hpc.site.queue")
+    spec = JobSpec("atlas-train-1", "train", "runs/x", "logs", ("python3", "main.py"), gpus_per_node=1, queue="normal")
+    probe = scheduler.request_probe([StepRequest(spec, render_job_script(scheduler, spec))], "atlas:hpc.site", "site")
+    assert probe is not None and probe.command
+    assert probe.judge(ok(recorded.request)).status.value == "ok"
+    assert probe.judge(ok("", 255, "the login node lost")).status.value == "fail"
+
