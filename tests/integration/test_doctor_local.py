@@ -83,7 +83,8 @@ def project(
                                    "instance_type": OFFERED_TYPE}
         proj.set_stack_config(stack, config)
     proj.run("stack", "init", "local-hybrid")
-    proj.run("config", "set", "--secret", "--path", "atlas:aws.access_key_id", "AKIAIOSFODNN7EXAMPLE", "-s", "local-hybrid")
+    key_id = "AKIAIOSFODNN7EXAMPLE"
+    proj.run("config", "set", "--secret", "--path", "atlas:aws.access_key_id", key_id, "-s", "local-hybrid")
     secret = "doctor-secret-" + uuid.uuid4().hex
     proj.run("config", "set", "--secret", "--path", "atlas:aws.secret_access_key", secret, "-s", "local-hybrid")
     yield proj, secret, run
@@ -165,7 +166,8 @@ def test_each_broken_variant_is_one_fail_line_naming_its_fix(project: tuple[Pulu
         "openshift gpu-label:", "satori gpu-request:", "satori-slurm gpu-request:"
     ], greedy.stdout
     text = greedy.stdout
-    assert "Slurm refuses it: Requested node configuration is not available" in text
+    # Slurm 22.05's own words for --test-only: `sbatch: error: allocation failure: Requested node configuration ...`.
+    assert "Slurm refuses it: allocation failure: Requested node configuration is not available" in text
     assert "fix: no node of the partition has what train asks: lower it (overrides.satori-slurm.train.resources" in text
     assert "no available host offers 8 GPUs (the most: 4," in text
     assert "but the most GPUs one offers is 4; step train asks for 8" in text

@@ -98,6 +98,10 @@ WOULD_START = "sbatch: Job 57 to start at 2026-12-05T10:00:01 using 1 processors
         (1, "sbatch: error: Batch job submission failed: Requested node configuration is not available",
          Status.FAIL, "Slurm refuses it: Requested node configuration is not available",
          "no node of the partition has what train asks: lower it (overrides.site.train.resources"),
+        # What Debian's slurm-wlm 22.05.8 prints for `--test-only` (the local Satori's).
+        (1, "sbatch: error: allocation failure: Requested node configuration is not available", Status.FAIL,
+         "Slurm refuses it: allocation failure: Requested node configuration is not available",
+         "no node of the partition has what train asks"),
         (1, "sbatch: error: Batch job submission failed: Requested time limit is invalid (missing or exceeds some "
             "limit)", Status.FAIL, "Requested time limit is invalid", "lower the step's walltime"),
         (1, "sbatch: error: Invalid generic resource (gres) specification", Status.FAIL,
