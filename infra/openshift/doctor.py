@@ -15,8 +15,9 @@ The checks, in order, each needing the ones named:
 - `storage-class` (login): the StorageClass each claim names exists, or a default one does;
 - `gpu-label` (login): some node carries the GPU product label (and the placement's labels) with
   enough allocatable GPUs for the largest GPU step; a user who may not list nodes gets `skip`;
-- `registry`: OpenShift's ImageStream (and, for a build, BuildConfig) API groups are served, and
-  the registry of the image reference answers `/v2/` (401, asking for a login, is an answer).
+- `registry` (login, where it asks the API): OpenShift's ImageStream (and, for a build,
+  BuildConfig) API groups are served, and the registry of the image reference answers `/v2/`
+  (401, asking for a login, is an answer).
 A SelfSubjectReview and a SelfSubjectAccessReview persist nothing; every other request is a GET.
 The deciders are pure functions of the API's JSON; `kubernetes_checks` takes the API client and
 the registry probe from its caller, so tests give it recorded answers.
@@ -502,5 +503,6 @@ def kubernetes_checks(
     checks.run("quota", quota_check, needs=("namespace",))
     checks.run("storage-class", storage_check, needs=("login",))
     checks.run("gpu-label", gpu_check, needs=("login",))
-    checks.run("registry", registry_check, needs=("api",) if groups else ())
+    # The API groups are asked with the credentials: an expired login is login's one line, not a second.
+    checks.run("registry", registry_check, needs=("login",) if groups else ())
     return tuple(checks.checks)

@@ -2,7 +2,7 @@
 Satori under Slurm and the LSF stand-in over SSH, the local Kubernetes node, moto) all `ok`; each
 broken variant one FAIL line naming its fix (a queue that does not exist, a GPU request larger than
 any node, a storage class that does not exist, an instance type the region does not offer, a
-namespace the user may not create); and the local site as a researcher reaches it (a bastion, the
+namespace the user may not create, a login expired); and the local site as a researcher reaches it (a bastion, the
 key in an agent, a login node that asks a code used through a master connection, a project's
 ServiceAccount through an `oc login` context of a merged KUBECONFIG): what the lead's end-to-end
 test runs. Nothing is created: no namespace, no job.
@@ -25,10 +25,12 @@ from typing import Any
 import pytest
 import yaml
 
+from infra.kubeapi import KubeAuthError
 from infra.toolchain.pins import REPO_ROOT
 from localenv import kube, kube_user, satori, site
 from localenv.layout import Layout
 from tests.e2e.pulumi_cli import PulumiProject, local_hpc_sections, local_openshift, satori_ssh
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("root")]
 
@@ -243,5 +245,26 @@ def test_through_the_local_site_with_a_projects_user(
     missing = doctor(proj, "-s", "local-site", "--context", "nope/api:6443/me", env=env)
     (line,) = fails(missing)
     assert line.startswith("FAIL openshift        api: --context: context 'nope/api:6443/me' is not in KUBECONFIG")
+    # The login expired (the token revoked, as an expired or logged-out one is refused): one line saying to log in.
+    kube_user.revoke(kube_env, user)
+
+    def refused() -> bool:
+        try:
+            kube_user.user_api(kube_env, user).whoami()
+        except KubeAuthError:
+            return True
+        return False
+
+    try:
+        # The API server may accept a token it has just accepted a few seconds more (its token cache).
+        wait_until(refused, "the API server to refuse the revoked token", 30)
+        expired = doctor(proj, "-s", "local-site", env=env)
+    finally:
+        kube_user.ensure_project_user(kube_env)
+    assert len(fails(expired)) == 1, expired.stdout
+    (line,) = fails(expired)
+    assert line.startswith(f"FAIL openshift        login: the API server {kube_env.api_url} refused the credentials")
+    assert line.endswith(f"; fix: log in again: `oc login --server={kube_env.api_url}`")
+    assert "skip openshift        namespace: not checked (needs: login)" in expired.stdout
     assert not namespace_exists(kube_env, "atlas-doctor-new")
     assert os.environ.get("SSH_AUTH_SOCK") != local_site["agent_socket"]  # this process's agent never changed
