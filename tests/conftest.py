@@ -7,8 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from localenv import kube, node
+from localenv import kube, kube_user, node
 from localenv.layout import Layout, default_layout
+from tests.support import ProjectUserSite
 
 
 @pytest.fixture(scope="session")
@@ -88,3 +89,28 @@ def moto_env() -> Iterator[Layout]:
     yield layout
     if started:
         moto.down(layout)
+
+
+@pytest.fixture(scope="session")
+def site_env(satori_env: Layout) -> Iterator[Layout]:
+    """The local site (localenv/site.py) in front of the local Satori of the same layout: the bastion,
+    the login node behind it and the one that asks a code, the user's agent (and an empty one) and
+    their home (~/.ssh/config with the aliases, known_hosts); started here (and stopped after) if
+    not running. Its HOME and SSH_AUTH_SOCK are `site.status(layout)["env"]`."""
+    from localenv import site
+
+    started = not site.status(satori_env)["running"]
+    if started:
+        site.up(satori_env)
+    yield satori_env
+    if started:
+        site.down(satori_env)
+
+
+@pytest.fixture(scope="session")
+def project_user(kube_api_env: Layout, tmp_path_factory: pytest.TempPathFactory) -> ProjectUserSite:
+    """The project `atlas-probe` made beforehand, its ServiceAccount with the project's rights only
+    and a token for it, and that user's two-file KUBECONFIG in a folder of its own."""
+    user = kube_user.ensure_project_user(kube_api_env)
+    folder = tmp_path_factory.mktemp("user-kube")
+    return ProjectUserSite(kube_api_env, user, kube_user.write_user_kubeconfig(kube_api_env, user, folder), folder)

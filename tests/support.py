@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from localenv import kube_user
+    from localenv.layout import Layout
 
 
 def wait_until(
@@ -33,6 +39,13 @@ def wait_until(
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound a moment by this process, then let go)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def project_with_workloads(folder: Path) -> Path:
     """`folder` as a Pulumi project root for config tests: its workloads/ is the repository's, so
     `atlas:workload: probe` names a definition there as it does in a checkout."""
@@ -57,3 +70,18 @@ def hpc_outputs(raw: Any, name: str = "site") -> Any:
         "logs": {"path": ""},
     }
     return read_environment(HpcOutputs, {**defaults, **raw}, name)
+
+
+@dataclass(frozen=True)
+class ProjectUserSite:
+    """A project's user on the local cluster (localenv/kube_user.py) and the KUBECONFIG `oc login`
+    leaves them: two files, the current context a dead server, the project's in the second."""
+
+    layout: Layout
+    user: kube_user.ProjectUser
+    kubeconfig: kube_user.UserKubeconfig
+    folder: Path
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"KUBECONFIG": self.kubeconfig.kubeconfig_env}

@@ -22,6 +22,28 @@ class PulumiFailed(AssertionError):
     pass
 
 
+# What a user's shell has before `source scripts/activate` (shell_env keeps these of this process's).
+KEEP = ("HOME", "USER", "LANG", "LC_ALL", "TERM", "ATLAS_CACHE", "XDG_CACHE_HOME", "SSL_CERT_FILE")
+
+
+def shell_env(tmp: Path, **extra: str) -> dict[str, str]:
+    """A user's shell before activate: no Atlas or Pulumi variables, a Pulumi home of its own (with
+    no login in it); `extra` on top (a HOME of the user's own, their KUBECONFIG, their backend)."""
+    env = {k: v for k, v in os.environ.items() if k in KEEP}
+    path = [p for p in os.environ.get("PATH", "").split(":") if ".venv" not in p and "/toolchain/" not in p]
+    env.update(PATH=":".join(path), PULUMI_HOME=str(tmp / "pulumi-home"))
+    env.update(extra)
+    return env
+
+
+def bash(
+    script: str, env: dict[str, str], cwd: Path = REPO_ROOT, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """`script` run by bash in `env` from `cwd`, as a user types it into their shell."""
+    return subprocess.run(["bash", "-c", script], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
 def isolated_env(tmp: Path, passphrase: str = "e2e-test-passphrase") -> dict[str, str]:
     """The pinned CLI first on PATH, a Pulumi home and file backend under tmp, no plugin
     downloads: a test never touches the user's own Pulumi login or state."""

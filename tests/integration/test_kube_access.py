@@ -15,7 +15,6 @@ import sys
 import textwrap
 import urllib.error
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,27 +31,15 @@ from localenv import kube_user
 from localenv.layout import Layout
 from localenv.pki_files import Pki
 from tests.e2e.pulumi_cli import isolated_env
+from tests.support import ProjectUserSite as Site
 
 pytestmark = pytest.mark.integration
 
 
-@dataclass(frozen=True)
-class Site:
-    layout: Layout
-    user: kube_user.ProjectUser
-    kubeconfig: kube_user.UserKubeconfig
-    folder: Path
-
-    @property
-    def env(self) -> dict[str, str]:
-        return {"KUBECONFIG": self.kubeconfig.kubeconfig_env}
-
-
 @pytest.fixture(scope="module")
-def site(kube_api_env: Layout, tmp_path_factory: pytest.TempPathFactory) -> Site:
-    user = kube_user.ensure_project_user(kube_api_env)
-    folder = tmp_path_factory.mktemp("user-kube")
-    return Site(kube_api_env, user, kube_user.write_user_kubeconfig(kube_api_env, user, folder), folder)
+def site(project_user: Site) -> Site:
+    """The project's user and their KUBECONFIG (tests/conftest.py's `project_user`)."""
+    return project_user
 
 
 @pytest.fixture

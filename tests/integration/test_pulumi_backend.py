@@ -11,8 +11,6 @@ from the user database, not $HOME), so the user's own Pulumi login is never touc
 
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
 from pathlib import Path
 
@@ -21,34 +19,13 @@ import pytest
 import yaml
 
 from infra.toolchain.pins import REPO_ROOT
-from tests.e2e.pulumi_cli import PulumiProject
+from tests.e2e.pulumi_cli import PulumiProject, bash, shell_env
+from tests.support import closed_port
 
 pytestmark = pytest.mark.integration
 
 Completed = subprocess.CompletedProcess[str]
 PASSPHRASE = "a-team-passphrase-kept-in-a-file"
-KEEP = ("HOME", "USER", "LANG", "LC_ALL", "TERM", "ATLAS_CACHE", "XDG_CACHE_HOME", "SSL_CERT_FILE")
-
-
-def shell_env(tmp: Path, **extra: str) -> dict[str, str]:
-    """A user's shell before activate: no Atlas or Pulumi variables, a Pulumi home of its own (with
-    no login in it)."""
-    env = {k: v for k, v in os.environ.items() if k in KEEP}
-    path = [p for p in os.environ.get("PATH", "").split(":") if ".venv" not in p and "/toolchain/" not in p]
-    env.update(PATH=":".join(path), PULUMI_HOME=str(tmp / "pulumi-home"))
-    env.update(extra)
-    return env
-
-
-def bash(script: str, env: dict[str, str], cwd: Path = REPO_ROOT, timeout: float = 120) -> Completed:
-    return subprocess.run(["bash", "-c", script], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout, check=False)
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_a_backend_and_passphrase_of_ones_own_outside_the_repository_are_kept(tmp_path: Path) -> None:

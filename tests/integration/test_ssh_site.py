@@ -1,6 +1,6 @@
 """SSH as a site's users connect, against the local site (localenv/site.py): a bastion, an agent, a Host alias.
 
-Starts its own Satori and site (ports from base 17700, state in a temporary directory), and
+On the local Satori and site of the tests' local environment (started if not running), and
 runs as the site's user does: HOME with their ~/.ssh/config and known_hosts, SSH_AUTH_SOCK their
 agent; no key file is named anywhere. Every transport runs commands and SFTP (paramiko through
 the bastion, the OpenSSH master connection to the login node that asks a code); every broken
@@ -12,10 +12,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
 import socket
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -31,33 +29,21 @@ from infra.hpc.registry import scheduler_for
 from infra.hpc.remote import AGENT_FROM_ENVIRONMENT
 from infra.hpc.scheduler import JobSpec
 from infra.hpc.target import HpcConfigError, HpcTarget
-from localenv import satori, site
-from localenv.layout import Layout, Ports
+from localenv import site
+from localenv.layout import Layout
 from localenv.procs import Daemon
 from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("root")]
 
-PORT_BASE = int(os.environ.get("ATLAS_TEST_SITE_PORT_BASE", "17700"))
 LOGIN, LOGIN_MFA, BASTION = "satori-site", "satori-site-mfa", "atlas-bastion"
 
 
 @pytest.fixture(scope="module")
-def layout() -> Iterator[Layout]:
-    state = Path(tempfile.mkdtemp(prefix="atlas-site-test-", dir="/tmp"))
-    state.chmod(0o755)  # the login user reaches slurm.conf and the munge socket in here
-    lay = Layout(state_dir=state, ports=Ports(PORT_BASE))
-    satori.up(lay)
-    try:
-        site.up(lay)
-        yield lay
-    finally:
-        ssh.close_all()
-        try:
-            site.down(lay)
-            satori.down(lay)
-        finally:
-            shutil.rmtree(state, ignore_errors=True)
+def layout(site_env: Layout) -> Iterator[Layout]:
+    """The local site (tests/conftest.py's `site_env`); the pooled connections closed after."""
+    yield site_env
+    ssh.close_all()
 
 
 @pytest.fixture
