@@ -196,11 +196,23 @@ def test_an_unknown_alias_is_named_with_the_config_s_entries(home: Path, monkeyp
     no_dns(monkeypatch)
     with pytest.raises(HpcConfigError) as caught:
         check_endpoint(target("satory", user="alex"), KEY)
-    assert str(caught.value) == (
+    refusal = (
         f"atlas:hpc.satori.host: 'satory' is no Host entry of {home}/.ssh/config (its Host entries: gate, satori) and "
         "does not resolve here (Name or service not known); did you mean 'satori'? write a Host alias of your ssh "
         "config or the login node's address, or add `Host satory` with its HostName"
     )
+    assert str(caught.value) == refusal
+    # A stack that leaves the user to the config (the alias's User): the alias is what is wrong,
+    # not the User the mistyped alias cannot give; when the config is read alone too.
+    for read in (check_endpoint, resolve_endpoint):
+        with pytest.raises(HpcConfigError) as caught:
+            read(target("satory"), KEY)
+        assert str(caught.value) == refusal
+    # A Host entry without a User is no mistyped alias: the User is what it lacks.
+    write(home, SITE + "\nHost satory\n    HostName 10.0.0.7\n", KNOWN)
+    with pytest.raises(HpcConfigError, match=r"^atlas:hpc.satori.user: not set, and .* gives no User for satory"):
+        resolve_endpoint(target("satory"), KEY)
+    write(home, SITE, KNOWN + f"satory ssh-ed25519 {KEY_A}\n")
     # An address never needs DNS; a jump host's HostName that is a name does, and is named.
     write(home, SITE.replace("10.0.0.1", "gate.example.org"), KNOWN.replace("10.0.0.1", "gate.example.org"))
     with pytest.raises(HpcConfigError, match=r"^atlas:hpc.satori: the HostName 'gate.example.org' of gate \("):
