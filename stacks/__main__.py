@@ -2,11 +2,14 @@
 export the outputs contract (docs/architecture.md).
 
 Everything that can be wrong with the configuration or the workload is found before the
-first resource is registered, so `pulumi preview` fails cleanly, naming the key.
+first resource is registered, so `pulumi preview` fails cleanly, naming the key: its one error
+line is the message (`stop`), with no traceback and no second line of the engine's.
 """
 
 import dataclasses
+import sys
 from pathlib import Path
+from typing import NoReturn
 
 import pulumi
 
@@ -24,6 +27,17 @@ from infra.workload_source import SourceError, check_local
 
 # Workloads live beside Pulumi.yaml: the project's own folder, wherever it is checked out.
 PROJECT_ROOT = Path(pulumi.get_root_directory())
+# pulumi-language-python-exec's exit code for "the error was shown to the user": the language host
+# then ends the run as failed without adding its own "Program exited with non-zero exit code"
+# line, which a pulumi.RunError (exit code 1) gets after the message.
+ERROR_SHOWN = 32
+
+
+def stop(message: str) -> NoReturn:
+    """End the program before any resource with `message` as the run's one error line."""
+    pulumi.log.error(message)  # sent at once (no resource to wait for), before the exit
+    sys.exit(ERROR_SHOWN)
+
 
 try:
     config = load_stack_config()
@@ -48,11 +62,10 @@ try:
     # is given before it registers anything of its own.
     built = build_environments(BuildContext(config, workload, source_files))
 except (AtlasConfigError, WorkloadError, SourceError) as bad:
-    # RunError: the message alone, no traceback.
-    raise pulumi.RunError(f"invalid stack configuration: {bad}") from None
+    stop(f"invalid stack configuration: {bad}")
 except ActionableError as refused:
     # Not the config's fault (credentials the cluster refuses, say): the message, and its fix, alone.
-    raise pulumi.RunError(str(refused)) from None
+    stop(str(refused))
 
 environments: dict[str, pulumi.Input[object]] = {name: env.outputs for name, env in built.items()}
 # What backfill reuses of the run: the OpenShift side's image, the batch sides' run folders.
@@ -71,7 +84,7 @@ if config.backfill is not None:
             else workload
         )
     except WorkloadError as bad:
-        raise pulumi.RunError(f"invalid stack configuration: atlas:backfill.workload: {bad}") from None
+        stop(f"invalid stack configuration: atlas:backfill.workload: {bad}")
     kubernetes = config.openshift if wanted is None or "openshift" in wanted else None
     settings = config.openshift_settings
     try:
@@ -82,7 +95,7 @@ if config.backfill is not None:
             settings.gpu.product if settings is not None else None,
         )
     except BackfillError as bad:
-        raise pulumi.RunError(f"invalid stack configuration: atlas:backfill.workload: {bad}") from None
+        stop(f"invalid stack configuration: atlas:backfill.workload: {bad}")
     if settings is not None:
         # The run's placement: backfill copies land where the run's pods may.
         work = dataclasses.replace(
