@@ -125,9 +125,6 @@ class UserSite:
         """One of Atlas's commands (scripts/doctor, compare, monitor, nodes) on the stack."""
         return self.shell(f"{REPO_ROOT}/scripts/{name} -s {STACK} {shlex.join(args)}", env)
 
-    def stack_config(self) -> dict[str, Any]:
-        return yaml.safe_load(self.stack_file.read_text())["config"]
-
     @contextlib.contextmanager
     def stack_config_changed(self, change: Callable[[dict[str, Any]], None]) -> Iterator[None]:
         """The stack file with `change` applied to its config (as the user mistyped it), then restored."""
