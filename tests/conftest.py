@@ -107,10 +107,11 @@ def site_env(satori_env: Layout) -> Iterator[Layout]:
         site.down(satori_env)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def project_user(kube_api_env: Layout, tmp_path_factory: pytest.TempPathFactory) -> ProjectUserSite:
     """The project `atlas-probe` made beforehand, its ServiceAccount with the project's rights only
-    and a token for it, and that user's two-file KUBECONFIG in a folder of its own."""
+    and a token for it, and that user's two-file KUBECONFIG in a folder of its own. A new token for
+    each module: a test may revoke the account's tokens (`kube_user.revoke`), as a logout does."""
     user = kube_user.ensure_project_user(kube_api_env)
     folder = tmp_path_factory.mktemp("user-kube")
     return ProjectUserSite(kube_api_env, user, kube_user.write_user_kubeconfig(kube_api_env, user, folder), folder)

@@ -179,19 +179,15 @@ def test_each_broken_variant_is_one_fail_line_naming_its_fix(project: tuple[Pulu
 
 
 @pytest.fixture
-def local_site(satori_env: Layout) -> Iterator[dict[str, Any]]:
-    """The bastion, the agent, the ssh config (localenv/site.py) beside this local Satori, and the
-    master connection to the login node that asks a code, opened as its user opens it."""
-    started = not site.status(satori_env)["running"]
-    if started:
-        site.up(satori_env)
-    site.open_master(satori_env)
+def local_site(site_env: Layout) -> Iterator[dict[str, Any]]:
+    """The bastion, the agent, the ssh config (localenv/site.py, tests/conftest.py's `site_env`)
+    beside this local Satori, and the master connection to the login node that asks a code, opened
+    as its user opens it."""
+    site.open_master(site_env)
     try:
-        yield site.status(satori_env)
+        yield site.status(site_env)
     finally:
-        site.close_master(satori_env)
-        if started:
-            site.down(satori_env)
+        site.close_master(site_env)
 
 
 def test_through_the_local_site_with_a_projects_user(
