@@ -191,21 +191,18 @@ def _wait_for_rights(api: KubeApi, user: str, groups: list[str], namespace: str)
     )
 
 
+def _apply(layout: Layout, objects: list[dict[str, Any]]) -> None:
+    """Applied server-side as the cluster's admin: a second call changes nothing."""
+    kubectl(layout, "apply", "--server-side", "--force-conflicts", "--field-manager=atlas-localenv", "-f", "-",
+            stdin=yaml.safe_dump_all(objects, sort_keys=False))
+
+
 def ensure_project_user(
     layout: Layout, namespace: str = PROJECT, service_account: str = SERVICE_ACCOUNT, seconds: int = TOKEN_SECONDS
 ) -> ProjectUser:
     """The project, its user and their rights (applied server-side: a second call changes
     nothing), and a new token bound to the project's login Secret."""
-    kubectl(
-        layout,
-        "apply",
-        "--server-side",
-        "--force-conflicts",
-        "--field-manager=atlas-localenv",
-        "-f",
-        "-",
-        stdin=yaml.safe_dump_all(project_objects(namespace, service_account), sort_keys=False),
-    )
+    _apply(layout, project_objects(namespace, service_account))
     api = admin_api(layout, timeout_s=10)
     # The built-in admin role is filled in by kube-controller-manager's aggregation controller,
     # which on a cluster just started (and after our role joins it) has not always run yet.
@@ -265,16 +262,7 @@ def ensure_certificate_user(
     binding = admin_binding(
         namespace, {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name}, f"{name}-admin"
     )
-    kubectl(
-        layout,
-        "apply",
-        "--server-side",
-        "--force-conflicts",
-        "--field-manager=atlas-localenv",
-        "-f",
-        "-",
-        stdin=yaml.safe_dump(binding, sort_keys=False),
-    )
+    _apply(layout, [binding])
     _wait_for_rights(admin_api(layout, timeout_s=10), name, ["system:authenticated"], namespace)
     return issue_client_pair(Pki(layout.kube_dir / "pki"), name)
 

@@ -50,7 +50,7 @@ from localenv.satori_config import (
     render_slurm_conf,
     render_sshd_config,
 )
-from localenv.system import ensure_packages
+from localenv.system import ensure_key_login_account, ensure_packages
 
 LSF_TOP = Path("/opt/atlas-lsf")
 LSF_VERSION = "10.1"
@@ -102,25 +102,7 @@ def _slurm_env(paths: SatoriPaths) -> dict[str, str]:
 
 
 def _ensure_login_user() -> pwd.struct_passwd:
-    try:
-        entry = pwd.getpwnam(LOGIN_USER)
-    except KeyError:
-        _run(
-            ["useradd", "--create-home", "--home-dir", str(LOGIN_HOME), "--shell", "/bin/bash", LOGIN_USER],
-            f"creating the login user {LOGIN_USER}",
-        )
-        entry = pwd.getpwnam(LOGIN_USER)
-    if entry.pw_uid == 0:
-        raise LocalEnvError(
-            f"user {LOGIN_USER} exists with uid 0; the login user must not be root. "
-            f"Remove or rename that account (`userdel {LOGIN_USER}`) and run up again."
-        )
-    # useradd leaves the password field '!' (locked); with UsePAM no, sshd refuses even key
-    # logins to a locked account. '*' means "no password can match" without "locked".
-    shadow = _run(["getent", "shadow", LOGIN_USER], "reading the login user's shadow entry")
-    if shadow.split(":")[1].startswith("!"):
-        _run(["usermod", "-p", "*", LOGIN_USER], "unlocking the login user for key login")
-    return entry
+    return ensure_key_login_account(LOGIN_USER, LOGIN_HOME, "/bin/bash", "login user", _run)
 
 
 def _write_login_profile(user: pwd.struct_passwd) -> None:

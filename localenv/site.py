@@ -54,7 +54,7 @@ from localenv.site_config import (
     render_user_ssh_config,
     sshd_program_name,
 )
-from localenv.system import ensure_packages
+from localenv.system import ensure_key_login_account, ensure_packages
 
 SITE_PACKAGES = ("openssh-server", "openssh-client", "iptables", "libpam-modules")
 PAM_DIR = Path("/etc/pam.d")
@@ -94,22 +94,7 @@ def _sshd_link(paths: SitePaths, layout: Layout) -> Path:
 
 
 def _ensure_bastion_user() -> pwd.struct_passwd:
-    try:
-        entry = pwd.getpwnam(BASTION_USER)
-    except KeyError:
-        _run(
-            ["useradd", "--create-home", "--home-dir", str(BASTION_HOME), "--shell", "/usr/sbin/nologin", BASTION_USER],
-            f"creating the bastion's account {BASTION_USER}",
-        )
-        entry = pwd.getpwnam(BASTION_USER)
-    if entry.pw_uid == 0:
-        raise LocalEnvError(
-            f"user {BASTION_USER} exists with uid 0; remove it (`userdel {BASTION_USER}`) and run up again"
-        )
-    shadow = _run(["getent", "shadow", BASTION_USER], "reading the bastion account's shadow entry")
-    if shadow.split(":")[1].startswith("!"):
-        _run(["usermod", "-p", "*", BASTION_USER], "unlocking the bastion account for key login")
-    return entry
+    return ensure_key_login_account(BASTION_USER, BASTION_HOME, "/usr/sbin/nologin", "bastion's account", _run)
 
 
 def _marker(paths: SitePaths) -> str:

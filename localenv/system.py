@@ -8,10 +8,12 @@ installed, `ensure_packages()` costs one subprocess and touches no network.
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from localenv.procs import LocalEnvError
 
@@ -108,3 +110,28 @@ def ensure_packages(packages: Sequence[str] = SATORI_PACKAGES) -> list[str]:
         raise LocalEnvError(f"apt-get reported success but these are still not installed: {still_missing}")
     print("localenv: packages installed", file=sys.stderr, flush=True)
     return missing
+
+
+def ensure_key_login_account(
+    name: str, home: Path, shell: str, role: str, run: Callable[[list[str], str], str]
+) -> pwd.struct_passwd:
+    """The local account `name` (made with `home` and `shell` where missing) that logs in by key
+    alone, never root; `role` says what it is for in messages, `run` runs a setup command (the
+    caller's, raising LocalEnvError with its output)."""
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        add = ["useradd", "--create-home", "--home-dir", str(home), "--shell", shell, name]
+        run(add, f"creating the {role} {name}")
+        entry = pwd.getpwnam(name)
+    if entry.pw_uid == 0:
+        raise LocalEnvError(
+            f"user {name} exists with uid 0; the {role} must not be root. Remove or rename that account "
+            f"(`userdel {name}`) and run up again."
+        )
+    # useradd leaves the password field '!' (locked); with UsePAM no, sshd refuses even key
+    # logins to a locked account. '*' means "no password can match" without "locked".
+    shadow = run(["getent", "shadow", name], f"reading the {role}'s shadow entry")
+    if shadow.split(":")[1].startswith("!"):
+        run(["usermod", "-p", "*", name], f"unlocking the {role} for key login")
+    return entry

@@ -50,11 +50,10 @@ class Stack:
         return self.project if self.project is not None else Path.cwd()
 
 
-def add_stack_arguments(p: argparse.ArgumentParser) -> None:
-    """The flags that name the stack and how to reach its environments (compare, monitor, nodes).
+def add_stack_config_arguments(p: argparse.ArgumentParser, stack_help: str) -> None:
+    """The flags that name the stack's config and its cluster (every command, doctor included).
     Relative paths are relative to the folder the command is run in."""
-    p.add_argument("-s", "--stack", help="read the stack's outputs and config through pulumi (secrets included)")
-    p.add_argument("--outputs", help="a file with `pulumi stack output --json`, or - for stdin")
+    p.add_argument("-s", "--stack", help=stack_help)
     p.add_argument(
         "-C",
         "--cwd",
@@ -71,6 +70,13 @@ def add_stack_arguments(p: argparse.ArgumentParser) -> None:
         "--kubeconfig", type=user_path, help="the kubeconfig (default: the stack's, else as kubectl finds it)"
     )
     p.add_argument("--context", help="the kubeconfig context (default: atlas:openshift.context, else the current one)")
+
+
+def add_stack_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags that name the stack, its outputs and how to reach its environments (compare,
+    monitor, nodes)."""
+    add_stack_config_arguments(p, "read the stack's outputs and config through pulumi (secrets included)")
+    p.add_argument("--outputs", help="a file with `pulumi stack output --json`, or - for stdin")
     p.add_argument("--ssh-key", action="append", default=[], metavar="ENV=PATH", help="a key file for ENV's login")
     p.add_argument("--known-hosts", action="append", default=[], metavar="ENV=PATH", help="ENV's known_hosts file")
 

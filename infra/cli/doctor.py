@@ -21,8 +21,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from infra.cli.common import UsageError, project_of, read_stack
-from infra.cli.pulumi_cli import user_path
+from infra.cli.common import UsageError, add_stack_config_arguments, project_of, read_stack
 from infra.doctor import render_text, to_json
 from infra.workload.load import load_workload
 from infra.workload.model import WorkloadError
@@ -32,21 +31,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="atlas doctor", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("-s", "--stack", help="the stack whose config to check (read through pulumi, secrets included)")
-    p.add_argument(
-        "-C",
-        "--cwd",
-        type=user_path,
-        metavar="DIR",
-        help="the Pulumi project's folder (default: the one holding the current folder, as for pulumi)",
-    )
-    p.add_argument(
-        "--stack-file", type=user_path, help="the stack's config file (default: the project's Pulumi.<stack>.yaml)"
-    )
-    p.add_argument(
-        "--kubeconfig", type=user_path, help="the kubeconfig (default: the stack's, else as kubectl finds it)"
-    )
-    p.add_argument("--context", help="the kubeconfig context (default: atlas:openshift.context, else the current one)")
+    add_stack_config_arguments(p, "the stack whose config to check (read through pulumi, secrets included)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of lines")
     # What the shared readers (common.read_stack) look for, which doctor does not take.
     p.set_defaults(outputs=None, ssh_key=[], known_hosts=[])
