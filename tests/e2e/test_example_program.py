@@ -65,8 +65,17 @@ def test_a_users_program_runs_the_components_from_the_installed_package(tmp_path
     shutil.copytree(EXAMPLE, program)
     shutil.copy(RUNNER, tmp_path / "mocked_program.py")
 
+    # The user's cluster, as `oc login` leaves a kubeconfig (the program resolves it; mocks call no API).
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "dev",
+        "clusters": [{"name": "c", "cluster": {"server": "https://api.example.org:6443"}}],
+        "users": [{"name": "u", "user": {"token": "sha256~not-a-token"}}],
+        "contexts": [{"name": "dev", "context": {"cluster": "c", "user": "u", "namespace": "atlas-example"}}],
+    }))
+    config = {**CONFIG, "atlas-example:kubeconfig": str(kubeconfig)}
     done = _run([python, "-I", str(tmp_path / "mocked_program.py"), str(program), "atlas-example", "dev"], tmp_path,
-                {**env, "PULUMI_CONFIG": json.dumps(CONFIG)})
+                {**env, "PULUMI_CONFIG": json.dumps(config)})
     header, *lines = done.stdout.splitlines()
     where = json.loads(header)
     site = venv / "lib"
