@@ -1,5 +1,5 @@
-"""The README's table of measured figures is exactly what bench/readme_table.py renders from the raw
-JSON in bench/results/: a figure there can always be traced to the samples it rests on. The renderers
+"""The table of measured figures in docs/results.md (the README's, before issue 31) is exactly what
+bench/readme_table.py renders from the raw JSON in bench/results/: a figure there can always be traced to the samples it rests on. The renderers
 are pure: fed a bench's JSON, they say who won only where the interval says so."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from bench import readme_table
 def test_the_readme_table_is_the_one_rendered_from_bench_results() -> None:
     rendered = readme_table.render()
     assert rendered.count("\n") >= 3, "bench/results/ should give rows"
-    in_readme = readme_table.readme_block(readme_table.README.read_text())
-    assert in_readme == rendered, (
-        "README.md is out of step with bench/results/: run `python -m bench.readme_table --write`"
+    in_results = readme_table.readme_block(readme_table.RESULTS_DOC.read_text())
+    assert in_results == rendered, (
+        "docs/results.md is out of step with bench/results/: run `python -m bench.readme_table --write`"
     )
 
 
@@ -27,7 +27,7 @@ def test_every_row_names_the_file_it_came_from() -> None:
 
 def test_the_measured_section_has_no_table_but_the_generated_one() -> None:
     """A hand-written table row is a figure without a raw file (issue 17, item 5)."""
-    text = readme_table.README.read_text()
+    text = readme_table.RESULTS_DOC.read_text()
     section = text[text.index("## Measured") : text.index("**GPU check on an NVIDIA H200**")]
     outside = section[: section.index(readme_table.START)] + section[section.index(readme_table.END) :]
     assert [line for line in outside.splitlines() if line.lstrip().startswith("|")] == []

@@ -1,5 +1,5 @@
-"""Pure parts of the small benches whose files feed the README table: what they compute from their
-samples, and how they read `du` and spawn the language plugin."""
+"""Pure parts of the small benches whose files feed the results table (docs/results.md): what they
+compute from their samples, and how they read `du` and spawn the language plugin."""
 
 from __future__ import annotations
 
