@@ -1,7 +1,7 @@
 """The hostile-input battery: malformed and hostile values across every section of a stack's
 configuration and of a workload definition, each refused before any resource is created (the
 parsers run before `stacks/__main__.py` registers anything), naming the key and the fix, and never
-echoing a secret. The count in the README comes from `len(CASES)` (see test_the_battery_is_counted)."""
+echoing a secret. The count in docs/troubleshooting.md comes from `len(CASES)` (see test_the_battery_is_counted)."""
 
 from __future__ import annotations
 
@@ -226,9 +226,9 @@ def test_hostile_value_is_refused_naming_the_key_and_the_fix_never_the_secret(
 
 
 def test_the_battery_is_counted() -> None:
-    """The README says how many hostile values the battery holds; the number comes from here."""
-    readme = (REPO_ROOT / "README.md").read_text()
-    found = re.search(r"hostile-input battery: \*\*(\d+) cases\*\*", readme)
-    assert found is not None, "README: say `hostile-input battery: **N cases**`"
+    """docs/troubleshooting.md says how many hostile values the battery holds; the number comes from here."""
+    doc = (REPO_ROOT / "docs" / "troubleshooting.md").read_text()
+    found = re.search(r"hostile-input battery: \*\*(\d+) cases\*\*", doc)
+    assert found is not None, "docs/troubleshooting.md: say `hostile-input battery: **N cases**`"
     assert int(found.group(1)) == len(CASES)
     assert len(CASES) >= 50
