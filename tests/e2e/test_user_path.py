@@ -28,6 +28,11 @@ broken variant (agent empty, bastion down, alias unknown, context missing, token
 backend unreachable) at the first command a user runs (`pulumi preview` and/or `scripts/doctor`),
 ending in one line that names the fix, never a traceback; nothing is created by them.
 
+The template for one's own site (`stacks/Pulumi.my-site.yaml`, issue 31), its placeholders filled
+with the local site's values (the project, the `oc login` context, the StorageClass, the GPU label,
+the Git daemon and base image, Slurm through the bastion's alias) as a user fills them, passes
+`pulumi preview` in the same user's shell.
+
 `scripts/doctor` (issue 30, item 5) is tested against its contract: exit 0 when every check is
 ok, 1 when any fails; one line per check, `ok|FAIL|skip <env> <check>: <what>[; fix: <fix>]`.
 """
@@ -148,17 +153,17 @@ def admin_get(layout: Layout, path: str) -> dict[str, Any] | None:
         raise
 
 
-def objects_of_the_run(layout: Layout, namespace: str) -> list[str]:
+def objects_of_the_run(layout: Layout, namespace: str, stack: str = STACK) -> list[str]:
     """Every object in the project labelled with the stack, as kind/name; and any job or pod at all."""
     left = []
     for template in RUN_KINDS:
         path = template.format(ns=namespace)
-        labelled = admin_get(layout, f"{path}?labelSelector=atlas.dev/stack%3D{STACK}") or {"items": []}
+        labelled = admin_get(layout, f"{path}?labelSelector=atlas.dev/stack%3D{stack}") or {"items": []}
         left += [f"{path.rsplit('/', 1)[1]}/{o['metadata']['name']}" for o in labelled["items"]]
         if path.endswith(("/jobs", "/pods", "/persistentvolumeclaims")):
             everything = admin_get(layout, path) or {"items": []}
             left += [f"{path.rsplit('/', 1)[1]}/{o['metadata']['name']} (unlabelled)" for o in everything["items"]
-                     if (o["metadata"].get("labels") or {}).get("atlas.dev/stack") != STACK]
+                     if (o["metadata"].get("labels") or {}).get("atlas.dev/stack") != stack]
     return sorted(set(left))
 
 
@@ -475,3 +480,71 @@ def test_a_broken_setup_ends_in_one_line_naming_the_fix(user_site: UserSite, var
         assert words in line, f"{variant}: {words!r} not in {line!r}"
     assert user_site.user.token not in line
     assert objects_of_the_run(user_site.layout, ns) == [], f"{variant}: something was created"
+
+
+# --- the template for one's own site, filled with the local site's values -------------------------------
+
+TEMPLATE_STACK = "my-site"
+PLACEHOLDER = re.compile(r"^<[^<>]+>$")
+
+
+def fill_placeholders(value: Any, fill: dict[str, str], found: set[str]) -> Any:
+    """`value` with each `<...>` string replaced by its entry in `fill` (each one seen goes to `found`)."""
+    if isinstance(value, dict):
+        return {k: fill_placeholders(v, fill, found) for k, v in value.items()}
+    if isinstance(value, list):
+        return [fill_placeholders(v, fill, found) for v in value]
+    if isinstance(value, str) and PLACEHOLDER.match(value):
+        found.add(value)
+        return fill.get(value, value)
+    return value
+
+
+def test_the_template_filled_with_the_local_sites_values_passes_preview(user_site: UserSite) -> None:
+    """What docs/own-clusters.md tells a user: copy the template, put their site's value in every
+    `<...>`, `pulumi preview`. Here the site is the local one, as this module's user reaches it; the
+    template's other values (flavour openshift, a BuildConfig built by the cluster's builder, the
+    project and quota the admins own) are kept as shipped."""
+    layout, user, ns = user_site.layout, user_site.user, user_site.user.namespace
+    local = yaml.safe_load((user_site.project / "stacks" / "Pulumi.local.yaml").read_text())["config"]
+    build = local_openshift(local["atlas:openshift"], layout, ns)["image"]["build"]
+    fill = {
+        "<your OpenShift project>": ns,
+        "<your oc login context>": user_site.kubeconfig.context,
+        "<a ReadWriteMany StorageClass>": local["atlas:openshift"]["storage"]["class"],
+        "<your GPU nodes' nvidia.com/gpu.product>": local["atlas:openshift"]["gpu"]["product"],
+        "<the Git URL of your Atlas clone>": build["git_uri"],
+        "<a commit or branch of that repository>": "HEAD",
+        "<a Python 3.11 base image your cluster can pull>": build["base_image"],
+        "<slurm or lsf>": "slurm",
+        "<the Host alias of your login node>": LOGIN,
+        "<your GPU partition or queue>": "normal",
+    }
+    template = yaml.safe_load((REPO_ROOT / "stacks" / "Pulumi.my-site.yaml").read_text())
+    found: set[str] = set()
+    config = fill_placeholders(template["config"], fill, found)
+    assert found == set(fill), f"the template's placeholders and this test's differ: {sorted(found ^ set(fill))}"
+    # What the report says of the environment (the template's `real` is a real site's).
+    for section in config["atlas:hpc"].values():
+        section["provenance"] = "local stand-in: the local site's login node behind a bastion, Slurm, mock GPUs"
+        section["remote_work_dir"] = user_site.remote
+    stack_file = user_site.project / "stacks" / f"Pulumi.{TEMPLATE_STACK}.yaml"
+    stack_file.write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+
+    def pulumi(*args: str) -> Completed:
+        return user_site.shell(f"pulumi {shlex.join(args)} --non-interactive -s {TEMPLATE_STACK}")
+
+    user_site.progress("the template, filled: pulumi stack init and preview")
+    created = pulumi("stack", "init")
+    assert created.returncode == 0, created.stdout + created.stderr
+    try:
+        preview = pulumi("preview", "--diff")
+        text = preview.stdout + preview.stderr
+        assert preview.returncode == 0 and "Traceback" not in text, text
+        assert "#SBATCH --job-name=atlas-train-" in preview.stdout, preview.stdout
+        assert "kubernetes:batch/v1:Job" in preview.stdout and "BuildConfig" in preview.stdout, preview.stdout
+        assert objects_of_the_run(layout, ns, TEMPLATE_STACK) == [], "preview must create nothing"
+    finally:
+        pulumi("stack", "rm", "--yes")
+    assert user.token not in stack_file.read_text()
+

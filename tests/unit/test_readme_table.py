@@ -20,6 +20,17 @@ def test_the_readme_table_is_the_one_rendered_from_bench_results() -> None:
     )
 
 
+def test_the_readme_build_times_are_the_ones_rendered_from_bench_results() -> None:
+    """The README's first screen says what the two commands cost: figures from the CI records only."""
+    in_readme = readme_table.readme_block(
+        readme_table.README.read_text(), readme_table.TIMES_START, readme_table.TIMES_END
+    )
+    assert in_readme == readme_table.build_times(), (
+        "README.md's build times are out of step with bench/results/: run `python -m bench.readme_table --write`"
+    )
+    assert "`bench/results/cold-ci-" in in_readme and "`bench/results/warm-ci-" in in_readme
+
+
 def test_every_row_names_the_file_it_came_from() -> None:
     for line in readme_table.render().splitlines()[2:]:
         assert "`bench/results/" in line, line
