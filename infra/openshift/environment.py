@@ -116,7 +116,7 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
         if target.is_openshift:
             # A ProjectRequest is create-only on OpenShift (POST; no GET, PATCH or DELETE), so it
             # cannot go through server-side apply, which PATCHes: a provider with client-side
-            # apply sends it as a plain create. See README notes on refresh and destroy.
+            # apply sends it as a plain create. See infra/openshift/README.md, "ProjectRequest: known limits".
             project_provider = cluster_provider(
                 f"{name}-project-provider", self.access, self, server_side_apply=False
             )

@@ -96,7 +96,7 @@ def go_env(cache: Path) -> dict[str, str]:
 def check_go() -> str:
     go = shutil.which("go")
     if go is None:
-        raise BuildStepFailed("`go` is not on PATH: install Go 1.26 or newer (toolchain.md in the README)")
+        raise BuildStepFailed("`go` is not on PATH: install Go 1.26 or newer (docs/quickstart.md, 'What it needs')")
     out = subprocess.run([go, "version"], capture_output=True, text=True, check=True).stdout
     match = re.search(r"go(\d+)\.(\d+)", out)
     if not match or (int(match[1]), int(match[2])) < MIN_GO:

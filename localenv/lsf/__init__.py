@@ -1,4 +1,4 @@
-"""LSF-compatible command set (a stand-in; see README.md). Stdlib only: it runs on the login node.
+"""LSF-compatible command set (a stand-in; see localenv/lsf/README.md). Stdlib only: it runs on the login node.
 
 - `errors.py`: `LsfError`, the failure every command reports (stderr, LSF's exit code).
 - `bsub_options.py`: what bsub accepts and what it means on Slurm (pure).

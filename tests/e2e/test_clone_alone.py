@@ -35,7 +35,7 @@ def copy_of_the_repository(dest: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source, target)
     # A stack file's encryptionsalt belongs to the machine whose passphrase made it, never to a
-    # clone (README: not to be committed); a working copy may have one.
+    # clone (docs/quickstart.md: not to be committed); a working copy may have one.
     for stack in (dest / "stacks").glob("Pulumi.*.yaml"):
         lines = stack.read_text().splitlines(keepends=True)
         stack.write_text("".join(line for line in lines if not line.startswith("encryptionsalt:")))

@@ -99,7 +99,7 @@ def test_the_local_stacks_are_all_ok_and_nothing_is_created(
     proj, secret, run = project
     jobs_before = satori_ssh(satori_env, "squeue -h -u atlas -o %i | sort")
     done = doctor(proj, "-s", "local-hybrid")
-    print(done.stdout, done.stderr)  # the README's example is taken from this run
+    print(done.stdout, done.stderr)  # docs/troubleshooting.md's example is taken from this run
     assert done.returncode == 0, done.stdout + done.stderr
     body = lines(done)[:-1]
     assert body and all(line.startswith("ok   ") for line in body), done.stdout

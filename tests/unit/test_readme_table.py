@@ -1,6 +1,7 @@
-"""The table of measured figures in docs/results.md (the README's, before issue 31) is exactly what
-bench/readme_table.py renders from the raw JSON in bench/results/: a figure there can always be traced to the samples it rests on. The renderers
-are pure: fed a bench's JSON, they say who won only where the interval says so."""
+"""The table of measured figures in docs/results.md (the README's, before issue 31) and the README's
+build times are exactly what bench/readme_table.py renders from the raw JSON in bench/results/: a
+figure there can always be traced to the samples it rests on. The renderers are pure: fed a bench's
+JSON, they say who won only where the interval says so."""
 
 from __future__ import annotations
 
