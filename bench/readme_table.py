@@ -424,8 +424,9 @@ def build_times(results: Path = RESULTS) -> str:
     bootstrap = cold["bootstrap_phases_s"].get("total", cold["bootstrap_s"])
     return (
         f"The first run of either builds the toolchain from source: **{_minutes(bootstrap)}** on a {cpus}-core "
-        f"machine with every cache empty ({str(cold['date'])[:10]}); later runs skip it. `scripts/test` then took "
-        f"**{_minutes(warm['total_s'])}** ({warm['pytest_result']}, {str(warm['date'])[:10]}); on a fresh machine, "
+        f"machine with every cache empty ({str(cold['date'])[:10]}); later runs skip it. `scripts/test` on warm "
+        f"caches took **{_minutes(warm['total_s'])}** ({warm['pytest_result']}, {str(warm['date'])[:10]}); on a "
+        f"fresh machine, "
         f"toolchain and Debian packages included, **{_minutes(cold['total_s'])}** ({str(cold['date'])[:10]}). "
         f"Raw files: `{cold_file.relative_to(REPO_ROOT)}`, `{warm_file.relative_to(REPO_ROOT)}`."
     )

@@ -530,6 +530,7 @@ def test_the_template_filled_with_the_local_sites_values_passes_preview(user_sit
         section["remote_work_dir"] = user_site.remote
     stack_file = user_site.project / "stacks" / f"Pulumi.{TEMPLATE_STACK}.yaml"
     stack_file.write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+    assert user.token not in stack_file.read_text() and "private_key" not in stack_file.read_text()
 
     def pulumi(*args: str) -> Completed:
         return user_site.shell(f"pulumi {shlex.join(args)} --non-interactive -s {TEMPLATE_STACK}")
@@ -546,5 +547,4 @@ def test_the_template_filled_with_the_local_sites_values_passes_preview(user_sit
         assert objects_of_the_run(layout, ns, TEMPLATE_STACK) == [], "preview must create nothing"
     finally:
         pulumi("stack", "rm", "--yes")
-    assert user.token not in stack_file.read_text()
 
