@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from infra.openshift.settings import LOCAL_BUILDER, ImageBuild
+from infra.stack_config import StackConfig
 from infra.workload.containerfile import (
     BuildSite,
     BuildWarning,
@@ -51,7 +52,7 @@ class GitChange:
             return "untracked"
         if "D" in self.status:
             return "deleted, not committed"
-        return "modified, not committed" if self.status[0] in " M" else "staged, not committed"
+        return "modified, not committed" if self.status[1] != " " else "staged, not committed"
 
 
 class GitUnavailable(Exception):
@@ -168,3 +169,12 @@ def missing_sources(workload: Workload, repo_root: Path, context_paths: Sequence
                 "copy a path relative to build.context (Atlas's repository root unless workload.yaml says)",
             ).text())
     return found
+
+
+def stack_build_warnings(config: StackConfig, workload: Workload, repo_root: Path) -> list[str]:
+    """`build_warnings` for the image this stack builds (its Kubernetes side enabled, with
+    `image.build`), judged for its builder and base image; none where it pulls a built image."""
+    settings = config.openshift_settings
+    if config.openshift is None or settings is None or settings.image.build is None:
+        return []
+    return build_warnings(workload, repo_root, settings.image.build)

@@ -28,8 +28,11 @@ BASE_ARG = "BASE_IMAGE"
 _BASE_MARK = "\0BASE_IMAGE\0"
 _DIRECTIVE = re.compile(r"^#\s*([a-zA-Z][a-zA-Z0-9_-]*)\s*=\s*(\S*)\s*$")
 _HEREDOC = re.compile(r"<<-?\s*([\"']?)([A-Za-z_][A-Za-z0-9_]*)\1")
-_VARIABLE = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::(?P<op>[-+])(?P<word>[^}]*))?\}|"
-                       r"(?P<plain>[A-Za-z_][A-Za-z0-9_]*))")
+# $NAME, ${NAME}, ${NAME:-word}, ${NAME:+word} (a word may hold one ${...} of its own)
+_VARIABLE = re.compile(
+    r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::(?P<op>[-+])(?P<word>(?:\$\{[^{}]*\}|[^{}])*))?\}"
+    r"|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))"
+)
 _LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 
 
@@ -297,12 +300,13 @@ def _fixed_image_problem(image: str, resolved: str, site: BuildSite) -> str | No
     shown = image if image == resolved else f"{image} (that is, {resolved})"
     host = registry_host(resolved)
     if is_loopback(host):
-        served = repository_and_tag(resolved) in site.served
-        if not served:
-            return (f"{shown} is not served by the local environment's registry (it serves {_served_text(site)} "
-                    "and the images Atlas's builds push)")
         if site.local is False:
             return f"{shown} is this machine's local registry, which a cluster's build cannot reach"
+        if repository_and_tag(resolved) not in site.served:
+            return (f"{shown} is not served by the local environment's registry (it serves {_served_text(site)} "
+                    "and the images Atlas's builds push)")
+        if site.local is True:
+            return None  # the local builder pulls it; the stack is this machine's
         return f"{shown} is fixed to this machine's local registry: a real cluster's build cannot pull it"
     if site.local is True:
         return (f"{shown} is a fixed image the local environment cannot pull (no registry outside this machine "
