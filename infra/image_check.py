@@ -115,10 +115,15 @@ def site_of(build: ImageBuild | None) -> BuildSite:
     return BuildSite(served, local=build.builder == LOCAL_BUILDER, base_image=build.base_image)
 
 
-def build_warnings(workload: Workload, repo_root: Path, build: ImageBuild | None = None) -> list[str]:
+def build_warnings(
+    workload: Workload, repo_root: Path, build: ImageBuild | None = None, require_git: bool = True
+) -> list[str]:
     """The warnings for the image `workload` runs in on Kubernetes, built from `repo_root` (Atlas's
     repository); `build`: the stack's `image.build` (None: not known, as for `scripts/workload check`,
-    which then warns of what fails on the local environment or on a real cluster)."""
+    which then warns of what fails on the local environment or on a real cluster). Where `repo_root`
+    is in no Git repository, the build's files cannot be compared with what the BuildConfig fetches:
+    one warning saying so, or, without `require_git` (the stack program, whose project may be a copy
+    beside the repository the build fetches), only the base images' warnings."""
     path = workload.build.containerfile
     site = site_of(build)
     source = (
@@ -128,19 +133,20 @@ def build_warnings(workload: Workload, repo_root: Path, build: ImageBuild | None
         text = (repo_root / path).read_text()
     except OSError as error:
         return [BuildWarning(path, None, f"cannot be read ({error.strerror})",
-                        "check build.containerfile in workload.yaml (relative to Atlas's repository)").text()]
+                             "check build.containerfile in workload.yaml (relative to Atlas's repository)").text()]
     try:
         parsed = parse_containerfile(text)
     except ContainerfileError as error:
         return [BuildWarning(path, None, str(error), "write `FROM ${BASE_IMAGE}`").text()]
     warnings = [finding.text() for finding in base_image_warnings(parsed, path, site)]
-    warnings += missing_sources(workload, repo_root, parsed.context_paths)
-    paths = build_paths(workload, [p.path for p in parsed.context_paths])
     try:
-        changes = git_status(repo_root, paths)
+        changes = git_status(repo_root, build_paths(workload, [p.path for p in parsed.context_paths]))
     except GitUnavailable as error:
+        if not require_git:
+            return warnings
         return [*warnings, f"{path}: the build's files cannot be checked against Git: {error}; the BuildConfig "
                            f"builds {source}, so keep Atlas in a Git repository and commit what the build reads"]
+    warnings += missing_sources(workload, repo_root, parsed.context_paths)
     push = {True: "", False: ", and push it", None: " (and push it where image.build.git_uri is a remote)"}[site.local]
     for change in changes:
         if change.what.startswith("deleted"):
@@ -177,4 +183,4 @@ def stack_build_warnings(config: StackConfig, workload: Workload, repo_root: Pat
     settings = config.openshift_settings
     if config.openshift is None or settings is None or settings.image.build is None:
         return []
-    return build_warnings(workload, repo_root, settings.image.build)
+    return build_warnings(workload, repo_root, settings.image.build, require_git=False)

@@ -241,3 +241,16 @@ def test_workload_check_prints_the_warnings_on_stderr_and_exits_0(
     assert [line.split(": ", 3)[2] for line in lines] == ["workloads/mine/Containerfile:1"] * 2 + [
         "workloads/mine/Containerfile"]
     assert all(line.startswith("workload check: warning: ") for line in lines)
+
+
+def test_the_stack_in_a_copy_outside_git_warns_of_base_images_only(repo: Path, tmp_path: Path) -> None:
+    # A project copied beside the repository the build fetches (as the end-to-end tests run it):
+    # its files are not what is built, so only the Containerfile's base images are judged.
+    bare = tmp_path / "copy"
+    subprocess.run(["cp", "-r", str(repo), str(bare)], check=True)
+    subprocess.run(["rm", "-rf", str(bare / ".git"), str(bare / "tools")], check=True)
+    workload = load_workload(bare / "workloads/mine/workload.yaml", bare)
+    assert stack_build_warnings(stack(bare, LOCAL_BUILD), workload, bare) == []
+    (bare / "workloads/mine/Containerfile").write_text("FROM python:3.11-slim\n")
+    assert [w.split(": ", 1)[0] for w in stack_build_warnings(stack(bare, LOCAL_BUILD), workload, bare)] == [
+        "workloads/mine/Containerfile:1"] * 2
