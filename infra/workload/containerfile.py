@@ -125,7 +125,7 @@ def instructions(text: str) -> tuple[Instruction, ...]:
             index += 1
             break
         joined = " ".join(p.strip() for p in parts if p.strip())
-        keyword, _, arguments = joined.partition(" ")
+        keyword, arguments = ([*joined.split(None, 1), ""])[:2]
         keyword = keyword.upper()
         if keyword in ("RUN", "COPY", "ADD"):
             for match in _HEREDOC.finditer(arguments):  # skip each body, up to its delimiter line

@@ -36,6 +36,7 @@ CLUSTER_NO_BASE = BuildSite(SERVED, local=False)
     [
         ("FROM a\nRUN b\n", [(1, "FROM", "a"), (2, "RUN", "b")]),
         ("from a as b\n", [(1, "FROM", "a as b")]),
+        ("FROM\ta\n", [(1, "FROM", "a")]),
         # comments and blank lines are not instructions; the line is where the instruction starts
         ("# one\n\n  # two\nFROM a\n", [(4, "FROM", "a")]),
         # a continuation joins lines; a comment or blank line inside it neither ends nor joins it
