@@ -27,7 +27,7 @@ PACKAGE = "infra"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli",),
     ("kinds",),
-    ("workload_check", "config"),
+    ("workload_check", "config", "image_check"),
     ("stack_config",),
     ("nodes",),
     ("monitor",),

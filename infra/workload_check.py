@@ -4,8 +4,11 @@ it, before any cluster is touched.
 Reads the definition the way `atlas:workload` does (a shipped name, a workload.yaml, or a folder
 holding one), validates it, lists what a folder source stages (against its limits), then prints
 each step as the LSF job script, the Slurm job script and the Kubernetes Job that `pulumi up`
-would create, and what the comparison report will be able to measure. Nothing is submitted,
-built or connected to; exit status 1 with the key and the fix when the definition is refused.
+would create, and what the comparison report will be able to measure. It warns (on stderr, exit
+status 0) of what keeps the Kubernetes side's image from building on the local environment or
+from Git (infra/image_check.py): a fixed `FROM`, no `ARG BASE_IMAGE`, the build's files not
+committed. Nothing is submitted, built or connected to; exit status 1 with the key and the fix
+when the definition is refused.
 
     scripts/workload check workloads/wordfreq
     scripts/workload check ../my-pipeline --environment satori --step count
@@ -21,13 +24,22 @@ import yaml
 
 from infra.hpc.job_script import SubmissionKey, step_scripts
 from infra.hpc.registry import SCHEDULER_NAMES, scheduler_for
+from infra.image_check import build_warnings
 from infra.openshift.manifests import labels
 from infra.openshift.manifests.pods import PodContext
 from infra.openshift.manifests.step_jobs import step_job
 from infra.openshift.manifests.volumes import Claims, SourceVolume, source_config_map_data
 from infra.openshift.settings_parser import parse_openshift_settings
 from infra.workload.load import REPO_ROOT, SHIPPED, FolderFile, folder_files, load_workload, locate_workload
-from infra.workload.model import FOLDER_LIMITS, FolderSource, GitSource, InTreeSource, Workload, WorkloadError
+from infra.workload.model import (
+    FOLDER_LIMITS,
+    RUNTIME_BUILD,
+    FolderSource,
+    GitSource,
+    InTreeSource,
+    Workload,
+    WorkloadError,
+)
 from infra.workload.render import render_step
 
 # What the printed Job stands on: the objects `pulumi up` creates beside it, by role.
@@ -50,6 +62,16 @@ def source_lines(workload: Workload, files: tuple[FolderFile, ...]) -> list[str]
     if isinstance(source, InTreeSource):
         return [f"source: the Python package {source.path} inside Atlas (its *.py files)"]
     return [f"source: {source!r}"]
+
+
+def image_lines(workload: Workload) -> list[str]:
+    """Where the Kubernetes side's image comes from, when the stack builds it (`image.build`)."""
+    what = "Atlas's runtime image" if workload.build == RUNTIME_BUILD else "the workload's own image"
+    return [
+        f"image: {what}, from {workload.build.containerfile} (build context {workload.build.context} of "
+        "Atlas's repository), where the stack builds it (image.build): a BuildConfig builds image.build.git_uri "
+        "at image.build.git_ref, as committed, with image.build.base_image as the BASE_IMAGE build argument"
+    ]
 
 
 def report_lines(workload: Workload) -> list[str]:
@@ -112,8 +134,18 @@ def main(argv: list[str] | None = None) -> int:
         for name in steps:
             workload.step(name)
         names = ", ".join(s.name for s in workload.steps)
-        for line in [f"workload {workload.name!r}: {len(workload.steps)} steps ({names})", *report_lines(workload)]:
+        summary = [f"workload {workload.name!r}: {len(workload.steps)} steps ({names})", *image_lines(workload)]
+        for line in [*summary, *report_lines(workload)]:
             print(line)
+        warnings = build_warnings(workload, REPO_ROOT)
+        for warning in warnings:
+            print(f"workload check: warning: {warning}", file=sys.stderr)
+        print(
+            f"image: {len(warnings)} warning{'' if len(warnings) == 1 else 's'} (on stderr): the build may fail or "
+            "leave files out"
+            if warnings
+            else "image: builds as it is: every FROM through BASE_IMAGE (or an earlier stage), what it reads committed"
+        )
         if args.quiet:
             return 0
         run = SubmissionKey("atlas", "<stack>", args.environment, "1", "<run directory>")

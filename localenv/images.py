@@ -31,20 +31,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from infra.image_check import LOCAL_BASE_IMAGE
 from infra.toolchain.pins import cache_root, load_pins, toolchain_dir
 from localenv.layout import LOOPBACK, Layout
 from localenv.procs import Daemon, LocalEnvError, require_free_ports, wait_for
 
 IMAGE_PACKAGES = ("runc", "buildah", "uidmap", "mmdebstrap", "docker-registry")
-SUITE = "bookworm"
+# The base image, as Atlas's image checks know it (infra/image_check.py: what this registry serves),
+# made of the Debian suite its tag names (bookworm).
+BASE_REPOSITORY, _, BASE_TAG = LOCAL_BASE_IMAGE.partition(":")
+SUITE = BASE_TAG
 MIRRORS = (
     f"deb http://deb.debian.org/debian {SUITE} main",
     f"deb http://deb.debian.org/debian {SUITE}-updates main",
     f"deb http://deb.debian.org/debian-security {SUITE}-security main",
 )
 BASE_PACKAGES = ("python3", "python3-pip", "python-is-python3", "libnss-wrapper", "ca-certificates")
-BASE_REPOSITORY = "atlas/debian-python"
-BASE_TAG = SUITE
 PAUSE_REPOSITORY = "atlas/pause"
 # What the mounted files give RUN steps: the resolver, the CA bundle (which a proxy's CA may be
 # part of) and pip's configuration (which names that bundle).

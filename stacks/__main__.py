@@ -17,6 +17,7 @@ from infra.config import AtlasConfigError, check_wait_for, load_stack_config
 from infra.errors import ActionableError
 from infra.hpc.components import HpcEnvironment, workload_source_files
 from infra.hpc.registry import scheduler_class
+from infra.image_check import stack_build_warnings
 from infra.kinds import BuildContext, build_environments, stages_source
 from infra.openshift.environment import OpenShiftEnvironment
 from infra.outputs import RunOutputs
@@ -58,6 +59,12 @@ try:
         if stages_source(config, workload)
         else ()
     )
+    # What `scripts/workload check` warns of, for the build this stack makes: a base image the
+    # build cannot pull, files the BuildConfig will not see (it builds Git as committed). Said
+    # before any resource, so it leads preview's diagnostics; warnings, as a build may still
+    # succeed where the check cannot see (a cluster that mirrors a public image).
+    for warning in stack_build_warnings(config, workload, PROJECT_ROOT):
+        pulumi.log.warn(f"image build: {warning}")
     # Every kind's components, each built by its own module of infra.kinds; each checks what it
     # is given before it registers anything of its own.
     built = build_environments(BuildContext(config, workload, source_files))

@@ -52,6 +52,9 @@ def test_preview_up_refresh_destroy(project, kube_env):
 
     preview = proj.run("preview", "-s", STACK, "--diff")
     assert "kubernetes:core/v1:Namespace" in preview.stdout
+    # The probe's Containerfile builds FROM the base image the stack names, which the local
+    # registry serves: nothing to warn of (infra/image_check.py).
+    assert "image build:" not in preview.stdout + preview.stderr
     assert namespace(kube_env, ns) is None, "preview must not create anything"
 
     proj.run("up", "--yes", "-s", STACK)
@@ -111,3 +114,18 @@ def test_bad_config_fails_preview_before_any_resource(project, kube_env):
     assert "atlas:openshift.namespace" in text
     assert "Traceback" not in text
     assert "kubernetes:core/v1:Namespace" not in text
+
+
+def test_preview_warns_of_a_fixed_from_the_local_build_cannot_pull(project, kube_env):
+    proj, ns = project
+    containerfile = proj.root / "workloads" / "probe" / "Containerfile"
+    text = containerfile.read_text()
+    containerfile.write_text(text.replace("FROM ${BASE_IMAGE}", "FROM docker.io/library/python:3.11-slim"))
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if row.startswith("FROM "))
+    preview = proj.run("preview", "-s", STACK)  # a warning: preview goes on
+    shown = " ".join((preview.stdout + preview.stderr).split())  # as the CLI wraps it
+    assert (f"image build: workloads/probe/Containerfile:{line}: FROM docker.io/library/python:3.11-slim is a "
+            "fixed image the local environment cannot pull") in shown
+    assert "set the image in the stack's image.build.base_image" in shown
+    assert "kubernetes:core/v1:Namespace" in preview.stdout
+    assert namespace(kube_env, ns) is None
