@@ -4,8 +4,12 @@ Components never read `pulumi.Config` themselves: `stacks/__main__.py` calls
 `load_stack_config()` before it registers any resource, so a bad value stops
 `pulumi preview` with a message naming the key, what was found and what is expected.
 
-The parsing functions take plain dicts (what `pulumi.Config.get_object` returns), so
-they are tested without a Pulumi engine.
+The values are validated by the pydantic models of infra/config_model.py (one per section,
+each beside the code that uses it), the only reader of the `atlas:` keys and the source of
+docs/configuration.md; this module builds the frozen dataclasses the rest of the code takes
+from the validated models, and checks what needs more than the values (files, ssh routes, the
+cluster's rights). `parse_stack_config` takes plain dicts (what `pulumi.Config.get_object`
+returns), so it is tested without a Pulumi engine.
 """
 
 from __future__ import annotations
@@ -13,149 +17,80 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import re
 import urllib.error
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infra.aws.settings_parser import parse_aws_settings, resolve_credentials
+from infra.aws.settings_parser import resolve_credentials
+from infra.config_model import OBJECT_KEYS, PROJECT, validate_stack
+from infra.config_schema import SECRET_FIELDS, reject_placeholders
 from infra.errors import AtlasConfigError
-from infra.hpc.target import PROVENANCE_NOT_STATED
-from infra.hpc.target_parser import load_known_hosts, parse_hpc_target
-from infra.nodes.settings import check_backfill_targets, parse_backfill_settings
-from infra.openshift.settings import OpenShiftSettings
-from infra.openshift.settings_parser import SETTINGS_KEYS, TARGET_KEYS, parse_openshift_settings
+from infra.hpc.target_parser import load_known_hosts
+from infra.nodes.settings import check_backfill_targets
 from infra.openshift.target import KubernetesTarget
 from infra.stack_config import HpcEnvironmentConfig, StackConfig
-from infra.validation import Fields, config_path
+from infra.validation import config_path
 from infra.workload.load import locate_workload
 from infra.workload.model import WorkloadError
 
 if TYPE_CHECKING:
     from infra.kubeapi import KubeApi
 
-__all__ = ["AtlasConfigError", "KubernetesTarget", "StackConfig", "load_stack_config", "parse_stack_config"]
-PROJECT = "atlas"
-RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
-FLAVOURS = ("kubernetes", "openshift")
-# Keys whose values are structured (YAML objects) rather than strings.
-OBJECT_KEYS = frozenset({"openshift", "hpc", "aws", "backfill"})
-# Keys of an `atlas:hpc.<name>` section that config.py reads itself; the rest is the target.
-HPC_OWN_KEYS = frozenset({"enabled", "wait_for", "provenance"})
+__all__ = [
+    "PROJECT", "AtlasConfigError", "KubernetesTarget", "StackConfig", "load_stack_config", "parse_stack_config",
+]
 
 
 def _key(section: str, field: str | None = None) -> str:
     return f"{PROJECT}:{section}" + (f".{field}" if field else "")
 
 
-# The shared section readers (infra/validation.py): `<key>: <problem>; <fix>`, values never echoed.
-_fields = Fields(AtlasConfigError)
-_expect_mapping = _fields.mapping
-_reject_unknown = _fields.reject_unknown
-_bool = _fields.boolean
-
-
-def _string(section: Mapping[str, Any], field: str, key: str, default: str | None = None) -> str:
-    value = section.get(field, default)
-    if value is None:
-        raise AtlasConfigError(f"{key}.{field}: required; set it with `pulumi config set --path {key}.{field} ...`")
-    if not isinstance(value, str) or not value:
-        raise AtlasConfigError(f"{key}.{field}: expected a non-empty string, found {value!r}")
-    return value
-
-
-def parse_openshift(raw: Any, project_dir: Path) -> tuple[KubernetesTarget, OpenShiftSettings] | None:
-    key = _key("openshift")
-    section = _fields.enabled_section(raw, key, TARGET_KEYS | SETTINGS_KEYS)
-    if section is None:
-        return None
-    flavour = _string(section, "flavour", key, "openshift")
-    if flavour not in FLAVOURS:
-        raise AtlasConfigError(f"{key}.flavour: expected one of {', '.join(FLAVOURS)}, found {flavour!r}")
-    namespace = _fields.kubernetes_name(_string(section, "namespace", key), f"{key}.namespace")
-    kubeconfig = section.get("kubeconfig")
-    path = None
-    if kubeconfig is not None:
-        path = config_path(_string(section, "kubeconfig", key), project_dir)
-    context = section.get("context")
-    if context is not None:
-        context = _string(section, "context", key)
-    insecure = _bool(section, "insecure_skip_tls_verify", key, False)
-    target = KubernetesTarget(
-        flavour=flavour, namespace=namespace, kubeconfig_path=path, context=context, insecure_skip_tls_verify=insecure
-    )
-    return target, parse_openshift_settings(section, key, flavour)
-
-
-def parse_hpc(raw: Any, project_dir: Path) -> tuple[HpcEnvironmentConfig, ...]:
-    key = _key("hpc")
-    if raw is None:
-        return ()
-    section = _expect_mapping(raw, key)
-    environments = []
-    for name, env_raw in sorted(section.items()):
-        env_key = f"{key}.{name}"
-        _fields.kubernetes_name(str(name), f"{key} (environment name {name!r})")
-        env = dict(_expect_mapping(env_raw, env_key))
-        if not _bool(env, "enabled", env_key, True):
-            continue
-        _fields.reject_placeholders(env, env_key)
-        wait_for = _fields.step_names(env, "wait_for", env_key)
-        provenance = env.get("provenance", PROVENANCE_NOT_STATED)
-        if not isinstance(provenance, str) or not provenance.strip():
-            raise AtlasConfigError(
-                f"{env_key}.provenance: expected text saying what the environment is (`real`, or what stands "
-                f"in, e.g. `local stand-in: mock GPUs`), found {provenance!r}"
-            )
-        target = parse_hpc_target({k: v for k, v in env.items() if k not in HPC_OWN_KEYS}, env_key, project_dir)
-        # Read the host keys now: a missing known_hosts file must stop preview before any resource.
-        if target.has_known_hosts:
-            load_known_hosts(target)
-        environments.append(HpcEnvironmentConfig(str(name), target, wait_for, provenance.strip()))
-    return tuple(environments)
-
-
 def parse_stack_config(stack: str, values: Mapping[str, Any], project_dir: Path) -> StackConfig:
-    """Validate the stack's `atlas:*` values (keys without the `atlas:` prefix)."""
-    _reject_unknown(
-        values, {"workload", "openshift", "hpc", "aws", "backfill", "runId", "workloadSource"}, f"{PROJECT}:*"
-    )
-    workload = values.get("workload", "probe")
-    workload_file = _locate(workload, project_dir, _key("workload"))
-    run_id = str(values.get("runId", "1"))
-    if not RUN_ID.match(run_id):
-        raise AtlasConfigError(
-            f"{_key('runId')}: {run_id!r} is not a run id: use 1 to 32 lower-case letters, digits and '-'"
+    """Validate the stack's `atlas:*` values (keys without the `atlas:` prefix) by the models
+    (infra/config_model.py) into StackConfig. A template's placeholder left anywhere is refused
+    first, naming its key."""
+    for name, value in values.items():
+        reject_placeholders(value, _key(str(name)))
+    model = validate_stack(values)
+    workload_file = _locate(model.workload, project_dir, _key("workload"))
+    target = settings = None
+    if model.openshift is not None and model.openshift.enabled:
+        section = model.openshift
+        target = KubernetesTarget(
+            flavour=section.flavour,
+            namespace=section.namespace,
+            kubeconfig_path=config_path(section.kubeconfig, project_dir) if section.kubeconfig else None,
+            context=section.context,
+            insecure_skip_tls_verify=section.insecure_skip_tls_verify,
         )
-    openshift = parse_openshift(values.get("openshift"), project_dir)
-    hpc = parse_hpc(values.get("hpc"), project_dir)
-    aws = parse_aws_settings(values.get("aws"), project_dir, _key("aws"))
-    if openshift is None and not hpc and aws is None:
+        settings = section.settings(_key("openshift"))
+    hpc = []
+    for name, env in model.hpc.items():
+        hpc_target = env.target(project_dir)
+        # Read the host keys now: a missing known_hosts file must stop preview before any resource.
+        if hpc_target.has_known_hosts:
+            load_known_hosts(hpc_target)
+        hpc.append(HpcEnvironmentConfig(name, hpc_target, env.wait_for, env.provenance))
+    aws = None
+    if model.aws is not None and model.aws.enabled:
+        aws = model.aws.settings(_key("aws"), project_dir)
+    if target is None and not hpc and aws is None:
         raise AtlasConfigError(
             f"{_key('openshift')} / {_key('hpc')} / {_key('aws')}: no environment is enabled; "
             "set at least one (see stacks/Pulumi.local.yaml)"
         )
-    target, settings = openshift if openshift is not None else (None, None)
-    backfill = parse_backfill_settings(values.get("backfill"), _key("backfill"))
+    backfill = model.backfill.settings() if model.backfill is not None and model.backfill.enabled else None
     backfill_workload_file = None
     if backfill is not None:
         check_backfill_targets(
-            backfill, openshift is not None, {h.name: h.target.scheduler for h in hpc}, _key("backfill")
+            backfill, target is not None, {h.name: h.target.scheduler for h in hpc}, _key("backfill")
         )
         if backfill.workload is not None:
             backfill_workload_file = _locate(backfill.workload, project_dir, _key("backfill", "workload"))
-    workload_source = None
-    if values.get("workloadSource") is not None:
-        raw = values["workloadSource"]
-        if not isinstance(raw, str) or not raw.strip():
-            raise AtlasConfigError(
-                f"{_key('workloadSource')}: expected the path of a clone or git bundle, found {raw!r}; "
-                "set it with `pulumi config set atlas:workloadSource PATH`"
-            )
-        workload_source = config_path(raw, project_dir)
-    return StackConfig(stack=stack, workload=workload, workload_file=workload_file, openshift=target,
-                       openshift_settings=settings, hpc=hpc, run_id=run_id, aws=aws, backfill=backfill,
+    workload_source = config_path(model.workload_source, project_dir) if model.workload_source else None
+    return StackConfig(stack=stack, workload=model.workload, workload_file=workload_file, openshift=target,
+                       openshift_settings=settings, hpc=tuple(hpc), run_id=model.run_id, aws=aws, backfill=backfill,
                        backfill_workload_file=backfill_workload_file, workload_source=workload_source)
 
 
@@ -167,9 +102,8 @@ def _locate(value: Any, project_dir: Path, key: str) -> Path:
         raise AtlasConfigError(str(error)) from None
 
 
-# Fields that hold a secret: set with `pulumi config set --secret`, so the stack file keeps them
-# encrypted. A private key pasted into any other field is found by its armour line.
-SECRET_FIELDS = frozenset({"private_key", "private_key_passphrase", "secret_access_key"})
+# SECRET_FIELDS (infra.config_schema) hold a secret: set with `pulumi config set --secret`, so the
+# stack file keeps them encrypted. A private key pasted into any other field is found by its armour line.
 
 
 def _secret_paths(value: Any, path: str) -> list[str]:

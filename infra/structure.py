@@ -27,7 +27,8 @@ PACKAGE = "infra"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli",),
     ("kinds",),
-    ("workload_check", "config", "image_check"),
+    ("workload_check", "config", "config_reference", "image_check"),
+    ("config_model",),
     ("stack_config",),
     ("nodes",),
     ("monitor",),
@@ -35,7 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("aws", "openshift"),
     ("hpc",),
     ("dynamic", "workload_source", "telemetry"),
-    ("workload", "kubeapi", "kubeauth", "schemas"),
+    ("workload", "kubeapi", "kubeauth", "schemas", "config_schema"),
     (
         "validation", "errors", "kubeconfig", "outputs", "timeparse", "job_records", "toolchain", "structure", "maps",
         "exports", "extras", "doctor",

@@ -247,6 +247,9 @@ class Scheduler(ABC):
     # Keys of a target's section beside `scheduler_options` that this scheduler still reads: an
     # older spelling of one of its options (another scheduler's target refuses them).
     legacy_option_keys: ClassVar[tuple[str, ...]] = ()
+    # The options a target's `scheduler_options` may give this scheduler, each with what it means
+    # (docs/configuration.md lists them from here): (description, example).
+    option_help: ClassVar[Mapping[str, tuple[str, str]]] = {}
     # Why backfill that yields cannot be placed here; empty where it can (preemptible partitions).
     backfill_unsupported: ClassVar[str] = ""
     # The programs Atlas runs on the login node (submit, status, history, cancel, the monitor's

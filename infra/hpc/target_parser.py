@@ -1,8 +1,10 @@
-"""Parsing of an HPC target's config section (login host, scheduler, credentials) into the `HpcTarget` model.
+"""An HPC target's config section (login node, scheduler, credentials): its pydantic model, validated into `HpcTarget`.
 
-`parse_hpc_target` is pure: it takes the dict that `pulumi.Config.get_object` returns for a
-key such as `atlas:satori` and either returns an `HpcTarget` or raises `HpcConfigError`
-naming the key (`atlas:satori.queue`), what was found and what is expected. Every value
+`HpcTargetModel` gives each key its type, default, description, example and rule;
+`parse_hpc_target` is pure: it validates the dict that `pulumi.Config.get_object` returns for a
+section such as `atlas:hpc.satori` and either returns an `HpcTarget` (the dataclass the
+providers, the doctor and the report take) or raises `HpcConfigError` naming the key
+(`atlas:hpc.satori.queue`), what was found and what is expected. Every value
 that later reaches a remote shell or a job script is checked here against a conservative
 character set, so hostile input (`;`, `$(...)`, newlines, `..`) stops `pulumi preview`
 before any resource exists. Quoting (shlex) still happens everywhere downstream: the
@@ -18,12 +20,23 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import re
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Annotated, Any
 
+from annotated_types import Ge, Le
+from pydantic import (
+    BeforeValidator,
+    Field,
+    PrivateAttr,
+    StringConstraints,
+    WithJsonSchema,
+    create_model,
+    model_validator,
+)
+
+from infra.config_schema import ConfigSection, Number, Problem, Rule, relative, validate_section
 from infra.hpc.registry import SCHEDULER_CLASSES, SCHEDULER_NAMES
 from infra.hpc.scheduler import Scheduler, SiteDirectives
 from infra.hpc.target import DEFAULT_POLL_INTERVAL_S, DEFAULT_REMOTE_WORK_DIR, HpcConfigError, HpcTarget
@@ -70,29 +83,6 @@ NOT_IN_DIRECTIVES = "`$\\;#"
 # Shell operators: inside quotes only, where sites need them (`-R "select[mem>4000]"`, Slurm
 # `--constraint="a100|h100"`); bare, they read as the start of a command or a redirection.
 QUOTED_ONLY = "|&<>()"
-
-ALLOWED_KEYS = (
-    "host",
-    "port",
-    "user",
-    "scheduler",
-    "queue",
-    "known_hosts",
-    "known_hosts_file",
-    "private_key",
-    "private_key_file",
-    "private_key_passphrase",
-    "ssh_config",
-    "remote_work_dir",
-    "poll_interval_seconds",
-    "scheduler_options",
-    "account",
-    "extra_directives",
-    "skip_directives",
-    # Older spellings of a scheduler's options, which only that scheduler's target reads.
-    *(legacy for cls in SCHEDULER_CLASSES.values() for legacy in cls.legacy_option_keys),
-)
-
 
 _fields = Fields(HpcConfigError)
 _fail = _fields.fail
@@ -155,33 +145,6 @@ def validate_known_hosts(text: str, source: str) -> None:
         entries += 1
     if entries == 0:
         raise HpcConfigError(f"{source}: has no host key entries; add the login node's key (ssh-keyscan)")
-
-
-def _port(section: Mapping[str, Any], key: str) -> int | None:
-    value = section.get("port")
-    if value is None:
-        return None  # the ssh config's Port for the host, else 22
-    if isinstance(value, str) and value.isdigit():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
-        raise _fail(f"{key}.port", f"expected a port number, found {value!r}", "use a number from 1 to 65535")
-    return value
-
-
-def _poll_interval(section: Mapping[str, Any], key: str) -> float:
-    value = section.get("poll_interval_seconds", DEFAULT_POLL_INTERVAL_S)
-    if isinstance(value, str):
-        with contextlib.suppress(ValueError):
-            value = float(value)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _fail(f"{key}.poll_interval_seconds", f"expected a number, found {value!r}", "write seconds, e.g. 60")
-    if not MIN_POLL_INTERVAL_S <= float(value) <= MAX_POLL_INTERVAL_S:
-        raise _fail(
-            f"{key}.poll_interval_seconds",
-            f"{value} is out of range",
-            f"use {MIN_POLL_INTERVAL_S:g} to {MAX_POLL_INTERVAL_S:g} seconds (sites often require 60 or more)",
-        )
-    return float(value)
 
 
 def _string_list(section: Mapping[str, Any], name: str, key: str, example: str) -> tuple[str, ...]:
@@ -256,20 +219,21 @@ def _check_skip_directive(text: str, key: str, scheduler: type[Scheduler]) -> No
         )
 
 
-def _site_directives(raw: Mapping[str, Any], key: str, scheduler: type[Scheduler]) -> SiteDirectives:
-    account = _one_line_text(raw, "account", f"{key}.account", 128)
+def _site_directives(model: HpcTargetModel, scheduler: type[Scheduler]) -> SiteDirectives:
+    account = model.account
     if account is not None and not ACCOUNT_NAME.match(account):
-        raise _fail(
-            f"{key}.account",
+        raise Problem(
             f"{account!r} is not an account or project name",
             f"use letters, digits, '_', '.', ':', '+', '@', '-' (at most 128); it becomes {scheduler.account_option}",
+            ".account",
         )
-    extra = _string_list(raw, "extra_directives", f"{key}.extra_directives", "--qos=high")
+    raw = {"extra_directives": model.extra_directives, "skip_directives": model.skip_directives}
+    extra = _string_list(raw, "extra_directives", ".extra_directives", "--qos=high")
     for index, text in enumerate(extra):
-        _check_extra_directive(text, f"{key}.extra_directives[{index}]", scheduler)
-    skip = _string_list(raw, "skip_directives", f"{key}.skip_directives", "--mem")
+        _check_extra_directive(text, f".extra_directives[{index}]", scheduler)
+    skip = _string_list(raw, "skip_directives", ".skip_directives", "--mem")
     for index, text in enumerate(skip):
-        _check_skip_directive(text, f"{key}.skip_directives[{index}]", scheduler)
+        _check_skip_directive(text, f".skip_directives[{index}]", scheduler)
     return SiteDirectives(account=account, extra=extra, skip=skip)
 
 
@@ -280,133 +244,271 @@ def _local_path(value: str, project_dir: Path | None) -> Path:
     return path
 
 
+# ---------------------------------------------------------------------------------------------
+# The model: one HPC target, each key with its rule
+
+
+def _text(max_len: int) -> Rule:
+    """One line of text (the value is not echoed: a key pasted into a path field must not be shown)."""
+
+    def check(value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            return _one_line_text({"v": value}, "v", "", max_len)
+        except HpcConfigError as error:
+            raise relative(error) from None
+
+    return Rule(check, StringConstraints(min_length=1, max_length=max_len))
+
+
+def _line(value: Any, max_len: int) -> Any:
+    try:
+        return _one_line_text({"v": value}, "v", "", max_len)
+    except HpcConfigError as error:
+        raise relative(error) from None
+
+
+def _host(value: Any) -> Any:
+    value = _line(value, 253)
+    if isinstance(value, str) and not (HOST_NAME.match(value) or HOST_ALIAS.match(value)
+                                       or (":" in value and IPV6.match(value))):
+        raise Problem(
+            f"{value!r} is not a host name, an IP address or an ssh config Host alias",
+            "write e.g. satori-login-001.mit.edu, or the alias your ~/.ssh/config gives it",
+        )
+    return value
+
+
+def _user(value: Any) -> Any:
+    value = _line(value, 32)
+    if value is not None and not USER_NAME.match(value):
+        raise Problem(f"{value!r} is not a login name", "use letters, digits, '_', '.', '-'")
+    return value
+
+
+def _scheduler(value: Any) -> Any:
+    if not isinstance(value, str) or value not in SCHEDULER_CLASSES:
+        raise Problem(f"expected one of {', '.join(SCHEDULER_NAMES)}, found {value!r}",
+                      f"set {' or '.join(SCHEDULER_NAMES)}")
+    return value
+
+
+def _queue(value: Any) -> Any:
+    value = _line(value, 59)
+    if value is not None and not QUEUE_NAME.match(value):
+        raise Problem(f"{value!r} is not a queue or partition name", "use letters, digits, '_', '-', '.' (at most 59)")
+    return value
+
+
+def _port(value: Any) -> Any:
+    if value is None:
+        return None  # the ssh config's Port for the host, else 22
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+        raise Problem(f"expected a port number, found {value!r}", "use a number from 1 to 65535")
+    return value
+
+
+def _known_hosts(value: Any) -> Any:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise Problem(f"expected a string, found {type(value).__name__}", "paste the lines")
+    try:
+        validate_known_hosts(value, "")
+    except HpcConfigError as error:
+        raise relative(error) from None
+    return value
+
+
+def _private_key(value: Any) -> Any:
+    # Never echo the value: a key pasted into the wrong field must not end up in a log.
+    if value is None:
+        return None
+    if not isinstance(value, str) or "PRIVATE KEY-----" not in value:
+        raise Problem("is not a PEM/OpenSSH private key (value not shown)", "paste the whole key file")
+    if len(value.encode()) > MAX_PRIVATE_KEY_BYTES:
+        raise Problem(f"is larger than {MAX_PRIVATE_KEY_BYTES} bytes (value not shown)", "paste one key")
+    return value
+
+
+def _passphrase(value: Any) -> Any:
+    if value is not None and (not isinstance(value, str) or not value or "\n" in value):
+        raise Problem("expected a one-line string (value not shown)", "set it with --secret")
+    return value
+
+
+def _remote_dir(value: Any) -> Any:
+    try:
+        text = _one_line_text({"v": value}, "v", "", 255)
+        return validate_remote_path(text or DEFAULT_REMOTE_WORK_DIR, "")
+    except HpcConfigError as error:
+        raise relative(error) from None
+
+
+def _options(value: Any) -> Any:
+    if value is not None and not isinstance(value, Mapping):
+        raise Problem(f"expected an object, found {type(value).__name__}", "write it as `key: value` lines")
+    return value
+
+
+def _directives(value: Any) -> Any:
+    if value is not None and not isinstance(value, list):
+        raise Problem(f"expected a list, found {type(value).__name__}", "write a list, e.g. [--qos=high]")
+    return value
+
+
+_SCHEDULER_OPTIONS = "; ".join(
+    f"{cls.label}: {', '.join(cls.option_help) or 'none'}" for cls in SCHEDULER_CLASSES.values()
+)
+
+
+class _HpcTargetBase(ConfigSection):
+    """An HPC login node and its batch scheduler, reached over SSH as the user's ssh config says."""
+
+    # What the scheduler made of its options and the site's directives, once checked.
+    _checked: tuple[dict[str, str], SiteDirectives] = PrivateAttr(default=({}, SiteDirectives()))
+
+    host: Annotated[str, BeforeValidator(_host)] = Field(
+        description="The login node: a host name, an address, or a Host alias of your ssh config (its HostName, "
+        "User, Port, ProxyJump, IdentityFile and IdentityAgent then apply).", examples=["login.example.org"])
+    port: Annotated[int, Rule(_port, Ge(1), Le(65535))] | None = Field(
+        None, description="The SSH port; default: the ssh config's Port for the host, else 22.", examples=[22])
+    user: Annotated[str, BeforeValidator(_user)] | None = Field(
+        None, description="The login name; default: the ssh config's User for the host.", examples=["alex"])
+    scheduler: Annotated[str, Rule(_scheduler, WithJsonSchema({"enum": list(SCHEDULER_NAMES)}))]\
+        = Field(description=f"The batch scheduler: {' or '.join(SCHEDULER_NAMES)}.", examples=["slurm"])
+    queue: Annotated[str, BeforeValidator(_queue)] | None = Field(
+        None, description="The LSF queue or Slurm partition; default: the scheduler's.", examples=["normal"])
+    known_hosts: Annotated[str, BeforeValidator(_known_hosts)] | None = Field(
+        None, description="The login node's host keys, OpenSSH known_hosts lines (`ssh-keyscan -p PORT HOST`, "
+        "checked out of band); at most one of known_hosts and known_hosts_file; neither: the ssh config's "
+        "known_hosts files. Atlas never trusts a host key on first use.",
+        examples=["login.example.org ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAA..."])
+    known_hosts_file: Annotated[str, _text(4096)] | None = Field(
+        None, description="A known_hosts file with the login node's keys, relative to the project folder.",
+        examples=["~/.ssh/known_hosts"])
+    private_key: Annotated[str, BeforeValidator(_private_key)] | None = Field(
+        None, description="The private key to log in with, a Pulumi secret (`pulumi config set --secret --path "
+        "... < ~/.ssh/id_ed25519`); at most one of private_key and private_key_file; neither: your ssh-agent's "
+        "keys and the ssh config's IdentityFile.", examples=["<set with --secret>"],
+        json_schema_extra={"x-atlas-secret": True})
+    private_key_file: Annotated[str, _text(4096)] | None = Field(
+        None, description="The private key file to log in with, on this machine.", examples=["~/.ssh/id_ed25519"])
+    private_key_passphrase: Annotated[str, BeforeValidator(_passphrase)] | None = Field(
+        None, description="The private key's passphrase, a Pulumi secret; none: the key is not encrypted or the "
+        "agent holds it.", examples=["<set with --secret>"], json_schema_extra={"x-atlas-secret": True})
+    ssh_config: Annotated[str, _text(4096)] | None = Field(
+        None, description="The OpenSSH config to read (as `ssh -F`); default ~/.ssh/config, then "
+        "/etc/ssh/ssh_config. Bastions (ProxyJump), the agent (IdentityAgent) and a master connection "
+        "(ControlPath) are set there.", examples=["~/.ssh/config"])
+    remote_work_dir: Annotated[str, BeforeValidator(_remote_dir)] = Field(
+        DEFAULT_REMOTE_WORK_DIR, description="Where runs are staged on the login node: absolute, or under the "
+        "login user's home; letters, digits and . _ / + - only.", examples=["/nobackup/users/alex/atlas-runs"])
+    poll_interval_seconds: Annotated[float, Number(MIN_POLL_INTERVAL_S, MAX_POLL_INTERVAL_S, 60,
+                                  f"use {MIN_POLL_INTERVAL_S:g} to {MAX_POLL_INTERVAL_S:g} seconds (sites often "
+                                  "require 60 or more)")] = Field(
+        DEFAULT_POLL_INTERVAL_S, description="Seconds between job-status queries (one query for all the run's "
+        "jobs).", examples=[60])
+    scheduler_options: Annotated[dict[str, Any], BeforeValidator(_options)] | None = Field(
+        None, description=f"The scheduler's own options ({_SCHEDULER_OPTIONS}), below.",
+        examples=[{o: e for cls in SCHEDULER_CLASSES.values() for o, (_, e) in cls.option_help.items()}])
+    account: Annotated[str, _text(128)] | None = Field(
+        None, description="The account (Slurm) or project (LSF) jobs are charged to.", examples=["lab-gpu"])
+    extra_directives: Annotated[list[Any], BeforeValidator(_directives)] | None = Field(
+        None, description=f"Directive lines a site adds to every job script, the option alone (at most "
+        f"{MAX_SITE_DIRECTIVES}, no shell syntax); Atlas's own (job name, log, dependencies) may not be set.",
+        examples=[["--qos=high"]])
+    skip_directives: Annotated[list[Any], BeforeValidator(_directives)] | None = Field(
+        None, description="Options of Atlas's own directives to leave out (or the start of one), e.g. where the "
+        "site refuses --mem.", examples=[["--mem"]])
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Any:
+        if self.known_hosts is not None and self.known_hosts_file is not None:
+            raise Problem(
+                "give at most one of known_hosts (the entries) or known_hosts_file (a path)",
+                "with neither, the host keys come from your ssh config's known_hosts files (~/.ssh/known_hosts)",
+                ".known_hosts",
+            )
+        if self.private_key is not None and self.private_key_file is not None:
+            raise Problem(
+                "give at most one of private_key (secret config) or private_key_file (a path)",
+                "remove one of them (with neither, your ssh-agent's keys and your ssh config's IdentityFile are used)",
+                ".private_key",
+            )
+        scheduler_class = SCHEDULER_CLASSES[self.scheduler]
+        given = self.model_dump(exclude_unset=True)
+        for other in SCHEDULER_CLASSES.values():
+            for legacy_key in other.legacy_option_keys:
+                if legacy_key in given and legacy_key not in scheduler_class.legacy_option_keys:
+                    raise Problem(f"only applies to {other.label}", f"remove it for a {scheduler_class.label} target",
+                                  f".{legacy_key}")
+        try:
+            options = scheduler_class.parse_options(
+                self.scheduler_options, "",
+                {name: given[name] for name in scheduler_class.legacy_option_keys if name in given},
+            )
+            directives = _site_directives(self, scheduler_class)  # type: ignore[arg-type]
+        except HpcConfigError as error:
+            raise relative(error) from None
+        self._checked = (options, directives)
+        return self
+
+    def target(self, project_dir: Path | None) -> HpcTarget:
+        """The `HpcTarget` the components take; local paths resolve against `project_dir`."""
+        options, directives = self._checked
+        return HpcTarget(
+            host=self.host,
+            port=self.port,
+            user=self.user,
+            scheduler=self.scheduler,
+            queue=self.queue,
+            known_hosts=self.known_hosts,
+            known_hosts_file=_local_path(self.known_hosts_file, project_dir) if self.known_hosts_file else None,
+            private_key_file=_local_path(self.private_key_file, project_dir) if self.private_key_file else None,
+            remote_work_dir=self.remote_work_dir,
+            poll_interval_s=self.poll_interval_seconds,
+            scheduler_options=options,
+            directives=directives,
+            private_key=self.private_key,
+            private_key_passphrase=self.private_key_passphrase,
+            ssh_config=_local_path(self.ssh_config, project_dir) if self.ssh_config else None,
+        )
+
+
+# Older spellings of a scheduler's options, which only that scheduler's target reads: fields of
+# their own, named by the scheduler classes (generic code names none).
+HpcTargetModel: type[_HpcTargetBase] = create_model(  # type: ignore[call-overload]
+    "HpcTargetModel",
+    __base__=_HpcTargetBase,
+    __doc__=_HpcTargetBase.__doc__,
+    **{
+        legacy: (Any, Field(None, description=f"The older spelling of {cls.label}'s scheduler_options "
+                            f"(read by {cls.label} targets only).", examples=[None]))
+        for cls in SCHEDULER_CLASSES.values()
+        for legacy in cls.legacy_option_keys
+    },
+)
+
+
 def parse_hpc_target(
     raw: Mapping[str, Any] | Any,
     key_prefix: str,
     project_dir: Path | None = None,
     private_key_from_secret: bool = False,
 ) -> HpcTarget:
-    """Validate one HPC target section (`atlas:satori`); local paths resolve against `project_dir`.
+    """Validate one HPC target section (`atlas:hpc.satori`) by `HpcTargetModel`; local paths
+    resolve against `project_dir`.
 
     The section needs neither private_key nor private_key_file: the key may arrive separately as a
     Pulumi secret (`private_key_from_secret`: `config.require_secret`, passed to
     `HpcEnvironmentArgs.private_key`), or come from the user's agent and ssh config
     (infra/hpc/ssh/resolve.py checks, when the stack config is loaded, that some key is there).
     """
-    key = key_prefix
-    raw = _fields.mapping(raw, key)
-    _fields.reject_unknown(raw, ALLOWED_KEYS, key)
-
-    host = _one_line_text(raw, "host", f"{key}.host", 253)
-    if host is None:
-        raise _fail(
-            f"{key}.host",
-            "required but missing",
-            f"set it: pulumi config set --path {key}.host login.example.org (or a Host alias of your ssh config)",
-        )
-    if not (HOST_NAME.match(host) or HOST_ALIAS.match(host) or (":" in host and IPV6.match(host))):
-        raise _fail(
-            f"{key}.host",
-            f"{host!r} is not a host name, an IP address or an ssh config Host alias",
-            "write e.g. satori-login-001.mit.edu, or the alias your ~/.ssh/config gives it",
-        )
-
-    # Optional: the ssh config's User for the host (infra/hpc/ssh/resolve.py says so when it has none).
-    user = _one_line_text(raw, "user", f"{key}.user", 32)
-    if user is not None and not USER_NAME.match(user):
-        raise _fail(f"{key}.user", f"{user!r} is not a login name", "use letters, digits, '_', '.', '-'")
-
-    scheduler = raw.get("scheduler")
-    if not isinstance(scheduler, str) or scheduler not in SCHEDULER_CLASSES:
-        raise _fail(
-            f"{key}.scheduler",
-            f"expected one of {', '.join(SCHEDULER_NAMES)}, found {scheduler!r}",
-            f"set {' or '.join(SCHEDULER_NAMES)}",
-        )
-    scheduler_class = SCHEDULER_CLASSES[scheduler]
-
-    queue = _one_line_text(raw, "queue", f"{key}.queue", 59)
-    if queue is not None and not QUEUE_NAME.match(queue):
-        raise _fail(
-            f"{key}.queue",
-            f"{queue!r} is not a queue or partition name",
-            "use letters, digits, '_', '-', '.' (at most 59)",
-        )
-
-    known_hosts_text = raw.get("known_hosts")
-    known_hosts_file = _one_line_text(raw, "known_hosts_file", f"{key}.known_hosts_file", 4096)
-    if known_hosts_text is not None and known_hosts_file is not None:
-        raise _fail(
-            f"{key}.known_hosts",
-            "give at most one of known_hosts (the entries) or known_hosts_file (a path)",
-            "with neither, the host keys come from your ssh config's known_hosts files (~/.ssh/known_hosts)",
-        )
-    if known_hosts_text is not None:
-        if not isinstance(known_hosts_text, str):
-            raise _fail(
-                f"{key}.known_hosts", f"expected a string, found {type(known_hosts_text).__name__}", "paste the lines"
-            )
-        validate_known_hosts(known_hosts_text, f"{key}.known_hosts")
-
-    # Both optional (with private_key_from_secret too): the agent's keys and the ssh config's
-    # IdentityFile then log in; infra/hpc/ssh/resolve.py's check_endpoint refuses a target with none.
-    private_key = raw.get("private_key")
-    private_key_file = _one_line_text(raw, "private_key_file", f"{key}.private_key_file", 4096)
-    if private_key is not None and private_key_file is not None:
-        raise _fail(
-            f"{key}.private_key",
-            "give at most one of private_key (secret config) or private_key_file (a path)",
-            "remove one of them (with neither, your ssh-agent's keys and your ssh config's IdentityFile are used)",
-        )
-    if private_key is not None:
-        # Never echo the value: a key pasted into the wrong field must not end up in a log.
-        if not isinstance(private_key, str) or "PRIVATE KEY-----" not in private_key:
-            raise _fail(
-                f"{key}.private_key", "is not a PEM/OpenSSH private key (value not shown)", "paste the whole key file"
-            )
-        if len(private_key.encode()) > MAX_PRIVATE_KEY_BYTES:
-            raise _fail(
-                f"{key}.private_key", f"is larger than {MAX_PRIVATE_KEY_BYTES} bytes (value not shown)", "paste one key"
-            )
-    ssh_config = _one_line_text(raw, "ssh_config", f"{key}.ssh_config", 4096)
-    passphrase = raw.get("private_key_passphrase")
-    if passphrase is not None and (not isinstance(passphrase, str) or not passphrase or "\n" in passphrase):
-        raise _fail(
-            f"{key}.private_key_passphrase", "expected a one-line string (value not shown)", "set it with --secret"
-        )
-
-    work_dir = _one_line_text(raw, "remote_work_dir", f"{key}.remote_work_dir", 255) or DEFAULT_REMOTE_WORK_DIR
-    work_dir = validate_remote_path(work_dir, f"{key}.remote_work_dir")
-
-    for other in SCHEDULER_CLASSES.values():
-        for legacy_key in other.legacy_option_keys:
-            if legacy_key in raw and legacy_key not in scheduler_class.legacy_option_keys:
-                raise _fail(
-                    f"{key}.{legacy_key}",
-                    f"only applies to {other.label}",
-                    f"remove it for a {scheduler_class.label} target",
-                )
-    # The scheduler reads its own options (and their older spellings); nothing here names one.
-    legacy = {name: raw[name] for name in scheduler_class.legacy_option_keys if name in raw}
-    scheduler_options = scheduler_class.parse_options(raw.get("scheduler_options"), key, legacy)
-
-    return HpcTarget(
-        host=host,
-        port=_port(raw, key),
-        user=user,
-        scheduler=scheduler,
-        queue=queue,
-        known_hosts=known_hosts_text,
-        known_hosts_file=_local_path(known_hosts_file, project_dir) if known_hosts_file else None,
-        private_key_file=_local_path(private_key_file, project_dir) if private_key_file else None,
-        remote_work_dir=work_dir,
-        poll_interval_s=_poll_interval(raw, key),
-        scheduler_options=scheduler_options,
-        directives=_site_directives(raw, key, scheduler_class),
-        private_key=private_key,
-        private_key_passphrase=passphrase,
-        ssh_config=_local_path(ssh_config, project_dir) if ssh_config else None,
-    )
+    return validate_section(HpcTargetModel, raw, key_prefix, HpcConfigError).target(project_dir)
 
 
 def load_known_hosts(target: HpcTarget) -> str:

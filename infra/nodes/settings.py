@@ -9,20 +9,22 @@
       partition: backfill      # the Slurm partition whose jobs are preempted and requeued
       environments: [openshift, satori-slurm]   # default: every environment that supports it
 
-Pure: parsed with infra.validation's readers, errors `<key>: <problem>; <fix>`.
+Pure: validated by `BackfillModel` (pydantic) into `BackfillSettings`, errors `<key>: <problem>; <fix>`.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import BeforeValidator, Field
+
+from infra.config_schema import Bool, ConfigSection, Problem, WholeNumber, one_line, validate_section
 from infra.errors import AtlasConfigError
 from infra.hpc.registry import scheduler_class
 from infra.validation import Fields, is_dns_label
 
-KEYS = ("enabled", "workload", "gpus", "namespace", "priority", "partition", "environments")
 PARTITION = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 MAX_GPUS = 1024
 
@@ -39,40 +41,67 @@ class BackfillSettings:
     environments: tuple[str, ...] | None = None  # None: every environment that supports backfill
 
 
+def _workload(value: Any) -> Any:
+    return one_line()(value)
+
+
+def _partition(value: Any) -> Any:
+    text = one_line()(value)
+    if text is not None and not PARTITION.match(text):
+        raise Problem(f"{text!r} is not a partition name", "use letters, digits, _ . -")
+    return text
+
+
+def _namespace(value: Any) -> Any:
+    text = one_line()(value)
+    if text is not None and not is_dns_label(text):
+        raise Problem(f"{text!r} is not a Kubernetes name", "use lower-case letters, digits and '-'")
+    return text
+
+
+def _environments(value: Any) -> Any:
+    if value is not None and (not isinstance(value, list) or not all(is_dns_label(e) for e in value)):
+        raise Problem(f"expected a list of environment names, found {value!r}", "write e.g. [openshift, satori-slurm]")
+    return value
+
+
+class BackfillModel(ConfigSection):
+    """`atlas:backfill`: one-GPU copies of a workload's step that yield to real jobs, on the environments that can."""
+
+    enabled: Bool = Field(True, description="false: the section is not read and no backfill is declared.",
+                          examples=[False])
+    workload: Annotated[str, BeforeValidator(_workload)] | None = Field(
+        None, description="The workload whose last GPU step is the work (a shipped name or a path); default: the "
+        "stack's.", examples=["probe"])
+    gpus: Annotated[int, WholeNumber(1, MAX_GPUS)] = Field(
+        1, description="One-GPU copies per environment.", examples=[2])
+    namespace: Annotated[str, BeforeValidator(_namespace)] = Field(
+        "atlas-backfill", description="The Kubernetes namespace the copies run in.", examples=["atlas-backfill"])
+    priority: Annotated[int, WholeNumber(-1_000_000, -1)] = Field(
+        -10, description="The PriorityClass's value: below every real pod (0 by default).", examples=[-100])
+    partition: Annotated[str, BeforeValidator(_partition)] = Field(
+        "backfill", description="The Slurm partition whose jobs are preempted and requeued.", examples=["backfill"])
+    environments: Annotated[list[str], BeforeValidator(_environments)] | None = Field(
+        None, description="The environments that take backfill; default: every one that can (Kubernetes, Slurm).",
+        examples=[["openshift", "satori-slurm"]])
+
+    def settings(self) -> BackfillSettings:
+        return BackfillSettings(
+            workload=self.workload,
+            gpus=self.gpus,
+            namespace=self.namespace,
+            priority=self.priority,
+            partition=self.partition,
+            environments=tuple(self.environments) if self.environments is not None else None,
+        )
+
+
 def parse_backfill_settings(raw: Any, key: str = "atlas:backfill") -> BackfillSettings | None:
-    """None when the section is absent or `enabled: false`."""
-    section = _fields.enabled_section(raw, key, KEYS)
-    if section is None:
+    """The section validated by `BackfillModel`; None when it is absent or `enabled: false`."""
+    if raw is None:
         return None
-    workload = _fields.optional_text(section, "workload", key)
-    gpus = _fields.integer(section, "gpus", key, 1, 1, MAX_GPUS)
-    namespace = _fields.optional_text(section, "namespace", key) or "atlas-backfill"
-    if not is_dns_label(namespace):
-        raise _fields.fail(
-            f"{key}.namespace", f"{namespace!r} is not a Kubernetes name", "use lower-case letters, digits and '-'"
-        )
-    priority = _fields.integer(section, "priority", key, -10, -1_000_000, -1)
-    partition = _fields.optional_text(section, "partition", key) or "backfill"
-    if not PARTITION.match(partition):
-        raise _fields.fail(f"{key}.partition", f"{partition!r} is not a partition name", "use letters, digits, _ . -")
-    environments = section.get("environments")
-    if environments is not None and (
-        not isinstance(environments, list) or not all(is_dns_label(e) for e in environments)
-    ):
-        raise _fields.fail(
-            f"{key}.environments",
-            f"expected a list of environment names, found {environments!r}",
-            "write e.g. [openshift, satori-slurm]",
-        )
-    assert gpus is not None and priority is not None  # defaults given
-    return BackfillSettings(
-        workload=workload,
-        gpus=gpus,
-        namespace=namespace,
-        priority=priority,
-        partition=partition,
-        environments=tuple(environments) if environments is not None else None,
-    )
+    model = validate_section(BackfillModel, raw, key)
+    return model.settings() if model.enabled else None
 
 
 def check_backfill_targets(

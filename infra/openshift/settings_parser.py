@@ -1,8 +1,13 @@
-"""The `atlas:openshift` object validated once into settings.py's model, then checked against a workload.
+"""The `atlas:openshift` object's pydantic models, validating it into settings.py's dataclasses; the workload checks.
 
-Everything here is pure: `parse_openshift_settings` takes the plain dict that
-`pulumi.Config.get_object` returns and builds the model of `infra/openshift/settings.py`, so it
-is tested without an engine, and every error names the full key and the fix.
+One model per object (`OpenShiftModel` and its sections: project, quota, storage, gpu, image,
+data, pipeline, monitor, placement): each field with its type, default, description and example,
+and the rules it follows, so the models are both the validator and the source of the reference
+(docs/configuration.md). `parse_openshift_settings` validates the plain dict that
+`pulumi.Config.get_object` returns and builds the frozen dataclasses of
+`infra/openshift/settings.py` that the components take (many modules read those; the model is
+what the stack file says, the dataclasses what the code uses, e.g. a quantity's value). Pure:
+tested without an engine; every error names the full key and the fix.
 `check_workload_fits` compares the settings with a workload's rendered steps (GPUs over the
 quota, a GPU product, nodes per step) through `required_quota`.
 """
@@ -12,11 +17,26 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping, Sequence
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
+from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema, model_validator
+
+from infra.config_schema import (
+    Bool,
+    ConfigSection,
+    KubeName,
+    KubeSubdomain,
+    OneLine,
+    Problem,
+    Rule,
+    WholeNumber,
+    reject_placeholders,
+    relative,
+    validate_section,
+)
 from infra.openshift.settings import (
     LOCAL_BUILDER,
     DataSettings,
@@ -40,17 +60,16 @@ from infra.openshift.settings import (
     shm_bytes,
 )
 from infra.validation import (
+    DNS_LABEL_MAX,
     GIT_REF,
     GIT_URL_OR_GIT_PROTOCOL,
     LABEL_VALUE,
     LABEL_VALUE_MAX,
     Fields,
+    is_dns_label,
 )
 from infra.workload.render import RenderedStep
 
-# Keys of `atlas:openshift` that infra/config.py reads into KubernetesTarget.
-TARGET_KEYS = frozenset({"enabled", "flavour", "namespace", "kubeconfig", "context", "insecure_skip_tls_verify"})
-SETTINGS_KEYS = frozenset({"project", "quota", "storage", "gpu", "image", "data", "pipeline", "monitor", "placement"})
 # A node label key: an optional DNS-subdomain prefix and a name (Kubernetes' rules).
 _LABEL_KEY = re.compile(r"(?:[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                         r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
@@ -100,251 +119,533 @@ ACCESS_MODES = ("ReadWriteMany", "ReadWriteOnce")
 
 _fields = Fields(OpenShiftSettingsError)
 _fail = _fields.fail
-_reject_unknown = _fields.reject_unknown
-_bool = _fields.boolean
-_optional_text = _fields.optional_text
-_int = _fields.integer
 MAX_BACKOFF_LIMIT = 20
-
-
-def _mapping(value: Any, key: str) -> Mapping[str, Any]:
-    """Every section of atlas:openshift is optional: absent reads as empty (defaults apply)."""
-    return _fields.mapping(value, key, allow_missing=True)
-
-
-# ---------------------------------------------------------------------------------------------
-# Field readers: each takes the full key it reports
-
-
-def parse_quantity(value: Any, key: str, what: str = "size") -> Quantity:
-    """A positive Kubernetes quantity ("500Gi", "1Ti", "48", "500m"); errors name the key."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        text = str(value)
-    elif isinstance(value, str):
-        text = value.strip()
-    else:
-        raise _fail(key, f"expected a {what}, found {value!r}", "write a Kubernetes quantity such as 500Gi or 4")
-    if text.startswith("-"):
-        raise _fail(key, f"{text!r} is a negative {what}", f"write a positive {what}, e.g. {text[1:] or '10Gi'}")
-    match = QUANTITY.match(text.lstrip("+"))
-    if not match:
-        raise _fail(key, f"{text!r} is not a Kubernetes quantity", "write it like 500Gi, 1Ti, 4 or 500m")
-    try:
-        number = Decimal(match["number"])
-    except InvalidOperation:  # pragma: no cover (the regular expression only lets numbers through)
-        raise _fail(key, f"{text!r} is not a number", "write it like 500Gi") from None
-    if number <= 0:
-        raise _fail(key, f"{text!r} is zero", f"give a positive {what}")
-    return Quantity(text=text, value=number * SUFFIX_FACTORS[match["suffix"]])
-
-
-def _optional_quantity(section: Mapping[str, Any], field: str, key: str, what: str = "size") -> Quantity | None:
-    if section.get(field) is None:
-        return None
-    return parse_quantity(section[field], f"{key}.{field}", what)
-
-
-def _optional_name(section: Mapping[str, Any], field: str, key: str) -> str | None:
-    value = section.get(field)
-    return None if value is None else _fields.kubernetes_name(value, f"{key}.{field}", subdomain=True)
-
-
-def _image(value: Any, key: str) -> str:
-    if not isinstance(value, str) or not IMAGE_REFERENCE.match(value):
-        raise _fail(
-            key, f"{value!r} is not an image reference", "write registry/path:tag or registry/path@sha256:<digest>"
-        )
-    return value
-
-
-# ---------------------------------------------------------------------------------------------
-# Sections
-
-
-def _project(raw: Any, key: str) -> ProjectSettings:
-    section = _mapping(raw, key)
-    _reject_unknown(section, ("create", "display_name", "description"), key)
-    return ProjectSettings(
-        create=_bool(section, "create", key, True),
-        display_name=_optional_text(section, "display_name", key),
-        description=_optional_text(section, "description", key),
-    )
-
-
-def _quota(raw: Any, key: str) -> QuotaSettings:
-    section = _mapping(raw, key)
-    _reject_unknown(section, ("manage", "gpus", "cpu", "memory", "storage", "pvcs"), key)
-    return QuotaSettings(
-        manage=_bool(section, "manage", key, True),
-        gpus=_int(section, "gpus", key, None, minimum=0),
-        cpu=_optional_quantity(section, "cpu", key, "CPU amount"),
-        memory=_optional_quantity(section, "memory", key, "memory size"),
-        storage=_optional_quantity(section, "storage", key, "storage size"),
-        pvcs=_int(section, "pvcs", key, None, minimum=1),
-    )
-
-
 # The default sizes fit the local cluster's PV pool (localenv/kwok.py: RWX volumes of
 # 500Gi); a real cluster sets its own (stacks/Pulumi.openshift-gpu.yaml).
 DEFAULT_SIZES = {"data": "200Gi", "results": "50Gi", "logs": "5Gi"}
 
 
-def _storage(raw: Any, key: str) -> StorageSettings:
-    section = _mapping(raw, key)
-    _reject_unknown(section, ("class", "data", "results", "logs"), key)
-    default_class = _optional_name(section, "class", key)
-    volumes: dict[str, VolumeSettings] = {}
-    for role, default_size in DEFAULT_SIZES.items():
-        volume_key = f"{key}.{role}"
-        volume = _mapping(section.get(role), volume_key)
-        _reject_unknown(volume, ("size", "class", "access_mode"), volume_key)
-        access_mode = volume.get("access_mode", "ReadWriteMany")
-        if access_mode not in ACCESS_MODES:
-            raise _fail(f"{volume_key}.access_mode", f"found {access_mode!r}", f"use one of {', '.join(ACCESS_MODES)}")
-        if role == "data" and access_mode != "ReadWriteMany":
-            # Staging and every step mount the data volume, possibly from different nodes at once.
-            raise _fail(f"{volume_key}.access_mode", "the data volume must be ReadWriteMany", "remove the key")
-        volumes[role] = VolumeSettings(
-            size=parse_quantity(volume.get("size", default_size), f"{volume_key}.size", "storage size"),
-            storage_class=_optional_name(volume, "class", volume_key) or default_class,
-            access_mode=access_mode,
+# ---------------------------------------------------------------------------------------------
+# Value rules: each refuses with a Problem (the key is the error's location) or the section's error
+
+
+def parse_quantity(value: Any, key: str, what: str = "size") -> Quantity:
+    """A positive Kubernetes quantity ("500Gi", "1Ti", "48", "500m"); errors name the key."""
+    try:
+        text = _quantity_text(value, what)
+    except Problem as problem:
+        raise _fail(key, problem.problem, problem.fix) from None
+    match = QUANTITY.match(text.lstrip("+"))
+    assert match is not None  # _quantity_text checked it
+    return Quantity(text=text, value=Decimal(match["number"]) * SUFFIX_FACTORS[match["suffix"]])
+
+
+def _quantity_text(value: Any, what: str) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        text = str(value)
+    elif isinstance(value, str):
+        text = value.strip()
+    else:
+        raise Problem(f"expected a {what}, found {value!r}", "write a Kubernetes quantity such as 500Gi or 4")
+    if text.startswith("-"):
+        raise Problem(f"{text!r} is a negative {what}", f"write a positive {what}, e.g. {text[1:] or '10Gi'}")
+    match = QUANTITY.match(text.lstrip("+"))
+    if not match:
+        raise Problem(f"{text!r} is not a Kubernetes quantity", "write it like 500Gi, 1Ti, 4 or 500m")
+    if Decimal(match["number"]) <= 0:
+        raise Problem(f"{text!r} is zero", f"give a positive {what}")
+    return text
+
+
+def _quantity(what: str) -> Rule:
+    """`Annotated[str, _quantity("memory size")]`: a positive Kubernetes quantity (a whole number too)."""
+    schema = {"anyOf": [{"type": "string", "pattern": QUANTITY.pattern}, {"type": "integer", "minimum": 1}]}
+    return Rule(lambda value: None if value is None else _quantity_text(value, what), WithJsonSchema(schema))
+
+
+def _image_reference(value: Any) -> Any:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not IMAGE_REFERENCE.match(value):
+        raise Problem(
+            f"{value!r} is not an image reference", "write registry/path:tag or registry/path@sha256:<digest>"
         )
-    return StorageSettings(**volumes)
+    return value
 
 
-def _gpu(raw: Any, key: str) -> GpuSettings:
-    section = _mapping(raw, key)
-    _reject_unknown(section, ("product", "check_product"), key)
-    product = section.get("product", "Tesla-V100-SXM2-32GB")
-    if not isinstance(product, str) or not re.fullmatch(r"[A-Za-z0-9._-]{1,63}", product):
-        raise _fail(f"{key}.product", f"{product!r} is not a node label value", "write it as the node label shows it")
-    if _bool(section, "check_product", key, True):
-        base = MIG_SUFFIX.sub("", product)
-        if base not in KNOWN_GPU_PRODUCTS:
-            close = difflib.get_close_matches(product, KNOWN_GPU_PRODUCTS, n=3)
-            hint = f"did you mean {' or '.join(close)}? " if close else ""
-            raise _fail(
-                f"{key}.product",
-                f"unknown GPU product {product!r}",
-                f"{hint}use the value of the nodes' nvidia.com/gpu.product label "
-                f"(`oc get nodes -L nvidia.com/gpu.product`), or set {key}.check_product: false for one not listed",
-            )
-    return GpuSettings(product=product)
-
-
-_TOLERATION_KEYS = ("key", "operator", "value", "effect")
+ImageReference = Annotated[str, BeforeValidator(_image_reference), Field(pattern=IMAGE_REFERENCE.pattern)]
 
 
 def _is_label_value(value: str) -> bool:
     return len(value) <= LABEL_VALUE_MAX and LABEL_VALUE.fullmatch(value) is not None
 
 
-def _toleration(raw: Any, key: str) -> tuple[tuple[str, str], ...]:
-    section = _mapping(raw, key)
-    _reject_unknown(section, _TOLERATION_KEYS, key)
-    operator = section.get("operator", "Equal")
-    if operator not in ("Equal", "Exists"):
-        raise _fail(f"{key}.operator", f"found {operator!r}", "use Equal or Exists")
-    effect = section.get("effect")
-    if effect is not None and effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
-        raise _fail(f"{key}.effect", f"found {effect!r}", "use NoSchedule, PreferNoSchedule or NoExecute")
-    label = section.get("key")
-    if label is not None and (not isinstance(label, str) or not _LABEL_KEY.fullmatch(label)):
-        raise _fail(f"{key}.key", f"{label!r} is not a taint key", "write prefix/name, e.g. nvidia.com/gpu")
-    if operator == "Exists" and section.get("value") is not None:
-        raise _fail(f"{key}.value", "a value with operator Exists", "remove value, or use operator Equal")
-    value = section.get("value")
-    if value is not None and (not isinstance(value, str) or not _is_label_value(value)):
-        raise _fail(f"{key}.value", f"{value!r} is not a taint value", "quote it as a string")
-    return tuple((k, str(section[k] if k != "operator" else operator)) for k in _TOLERATION_KEYS
-                 if (k == "operator" or section.get(k) is not None))
+def _choice(choices: Sequence[str], fix: str | None = None) -> Any:
+    def check(value: Any) -> Any:
+        if value is not None and value not in choices:
+            raise Problem(f"found {value!r}", fix or f"use one of {', '.join(choices)}")
+        return value
+
+    return BeforeValidator(check)
 
 
-def _placement(raw: Any, key: str) -> PlacementSettings:
-    section = _mapping(raw, key)
-    _reject_unknown(section, ("node_selector", "tolerations"), key)
-    tolerations = section.get("tolerations") or []
-    if not isinstance(tolerations, list):
-        raise _fail(f"{key}.tolerations", f"found {type(tolerations).__name__}", "write a list of tolerations")
-    selector = _mapping(section.get("node_selector"), f"{key}.node_selector")
-    pairs = []
-    for label, value in selector.items():
-        where = f"{key}.node_selector.{label}"
-        if not isinstance(label, str) or len(label) > 316 or not _LABEL_KEY.fullmatch(label):
-            raise _fail(where, f"{label!r} is not a node label key", "write prefix/name, e.g. example.com/zone")
-        if not isinstance(value, str) or not _is_label_value(value):
-            raise _fail(where, f"{value!r} is not a label value",
-                        "quote it as a string of letters, digits, '-', '_' and '.' (63 at most)")
-        pairs.append((label, value))
-    return PlacementSettings(
-        tuple(sorted(pairs)), tuple(_toleration(t, f"{key}.tolerations[{i}]") for i, t in enumerate(tolerations))
-    )
+# ---------------------------------------------------------------------------------------------
+# The models: one per object of `atlas:openshift`
 
 
-def _image_settings(raw: Any, key: str, flavour: str) -> ImageSettings:
-    section = _mapping(raw, key)
-    _reject_unknown(section, ("build", "reference", "workdir"), key)
-    reference = None if section.get("reference") is None else _image(section["reference"], f"{key}.reference")
-    workdir = _optional_text(section, "workdir", key)
-    if workdir is not None and not PurePosixPath(workdir).is_absolute():
-        raise _fail(
-            f"{key}.workdir", f"{workdir!r} is relative", "write the image's absolute WORKDIR, e.g. /opt/biggan"
-        )
-    build = None
-    if section.get("build") is not None:
-        build = _image_build(section["build"], f"{key}.build")
-        if flavour != "openshift" and build.builder != LOCAL_BUILDER:
-            raise _fail(
-                f"{key}.build",
-                "a BuildConfig needs OpenShift's build API, and this target's flavour is plain Kubernetes",
-                f"build the image elsewhere and set {key}.reference instead (or, on Atlas's local cluster, whose "
-                f"BuildConfig runner serves that API, set {key}.build.builder: {LOCAL_BUILDER})",
+class ProjectModel(ConfigSection):
+    """The project (OpenShift) or namespace (Kubernetes) the run lives in."""
+
+    create: Bool = Field(
+        True, description="Create the project (a ProjectRequest on OpenShift, a Namespace on Kubernetes) and delete "
+        "it on destroy; false: it exists already (made by the cluster's admins), nothing creates or deletes it.",
+        examples=[False])
+    display_name: Annotated[str, OneLine()] | None = Field(
+        None, description="The ProjectRequest's display name (OpenShift only).", examples=["BigGAN on MOC"])
+    description: Annotated[str, OneLine()] | None = Field(
+        None, description="The ProjectRequest's description (OpenShift only).", examples=["Atlas runs of BigGAN"])
+
+
+class QuotaModel(ConfigSection):
+    """The project's ResourceQuota; a value left out is sized from the workload at its busiest."""
+
+    manage: Bool = Field(
+        True, description="Write the ResourceQuota; false: the cluster's admins own the quota (a project admin may "
+        "not write one), and the values are only checked against the workload.", examples=[False])
+    gpus: Annotated[int, WholeNumber(0)] | None = Field(None, description="GPUs the project may request.", examples=[4])
+    cpu: Annotated[str, _quantity("CPU amount")] | None = Field(
+        None, description="CPU the project may request.", examples=["48"])
+    memory: Annotated[str, _quantity("memory size")] | None = Field(
+        None, description="Memory the project may request.", examples=["256Gi"])
+    storage: Annotated[str, _quantity("storage size")] | None = Field(
+        None, description="Storage the project's claims may request.", examples=["800Gi"])
+    pvcs: Annotated[int, WholeNumber(1)] | None = Field(
+        None, description="Claims the project may hold (Atlas's three and each pvc:// source's).", examples=[5])
+
+
+class VolumeModel(ConfigSection):
+    """One of the run's claims (data, results or logs)."""
+
+    size: Annotated[str, _quantity("storage size")] | None = Field(
+        None, description="The claim's size; default data 200Gi, results 50Gi, logs 5Gi.", examples=["400Gi"])
+    storage_class: KubeSubdomain | None = Field(
+        None, alias="class", description="Its StorageClass; default: storage.class, else the cluster's default.",
+        examples=["ocs-storagecluster-cephfs"])
+    access_mode: Annotated[
+        Literal["ReadWriteMany", "ReadWriteOnce"], _choice(ACCESS_MODES)
+    ] = Field("ReadWriteMany", description="ReadWriteMany or ReadWriteOnce; the data volume must be ReadWriteMany "
+              "(staging and every step mount it, possibly from several nodes).", examples=["ReadWriteOnce"])
+
+
+class StorageModel(ConfigSection):
+    """The run's three claims: data (inputs, staged), results, logs (telemetry and training logs)."""
+
+    storage_class: KubeSubdomain | None = Field(
+        None, alias="class", description="The StorageClass of every claim that names none; default: the cluster's.",
+        examples=["ocs-storagecluster-cephfs"])
+    data: VolumeModel = Field(default_factory=VolumeModel, description="The data claim (ReadWriteMany).")
+    results: VolumeModel = Field(default_factory=VolumeModel, description="The results claim.")
+    logs: VolumeModel = Field(default_factory=VolumeModel, description="The logs and telemetry claim.")
+
+    @model_validator(mode="after")
+    def _data_is_shared(self) -> StorageModel:
+        if self.data.access_mode != "ReadWriteMany":
+            # Staging and every step mount the data volume, possibly from different nodes at once.
+            raise Problem("the data volume must be ReadWriteMany", "remove the key", ".data.access_mode")
+        return self
+
+
+def _product(value: Any) -> Any:
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9._-]{1,63}", value):
+        raise Problem(f"{value!r} is not a node label value", "write it as the node label shows it")
+    return value
+
+
+
+
+class GpuModel(ConfigSection):
+    """The GPUs the steps ask for."""
+
+    product: Annotated[str, BeforeValidator(_product), Field(pattern=r"^[A-Za-z0-9._-]{1,63}$")] = Field(
+        "Tesla-V100-SXM2-32GB", description="The nodes' nvidia.com/gpu.product label value the steps are placed "
+        "by (`oc get nodes -L nvidia.com/gpu.product`); checked against the products Atlas knows unless "
+        "check_product is false; a MIG slice ends -MIG-<profile>.", examples=["NVIDIA-A100-SXM4-40GB"])
+    check_product: Bool = Field(
+        True, description="Refuse a product Atlas does not know (a typo); false for one not listed.",
+        examples=[False])
+
+    @model_validator(mode="after")
+    def _known_product(self) -> GpuModel:
+        if self.check_product and MIG_SUFFIX.sub("", self.product) not in KNOWN_GPU_PRODUCTS:
+            close = difflib.get_close_matches(self.product, KNOWN_GPU_PRODUCTS, n=3)
+            hint = f"did you mean {' or '.join(close)}? " if close else ""
+            raise Problem(
+                f"unknown GPU product {self.product!r}",
+                f"{hint}use the value of the nodes' nvidia.com/gpu.product label "
+                "(`oc get nodes -L nvidia.com/gpu.product`), or set {here}.check_product: false for one not listed",
+                ".product",
             )
-    if build is not None and reference is not None:
-        raise _fail(
-            key, "both build and reference are set", f"keep {key}.build (build on the cluster) or {key}.reference"
-        )
-    if build is None and reference is None:
-        fix = (
-            f"set {key}.build.git_uri (this repository, built by a BuildConfig) or {key}.reference (a pre-built image)"
-            if flavour == "openshift"
-            else f"set {key}.reference to a pre-built image, e.g. quay.io/<org>/atlas-biggan:<tag>"
-        )
-        raise _fail(key, "no image source", fix)
-    return ImageSettings(build=build, reference=reference, workdir=workdir)
+        return self
 
 
-def _image_build(raw: Any, key: str) -> ImageBuild:
-    section = _mapping(raw, key)
-    _reject_unknown(
-        section, ("git_uri", "git_ref", "base_image", "cpu", "memory", "await", "timeout_seconds", "builder"), key
-    )
-    builder = section.get("builder", "openshift")
-    if builder not in ("openshift", LOCAL_BUILDER):
-        raise _fail(f"{key}.builder", f"found {builder!r}",
-                    f"use openshift (the cluster's build controller) or {LOCAL_BUILDER} (Atlas's local stand-in)")
-    git_uri = section.get("git_uri")
-    if not isinstance(git_uri, str) or not GIT_URL_OR_GIT_PROTOCOL.match(git_uri):
-        raise _fail(
-            f"{key}.git_uri",
-            f"found {git_uri!r}",
+
+
+def _toleration_key(value: Any) -> Any:
+    if value is not None and (not isinstance(value, str) or not _LABEL_KEY.fullmatch(value)):
+        raise Problem(f"{value!r} is not a taint key", "write prefix/name, e.g. nvidia.com/gpu")
+    return value
+
+
+def _taint_value(value: Any) -> Any:
+    if value is not None and (not isinstance(value, str) or not _is_label_value(value)):
+        raise Problem(f"{value!r} is not a taint value", "quote it as a string")
+    return value
+
+
+class TolerationModel(ConfigSection):
+    """A taint every pod of the run tolerates."""
+
+    key: Annotated[str, BeforeValidator(_toleration_key)] | None = Field(
+        None, description="The taint's key.", examples=["nvidia.com/gpu"])
+    operator: Annotated[Literal["Equal", "Exists"], _choice(("Equal", "Exists"), "use Equal or Exists")] = Field(
+        "Equal", description="Equal (key and value match) or Exists (the key alone).", examples=["Exists"])
+    value: Annotated[str, BeforeValidator(_taint_value)] | None = Field(
+        None, description="The taint's value (operator Equal only).", examples=["present"])
+    effect: Annotated[
+        Literal["NoSchedule", "PreferNoSchedule", "NoExecute"],
+        _choice(("NoSchedule", "PreferNoSchedule", "NoExecute"), "use NoSchedule, PreferNoSchedule or NoExecute"),
+    ] | None = Field(None, description="The taint's effect; none: every effect.", examples=["NoSchedule"])
+
+    @model_validator(mode="after")
+    def _exists_has_no_value(self) -> TolerationModel:
+        if self.operator == "Exists" and self.value is not None:
+            raise Problem("a value with operator Exists", "remove value, or use operator Equal", ".value")
+        return self
+
+    def pairs(self) -> tuple[tuple[str, str], ...]:
+        given = {"key": self.key, "operator": self.operator, "value": self.value, "effect": self.effect}
+        return tuple((k, str(v)) for k, v in given.items() if v is not None)
+
+
+def _node_selector(value: Any) -> Any:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise Problem(f"expected an object, found {type(value).__name__}", "write it as `key: value` lines")
+    for label, item in value.items():
+        if not isinstance(label, str) or len(label) > 316 or not _LABEL_KEY.fullmatch(label):
+            raise Problem(f"{label!r} is not a node label key", "write prefix/name, e.g. example.com/zone", f".{label}")
+        if not isinstance(item, str) or not _is_label_value(item):
+            raise Problem(f"{item!r} is not a label value",
+                          "quote it as a string of letters, digits, '-', '_' and '.' (63 at most)", f".{label}")
+    return value
+
+
+def _tolerations(value: Any) -> Any:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise Problem(f"found {type(value).__name__}", "write a list of tolerations")
+    return value
+
+
+class PlacementModel(ConfigSection):
+    """Where the run's pods may land."""
+
+    node_selector: Annotated[dict[str, str], BeforeValidator(_node_selector)] = Field(
+        default_factory=dict, description="Node labels every pod of the run must land on (set per pod, so it holds "
+        "on plain Kubernetes too).", examples=[{"atlas.dev/node-kind": "kubelet"}])
+    tolerations: Annotated[list[TolerationModel], BeforeValidator(_tolerations)] = Field(
+        default_factory=list, description="Taints every pod tolerates (a cluster whose only nodes are tainted GPU "
+        "nodes).", examples=[[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]])
+
+
+def _git_uri(value: Any) -> Any:
+    if not isinstance(value, str) or not GIT_URL_OR_GIT_PROTOCOL.match(value):
+        raise Problem(
+            f"found {value!r}",
             "set the git URL of this repository (the build context holds the Containerfile and the sampler)",
         )
-    git_ref = section.get("git_ref", "main")
-    if not isinstance(git_ref, str) or not GIT_REF.match(git_ref) or ".." in git_ref:
-        raise _fail(f"{key}.git_ref", f"{git_ref!r} is not a branch, tag or commit", "write e.g. main or a commit id")
-    base_image = None if section.get("base_image") is None else _image(section["base_image"], f"{key}.base_image")
-    return ImageBuild(
-        git_uri=git_uri,
-        git_ref=git_ref,
-        base_image=base_image,
-        cpu=parse_quantity(section.get("cpu", "2"), f"{key}.cpu", "CPU amount"),
-        # pip installing the BigGAN dependencies over a PyTorch base needs more than a default limit.
-        memory=parse_quantity(section.get("memory", "8Gi"), f"{key}.memory", "memory size"),
-        await_image=_bool(section, "await", key, True),
-        timeout_seconds=_int(section, "timeout_seconds", key, 3600, minimum=60) or 3600,
-        builder=builder,
-    )
+    return value
+
+
+def _git_ref(value: Any) -> Any:
+    if not isinstance(value, str) or not GIT_REF.match(value) or ".." in value:
+        raise Problem(f"{value!r} is not a branch, tag or commit", "write e.g. main or a commit id")
+    return value
+
+
+class ImageBuildModel(ConfigSection):
+    """An OpenShift BuildConfig: this repository at `git_ref`, Docker strategy, into an ImageStream."""
+
+    git_uri: Annotated[str, BeforeValidator(_git_uri), Field(pattern=GIT_URL_OR_GIT_PROTOCOL.pattern)] = Field(
+        description="The git URL of this repository, as the cluster's build controller clones it (https://, "
+        "ssh://, git:// or git@).", examples=["https://github.com/example/atlas.git"])
+    git_ref: Annotated[str, BeforeValidator(_git_ref), Field(pattern=GIT_REF.pattern)] = Field(
+        "main", description="The branch, tag or commit built; the build takes the repository as committed.",
+        examples=["main"])
+    base_image: ImageReference | None = Field(
+        None, description="The Containerfile's BASE_IMAGE build argument; default: the Containerfile's own.",
+        examples=["quay.io/example/pytorch:2.3-cuda12"])
+    cpu: Annotated[str, _quantity("CPU amount")] = Field("2", description="The build pod's CPU.", examples=["4"])
+    # pip installing the BigGAN dependencies over a PyTorch base needs more than a default limit.
+    memory: Annotated[str, _quantity("memory size")] = Field(
+        "8Gi", description="The build pod's memory.", examples=["16Gi"])
+    await_image: Bool = Field(
+        True, alias="await", description="Wait in `pulumi up` until the build pushed its image; the Jobs then "
+        "pull it by digest.", examples=[False])
+    timeout_seconds: Annotated[int, WholeNumber(60)] = Field(
+        3600, description="How long the build may take.", examples=[7200])
+    builder: Annotated[
+        Literal["openshift", "atlas-local"],
+        _choice(("openshift", LOCAL_BUILDER),
+                f"use openshift (the cluster's build controller) or {LOCAL_BUILDER} (Atlas's local stand-in)"),
+    ] = Field("openshift", description="Who serves build.openshift.io: OpenShift's build controller, or "
+              "atlas-local, the local environment's stand-in (which a plain Kubernetes target may use).",
+              examples=[LOCAL_BUILDER])
+
+
+def _absolute(value: Any) -> Any:
+    if value is not None and not PurePosixPath(value).is_absolute():
+        raise Problem(f"{value!r} is relative", "write the image's absolute WORKDIR, e.g. /opt/biggan")
+    return value
+
+
+class ImageModel(ConfigSection):
+    """The steps' image: built on the cluster (build) or pre-built (reference), exactly one."""
+
+    build: ImageBuildModel | None = Field(None, description="Build the image on the cluster (OpenShift's "
+                                          "BuildConfig, or the local environment's stand-in).")
+    reference: ImageReference | None = Field(
+        None, description="A pre-built image (registry/path:tag or @sha256:digest).",
+        examples=["quay.io/example/atlas-biggan:1"])
+    workdir: Annotated[str, OneLine(), AfterValidator(_absolute)] | None = Field(
+        None, description="The image's WORKDIR, absolute; default /opt/<workload name>.", examples=["/opt/biggan"])
+
+
+def _https(value: Any) -> Any:
+    if value is not None and urlsplit(value).scheme not in ("http", "https"):
+        raise Problem(f"{value!r} is not an http(s) URL", "write https://s3.example.org")
+    return value
+
+
+class S3Model(ConfigSection):
+    """How s3:// data sources are fetched."""
+
+    endpoint: Annotated[str, OneLine(), AfterValidator(_https)] | None = Field(
+        None, description="The S3 endpoint; default AWS's.", examples=["https://s3.example.org"])
+    credentials_secret: KubeSubdomain | None = Field(
+        None, description="A Secret in the project with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; none: "
+        "anonymous reads.", examples=["s3-credentials"])
+    image: ImageReference = Field(DEFAULT_S3_IMAGE, description="The image of the s3:// staging Job (the AWS CLI).",
+                                  examples=[DEFAULT_S3_IMAGE])
+
+
+def _source_url(value: Any) -> Any:
+    if not isinstance(value, str) or not value or any(c.isspace() for c in value):
+        # The type only: whatever was pasted here (a key, say) is not echoed.
+        raise Problem(f"expected a URL, found {type(value).__name__ if not isinstance(value, str) else 'text'}",
+                      "write pvc://<claim>/<path>, https://... or s3://<bucket>/<key>")
+    try:
+        parse_data_source("", value, "")
+    except OpenShiftSettingsError as error:
+        raise relative(error) from None
+    return value
+
+
+def _sources(value: Any) -> Any:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise Problem(f"expected an object, found {type(value).__name__}", "write it as `input: url` lines")
+    for name in value:
+        if not is_dns_label(name):
+            raise Problem(
+                f"{name!r} is not a valid Kubernetes name",
+                f"use at most {DNS_LABEL_MAX} lower-case letters, digits and '-', starting and ending with a letter "
+                "or digit", f".{name}")
+    return value
+
+
+class DataModel(ConfigSection):
+    """Where the workload's data inputs come from, staged into the data claim before the first step."""
+
+    sources: Annotated[dict[str, Annotated[str, BeforeValidator(_source_url)]], BeforeValidator(_sources)] = Field(
+        default_factory=dict, description="Each workload data input's source: pvc://<claim>/<path> (a claim in "
+        "the project), https://... or s3://<bucket>/<key>.",
+        examples=[{"imagenet-train": "pvc://imagenet/ILSVRC2012/train"}])
+    s3: S3Model = Field(default_factory=S3Model, description="How s3:// sources are fetched.")
+    image: ImageReference | None = Field(
+        None, description="The image staging pvc:// and http(s):// sources; default: the workload's (it has Python).",
+        examples=["registry.access.redhat.com/ubi9/python-311"])
+    # ImageNet's 150 GB over a slow link: a day; also how long `pulumi up` waits for staging.
+    timeout_seconds: Annotated[int, WholeNumber(60)] = Field(
+        86400, description="How long staging may take (and `pulumi up` waits).", examples=[3600])
+
+
+class PipelineModel(ConfigSection):
+    """How the steps run as Jobs."""
+
+    # 0: a failed step is looked at, not re-run; BigGAN's main.py without --resume deletes its logs.
+    backoff_limit: Annotated[int, WholeNumber(0, MAX_BACKOFF_LIMIT)] = Field(
+        0, description="Retries of a failed step (each a new pod); 0: a failure is looked at, not re-run.",
+        examples=[2])
+    shm_size: Annotated[str, _quantity("memory size")] | None = Field(
+        None, description="The shared memory (/dev/shm) of each step (it counts as memory); default a quarter of "
+        "the step's memory, "
+        "at most 16Gi.", examples=["16Gi"])
+    await_last_step: Bool = Field(
+        False, description="`pulumi up` waits for the last step too (the others it always waits for).",
+        examples=[True])
+
+
+class MonitorModel(ConfigSection):
+    """The live monitor: a Deployment, a Service and a Route (OpenShift) or Ingress."""
+
+    enabled: Bool = Field(True, description="Run the monitor.", examples=[False])
+    await_ready: Bool = Field(
+        True, alias="await", description="Wait for it to be ready; false on clusters that cannot make pods Ready "
+        "(KWOK) or fill an Ingress status.", examples=[False])
+    host: KubeSubdomain | None = Field(
+        None, description="The Route's or Ingress's host; default: the cluster's.", examples=["atlas.apps.example.org"])
+    ingress_class: KubeSubdomain | None = Field(
+        None, description="The Ingress's class (plain Kubernetes).", examples=["nginx"])
+    image: ImageReference | None = Field(
+        None, description="The monitor's image; default the workload's (it has Python).",
+        examples=["registry.access.redhat.com/ubi9/python-311"])
+    proxy_image: ImageReference | None = Field(
+        None, description="OpenShift only: the oauth-proxy sidecar's image; default "
+        "quay.io/openshift/origin-oauth-proxy:4.16.", examples=["mirror.example/oauth-proxy:4.16"])
+
+
+def _flavour(value: Any) -> Any:
+    if value not in ("kubernetes", "openshift"):
+        raise Problem(f"expected one of kubernetes, openshift, found {value!r}", "use openshift or kubernetes")
+    return value
+
+
+class OpenShiftSettingsModel(ConfigSection):
+    """`atlas:openshift`: the OpenShift (or plain Kubernetes) side: which cluster and project, how the run uses them."""
+
+    enabled: Bool = Field(True, description="false: the section is not read and no OpenShift side is built.",
+                          examples=[False])
+    flavour: Annotated[
+        Literal["openshift", "kubernetes"],
+        BeforeValidator(_flavour),
+    ] = Field("openshift", description="openshift (ProjectRequest, BuildConfig, Route, oauth-proxy) or kubernetes "
+              "(Namespace, Ingress, a pre-built image).", examples=["kubernetes"])
+    namespace: KubeName | None = Field(
+        None, description="The project (namespace) the run lives in.", examples=["biggan-atlas"])
+    kubeconfig: Annotated[str, OneLine()] | None = Field(
+        None, description="The cluster's kubeconfig, relative to the project folder; default: KUBECONFIG, else "
+        "~/.kube/config.", examples=["~/.kube/config"])
+    context: Annotated[str, OneLine()] | None = Field(
+        None, description="The kubeconfig context; default: its current one (`oc login` writes "
+        "<namespace>/<api-host>:6443/<user>).", examples=["biggan/api-moc-example-org:6443/alex"])
+    insecure_skip_tls_verify: Bool = Field(
+        False, description="Accept a cluster whose kubeconfig entry skips TLS verification (refused otherwise).",
+        examples=[True])
+    project: ProjectModel = Field(default_factory=ProjectModel, description="The project itself.")
+    quota: QuotaModel = Field(default_factory=QuotaModel, description="The project's ResourceQuota.")
+    storage: StorageModel = Field(default_factory=StorageModel, description="The run's claims.")
+    gpu: GpuModel = Field(default_factory=GpuModel, description="The GPUs the steps ask for.")
+    image: ImageModel = Field(default_factory=ImageModel, description="The steps' image.")
+    data: DataModel = Field(default_factory=DataModel, description="The data inputs' sources.")
+    pipeline: PipelineModel = Field(default_factory=PipelineModel, description="How the steps run as Jobs.")
+    monitor: MonitorModel = Field(default_factory=MonitorModel, description="The live monitor.")
+    placement: PlacementModel = Field(default_factory=PlacementModel, description="Where the pods may land.")
+
+    @model_validator(mode="after")
+    def _fits_the_flavour(self) -> OpenShiftSettingsModel:
+        if self.flavour != "openshift" and (self.project.display_name or self.project.description):
+            raise Problem("display_name and description belong to an OpenShift ProjectRequest",
+                          "remove them for a plain Kubernetes target", ".project")
+        build, reference = self.image.build, self.image.reference
+        if build is not None and self.flavour != "openshift" and build.builder != LOCAL_BUILDER:
+            raise Problem(
+                "a BuildConfig needs OpenShift's build API, and this target's flavour is plain Kubernetes",
+                "build the image elsewhere and set {here}.image.reference instead (or, on Atlas's local cluster, whose "
+                f"BuildConfig runner serves that API, set {{here}}.image.build.builder: {LOCAL_BUILDER})",
+                ".image.build",
+            )
+        if build is not None and reference is not None:
+            raise Problem("both build and reference are set",
+                          "keep {here}.image.build (build on the cluster) or {here}.image.reference", ".image")
+        if build is None and reference is None:
+            fix = ("set {here}.image.build.git_uri (this repository, built by a BuildConfig) or "
+                   "{here}.image.reference (a pre-built image)" if self.flavour == "openshift"
+                   else "set {here}.image.reference to a pre-built image, e.g. quay.io/<org>/atlas-biggan:<tag>")
+            raise Problem("no image source", fix, ".image")
+        if self.monitor.proxy_image is not None and self.flavour != "openshift":
+            raise Problem(
+                "the oauth-proxy sidecar logs users in through OpenShift's OAuth server, which plain Kubernetes "
+                "has not",
+                "remove it (on Kubernetes the monitor is read through the API server's service proxy)",
+                ".monitor.proxy_image")
+        return self
+
+    def settings(self, key_prefix: str) -> OpenShiftSettings:
+        """The frozen dataclasses the components take, built from the validated model."""
+        storage = self.storage
+        volumes = {
+            role: VolumeSettings(
+                size=parse_quantity(volume.size or DEFAULT_SIZES[role], f"{key_prefix}.storage.{role}.size"),
+                storage_class=volume.storage_class or storage.storage_class,
+                access_mode=volume.access_mode,
+            )
+            for role, volume in (("data", storage.data), ("results", storage.results), ("logs", storage.logs))
+        }
+        build = self.image.build
+        monitor = self.monitor
+        return OpenShiftSettings(
+            flavour=self.flavour,
+            project=ProjectSettings(self.project.create, self.project.display_name, self.project.description),
+            quota=QuotaSettings(
+                manage=self.quota.manage, gpus=self.quota.gpus, cpu=_optional_quantity(self.quota.cpu),
+                memory=_optional_quantity(self.quota.memory), storage=_optional_quantity(self.quota.storage),
+                pvcs=self.quota.pvcs,
+            ),
+            storage=StorageSettings(**volumes),
+            gpu=GpuSettings(product=self.gpu.product),
+            image=ImageSettings(
+                build=None if build is None else ImageBuild(
+                    git_uri=build.git_uri, git_ref=build.git_ref, base_image=build.base_image,
+                    cpu=parse_quantity(build.cpu, "cpu"), memory=parse_quantity(build.memory, "memory"),
+                    await_image=build.await_image, timeout_seconds=build.timeout_seconds, builder=build.builder,
+                ),
+                reference=self.image.reference,
+                workdir=self.image.workdir,
+            ),
+            data=DataSettings(
+                sources=tuple(parse_data_source(name, url, name) for name, url in self.data.sources.items()),
+                s3=S3Settings(self.data.s3.endpoint, self.data.s3.credentials_secret, self.data.s3.image),
+                image=self.data.image,
+                timeout_seconds=self.data.timeout_seconds,
+            ),
+            pipeline=PipelineSettings(
+                self.pipeline.backoff_limit, _optional_quantity(self.pipeline.shm_size), self.pipeline.await_last_step
+            ),
+            monitor=MonitorSettings(
+                enabled=monitor.enabled, await_ready=monitor.await_ready, host=monitor.host,
+                ingress_class=monitor.ingress_class, image=monitor.image,
+                **({} if monitor.proxy_image is None else {"proxy_image": monitor.proxy_image}),
+            ),
+            key_prefix=key_prefix,
+            placement=PlacementSettings(
+                tuple(sorted(self.placement.node_selector.items())),
+                tuple(t.pairs() for t in self.placement.tolerations),
+            ),
+        )
+
+
+class OpenShiftModel(OpenShiftSettingsModel):
+    """`atlas:openshift` as a stack gives it: the settings and the target, whose namespace is required."""
+
+    namespace: KubeName = Field(description="The project (namespace) the run lives in.", examples=["biggan-atlas"])
+
+
+def _optional_quantity(text: str | None) -> Quantity | None:
+    return None if text is None else parse_quantity(text, "quantity")
 
 
 def parse_data_source(input_name: str, url: Any, key: str) -> DataSource:
@@ -375,102 +676,18 @@ def parse_data_source(input_name: str, url: Any, key: str) -> DataSource:
     )
 
 
-def _data(raw: Any, key: str) -> DataSettings:
-    section = _mapping(raw, key)
-    _reject_unknown(section, ("sources", "s3", "image", "timeout_seconds"), key)
-    sources_key = f"{key}.sources"
-    sources = []
-    for input_name, url in _mapping(section.get("sources"), sources_key).items():
-        item_key = f"{sources_key}.{input_name}"
-        _fields.kubernetes_name(input_name, item_key)
-        sources.append(parse_data_source(str(input_name), url, item_key))
-    s3_key = f"{key}.s3"
-    s3_section = _mapping(section.get("s3"), s3_key)
-    _reject_unknown(s3_section, ("endpoint", "credentials_secret", "image"), s3_key)
-    endpoint = _optional_text(s3_section, "endpoint", s3_key)
-    if endpoint is not None and urlsplit(endpoint).scheme not in ("http", "https"):
-        raise _fail(f"{s3_key}.endpoint", f"{endpoint!r} is not an http(s) URL", "write https://s3.example.org")
-    s3 = S3Settings(
-        endpoint=endpoint,
-        credentials_secret=_optional_name(s3_section, "credentials_secret", s3_key),
-        image=_image(s3_section.get("image", DEFAULT_S3_IMAGE), f"{s3_key}.image"),
-    )
-    image = None if section.get("image") is None else _image(section["image"], f"{key}.image")
-    return DataSettings(
-        sources=tuple(sources),
-        s3=s3,
-        image=image,
-        # ImageNet's 150 GB over a slow link: a day; also how long `pulumi up` waits for staging.
-        timeout_seconds=_int(section, "timeout_seconds", key, 86400, minimum=60) or 86400,
-    )
-
-
-def _pipeline(raw: Any, key: str) -> PipelineSettings:
-    section = _mapping(raw, key)
-    _reject_unknown(section, ("backoff_limit", "shm_size", "await_last_step"), key)
-    return PipelineSettings(
-        # 0: a failed step is looked at, not re-run; BigGAN's main.py without --resume deletes its logs.
-        # A failed step retried more than this is a loop, not resilience (each retry is a new pod).
-        backoff_limit=_int(section, "backoff_limit", key, 0, minimum=0, maximum=MAX_BACKOFF_LIMIT) or 0,
-        shm_size=_optional_quantity(section, "shm_size", key, "memory size"),
-        await_last_step=_bool(section, "await_last_step", key, False),
-    )
-
-
-def _monitor(raw: Any, key: str, flavour: str) -> MonitorSettings:
-    section = _mapping(raw, key)
-    _reject_unknown(section, ("enabled", "await", "host", "ingress_class", "image", "proxy_image"), key)
-    host = section.get("host")
-    if host is not None:
-        _fields.kubernetes_name(host, f"{key}.host", subdomain=True)
-    proxy_image = section.get("proxy_image")
-    if proxy_image is not None and flavour != "openshift":
-        raise _fail(
-            f"{key}.proxy_image",
-            "the oauth-proxy sidecar logs users in through OpenShift's OAuth server, which plain Kubernetes has not",
-            "remove it (on Kubernetes the monitor is read through the API server's service proxy)",
-        )
-    return MonitorSettings(
-        enabled=_bool(section, "enabled", key, True),
-        await_ready=_bool(section, "await", key, True),
-        host=host,
-        ingress_class=_optional_name(section, "ingress_class", key),
-        image=None if section.get("image") is None else _image(section["image"], f"{key}.image"),
-        **({} if proxy_image is None else {"proxy_image": _image(proxy_image, f"{key}.proxy_image")}),
-    )
-
-
 def parse_openshift_settings(raw: Mapping[str, Any], key_prefix: str, flavour: str | None = None) -> OpenShiftSettings:
-    """Validate the OpenShift settings in `raw` (the `atlas:openshift` object; the target's own
-    keys, TARGET_KEYS, are left to infra/config.py). `key_prefix` starts every key in messages,
-    e.g. "atlas:openshift". `flavour` defaults to raw's `flavour`, as config.py reads it."""
-    section = _mapping(raw, key_prefix)
-    _reject_unknown(section, SETTINGS_KEYS | TARGET_KEYS, key_prefix)
+    """Validate the OpenShift settings in `raw` (the `atlas:openshift` object, its target's keys
+    allowed beside them) by `OpenShiftSettingsModel`. `key_prefix` starts every key in messages,
+    e.g. "atlas:openshift". `flavour` defaults to raw's `flavour`."""
     # The example file (stacks/Pulumi.openshift-gpu.yaml) says above each placeholder how to fill it.
-    _fields.reject_placeholders(section, key_prefix, "set it for your cluster (the comment above it says how)")
-    flavour = flavour or section.get("flavour", "openshift")
-    if flavour not in ("openshift", "kubernetes"):
-        raise _fail(f"{key_prefix}.flavour", f"found {flavour!r}", "use openshift or kubernetes")
-    project = _project(section.get("project"), f"{key_prefix}.project")
-    if flavour != "openshift" and (project.display_name or project.description):
-        raise _fail(
-            f"{key_prefix}.project",
-            "display_name and description belong to an OpenShift ProjectRequest",
-            "remove them for a plain Kubernetes target",
-        )
-    return OpenShiftSettings(
-        flavour=flavour,
-        project=project,
-        quota=_quota(section.get("quota"), f"{key_prefix}.quota"),
-        storage=_storage(section.get("storage"), f"{key_prefix}.storage"),
-        gpu=_gpu(section.get("gpu"), f"{key_prefix}.gpu"),
-        image=_image_settings(section.get("image"), f"{key_prefix}.image", flavour),
-        data=_data(section.get("data"), f"{key_prefix}.data"),
-        pipeline=_pipeline(section.get("pipeline"), f"{key_prefix}.pipeline"),
-        monitor=_monitor(section.get("monitor"), f"{key_prefix}.monitor", flavour),
-        key_prefix=key_prefix,
-        placement=_placement(section.get("placement"), f"{key_prefix}.placement"),
-    )
+    if isinstance(raw, Mapping):
+        reject_placeholders(raw, key_prefix, OpenShiftSettingsError,
+                            "set it for your cluster (the comment above it says how)")
+        if flavour is not None:
+            raw = {**raw, "flavour": flavour}
+    model = validate_section(OpenShiftSettingsModel, raw, key_prefix, OpenShiftSettingsError)
+    return model.settings(key_prefix)
 
 
 def openshift_settings(flavour: str, **keys: Any) -> OpenShiftSettings:

@@ -72,6 +72,14 @@ class LsfScheduler(Scheduler):
         "-w": "Atlas chains the steps with dependencies of its own",
     }
     legacy_option_keys: ClassVar[tuple[str, ...]] = (LEGACY_MEMORY_UNIT,)
+    option_help: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "memory_unit": (
+            f"The unit of the cluster's memory limits (LSF_UNIT_FOR_LIMITS, `bparams -a`): one of "
+            f"{', '.join(MEMORY_UNIT_MIB)}; default {DEFAULT_MEMORY_UNIT}. Older spelling: {LEGACY_MEMORY_UNIT} beside "
+            "scheduler_options.",
+            "GB",
+        ),
+    }
     backfill_unsupported: ClassVar[str] = (
         "preemption is a queue the site defines (PREEMPTION=PREEMPTABLE in lsb.queues)"
     )
@@ -91,7 +99,7 @@ class LsfScheduler(Scheduler):
     ) -> dict[str, str]:
         """`memory_unit`: the unit of the cluster's memory limits (LSF_UNIT_FOR_LIMITS), MB by
         default; `lsf_memory_unit` beside `scheduler_options` is its older spelling."""
-        section = options_section(options, key, ("memory_unit",), cls.label)
+        section = options_section(options, key, tuple(cls.option_help), cls.label)
         given, older = section.get("memory_unit"), (legacy or {}).get(LEGACY_MEMORY_UNIT)
         fix = "use the cluster's LSF_UNIT_FOR_LIMITS (bparams -a | grep LSF_UNIT_FOR_LIMITS)"
         for where, unit in ((option_key(key, "memory_unit"), given), (f"{key}.{LEGACY_MEMORY_UNIT}", older)):
