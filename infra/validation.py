@@ -61,22 +61,6 @@ def config_path(value: str, project_dir: Path | None) -> Path:
     return path if path.is_absolute() or project_dir is None else project_dir / path
 
 
-def find_placeholder(value: Any, key: str) -> tuple[str, str] | None:
-    """The first example placeholder (`REPLACE_WITH_...`) in `value`, searched through objects
-    and lists: (the full key where it stands, the placeholder), or None."""
-    if isinstance(value, str):
-        return (key, value) if PLACEHOLDER in value else None
-    items: Any = ()
-    if isinstance(value, Mapping):
-        items = ((f"{key}.{name}", item) for name, item in value.items())
-    elif isinstance(value, list):
-        items = ((f"{key}[{index}]", item) for index, item in enumerate(value))
-    for item_key, item in items:
-        found = find_placeholder(item, item_key)
-        if found is not None:
-            return found
-    return None
-
 
 class Fields(Generic[ErrorT]):
     """Section readers that raise `error(f"{key}: {problem}; {fix}")`."""
@@ -106,18 +90,6 @@ class Fields(Generic[ErrorT]):
         if not self.boolean(section, "enabled", key, True):
             return None
         return section
-
-    def reject_placeholders(self, value: Any, key: str, fix: str | None = None) -> None:
-        """Refuse an example file's `REPLACE_WITH_...` left anywhere in `value`; the default fix
-        is the `pulumi config set` line for the key where it stands."""
-        found = find_placeholder(value, key)
-        if found is not None:
-            where, placeholder = found
-            raise self.fail(
-                where,
-                f"still the example's placeholder {placeholder}",
-                fix or f"pulumi config set --path {where} <value>",
-            )
 
     def kubernetes_name(self, value: Any, key: str, *, subdomain: bool = False) -> str:
         """A DNS label (namespace, Job, step) or, with `subdomain`, a DNS subdomain (claim, host)."""

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from infra.validation import Fields, config_path, find_placeholder, is_dns_label
+from infra.config_schema import find_placeholder, reject_placeholders
+from infra.validation import Fields, config_path, is_dns_label
 
 
 class DemoError(ValueError):
@@ -106,13 +107,13 @@ def test_placeholders_are_found_where_they_stand(value: Any, found: tuple[str, s
 
 def test_a_placeholder_names_its_key_and_the_config_line() -> None:
     with pytest.raises(DemoError) as caught:
-        FIELDS.reject_placeholders({"user": "REPLACE_WITH_USER"}, "atlas:demo")
+        reject_placeholders({"user": "REPLACE_WITH_USER"}, "atlas:demo", DemoError)
     assert str(caught.value) == (
         "atlas:demo.user: still the example's placeholder REPLACE_WITH_USER; "
-        "pulumi config set --path atlas:demo.user <value>"
+        "set it with `pulumi config set --path atlas:demo.user ...`"
     )
     with pytest.raises(DemoError, match=r"REPLACE_WITH_USER; ask the admins$"):
-        FIELDS.reject_placeholders({"user": "REPLACE_WITH_USER"}, "atlas:demo", "ask the admins")
+        reject_placeholders({"user": "REPLACE_WITH_USER"}, "atlas:demo", DemoError, "ask the admins")
 
 
 @pytest.mark.parametrize(
