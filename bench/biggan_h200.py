@@ -4,7 +4,7 @@
 
 Runs on the machine with the GPU (scripts/biggan-device-run sends it there). Every step is
 run as the OpenShift Job's container runs it (infra/openshift/manifests/step_jobs.py): the image's
-entrypoint (workloads/biggan/entrypoint.sh), then the telemetry sampler, then the step's own
+entrypoint (infra/telemetry/entrypoint.sh), then the telemetry sampler, then the step's own
 argv from workloads/biggan/workload.yaml rendered for `--environment` (the `h200` overrides),
 in the BigGAN checkout, with the step's env, PYTHONPATH at Atlas (the image's /opt/atlas) and
 HOME at the checkout (the image's HOME). What differs from a pod, and why:
@@ -57,7 +57,7 @@ from infra.workload.options import last_values  # noqa: E402
 from infra.workload.render import render_step, sampled_argv  # noqa: E402
 from infra.workload_source import MARKER, Materialized, SourceError, materialize, sha256_file  # noqa: E402
 
-ENTRYPOINT = REPO / "workloads" / "biggan" / "entrypoint.sh"
+ENTRYPOINT = REPO / "infra" / "telemetry" / "entrypoint.sh"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 START = time.monotonic()
 

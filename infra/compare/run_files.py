@@ -26,6 +26,7 @@ from infra.compare.records import (
 from infra.compare.remote_files import RemoteFile, RemoteFiles
 from infra.compare.telemetry import load_sampler_telemetry
 from infra.compare.training import training_log_from_text
+from infra.telemetry.bundle import UNSAMPLED_SUFFIX, unsampled_path
 from infra.telemetry.columns import SUFFIX as COLUMN_SUFFIX
 from infra.telemetry.columns import columns_path
 from infra.telemetry.parsers import ParseError
@@ -43,7 +44,7 @@ def collect_telemetry(
         remote = posixpath.join(telemetry_dir, f"{step}.jsonl")
         local = raw_dir / f"telemetry-{step}.jsonl"
         if not files.fetch(remote, local):
-            telemetry[step] = Missing(f"not measured: no {remote} {where} (the job did not start the sampler)")
+            telemetry[step] = _unsampled(step, remote, files, raw_dir, where)
             continue
         # The sampler's binary rows beside it, where it wrote them: the same columns, read in one go.
         rows_local = raw_dir / f"telemetry-{step}{COLUMN_SUFFIX}"
@@ -53,6 +54,17 @@ def collect_telemetry(
         if columns.argv:
             argv[step] = columns.argv
     return telemetry, argv
+
+
+def _unsampled(step: str, remote: str, files: RemoteFiles, raw_dir: Path, where: str) -> Missing:
+    """Why a step has no telemetry: what the entrypoint wrote where it ran the step unsampled (an
+    image without python3: infra/telemetry/entrypoint.sh), else that the sampler never started."""
+    marker = unsampled_path(remote)
+    local = raw_dir / f"telemetry-{step}{UNSAMPLED_SUFFIX}"
+    if files.fetch(marker, local):
+        reason = " ".join(local.read_text(errors="replace").split())[:300] or "the step ran without the sampler"
+        return Missing(f"not measured: {reason} ({marker} {where})")
+    return Missing(f"not measured: no {remote} {where} (the job did not start the sampler)")
 
 
 def collect_logs(

@@ -20,18 +20,8 @@ import pulumi
 from infra.hpc.job_script import JOBS_DIR, PYTHON_DIR, StepScript
 from infra.hpc.providers import BatchJob, BatchJobCompletion, StagedFiles
 from infra.hpc.scheduler import Scheduler
+from infra.telemetry.bundle import SAMPLER_FILES, sampler_file
 from infra.workload.model import Workload
-
-_INFRA_DIR = Path(__file__).resolve().parents[1]
-# The sampler and what it imports: stdlib only, so any python3 on the cluster runs it.
-TELEMETRY_FILES = (
-    "__init__.py",
-    "telemetry/__init__.py",
-    "telemetry/sampler.py",
-    "telemetry/gpu.py",
-    "telemetry/procfs.py",
-    "telemetry/columns.py",
-)
 
 
 @dataclass(frozen=True)
@@ -53,7 +43,8 @@ def staged_file_entries(
     ]
     local = list(extra_files)
     if telemetry:
-        local += [StagedFile(_INFRA_DIR / f, f"{PYTHON_DIR}/infra/{f}") for f in TELEMETRY_FILES]
+        # The sampler and what it imports: stdlib only, so any python3 on the cluster runs it.
+        local += [StagedFile(sampler_file(f), f"{PYTHON_DIR}/infra/{f}") for f in SAMPLER_FILES]
     for item in local:
         if not item.source.is_file():
             raise error(f"extra_files: {item.source} is not a file; stage files, not directories")

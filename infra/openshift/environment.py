@@ -25,7 +25,14 @@ from infra.openshift.manifests.labels import MANAGED_BY, SKIP_AWAIT, RunIdentity
 from infra.openshift.manifests.network import network_policies
 from infra.openshift.manifests.pods import PodContext
 from infra.openshift.manifests.project import limit_range_spec, project_request, pvc_spec, quota_hard, service_account
-from infra.openshift.manifests.volumes import VOLUME_ROLES, Claims, SourceVolume, source_config_map_data, volume_path
+from infra.openshift.manifests.volumes import (
+    VOLUME_ROLES,
+    Claims,
+    SourceVolume,
+    source_config_map_data,
+    tools_config_map_name,
+    volume_path,
+)
 from infra.openshift.monitor import RunMonitor, RunMonitorArgs
 from infra.openshift.objects import KubernetesObject
 from infra.openshift.pipeline import TrainingPipeline, TrainingPipelineArgs
@@ -34,11 +41,15 @@ from infra.openshift.settings_parser import check_workload_fits
 from infra.openshift.staging import DataStaging, DataStagingArgs
 from infra.openshift.target import KubernetesTarget
 from infra.outputs import FilesAt, KubernetesOutputs, KubeStep
+from infra.telemetry.bundle import pod_tools
 from infra.workload.model import Workload
 from infra.workload.render import RenderedStep, render_steps, requested_gpus
 
 # The key of this side in a workload definition's `overrides`.
 ENVIRONMENT = "openshift"
+# Off OpenShift, the UID the pods of an image Atlas did not build run as, in group 0 (Atlas's own
+# images' USER): OpenShift would give them an arbitrary one; plain Kubernetes none but the image's.
+ANY_IMAGE_UID = 1001
 
 
 @dataclass
@@ -173,8 +184,10 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
             node_selector=dict(settings.placement.node_selector),
             tolerations=settings.placement.toleration_list(),
             source=self._source_volume(name, workload, identity, child),
+            tools=self._tools_volume(name, settings, identity, child),
+            run_as_uid=ANY_IMAGE_UID if settings.image.reference is not None and not settings.is_openshift else None,
         )
-        before_pods = [*constraints, *self.image.ready]
+        before_pods = [*constraints, *self.image.ready, *self.tools_ready]
         # The Jobs' completions reach the API server as the provider does.
         access = self.access.completion
         self.staging = DataStaging(
@@ -324,3 +337,35 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(replace_on_changes=["binaryData"])),
         )
         return SourceVolume(self.source_config_map.metadata.name, items)
+
+    def _tools_volume(
+        self, name: str, settings: OpenShiftSettings, identity: RunIdentity, child: pulumi.ResourceOptions
+    ) -> SourceVolume | None:
+        """For an image Atlas did not build (`image.reference`): Atlas's entrypoint and sampler in one
+        ConfigMap, mounted into each step (TOOLS_DIR, manifests/volumes.py). Atlas's own images carry
+        both, built in from this repository, and their Jobs are as before.
+
+        Named exactly, so the Jobs name it the same whatever it holds: a newer Atlas's sampler
+        replaces the ConfigMap (deleted first, as its name is taken), never the Jobs, so an upgrade
+        does not run a finished pipeline again; a step's pod started later mounts the new one."""
+        self.tools_ready: list[pulumi.Resource] = []
+        if settings.image.reference is None:
+            return None
+        data, items = source_config_map_data(pod_tools())
+        self.tools_config_map = k8s.core.v1.ConfigMap(
+            f"{name}-atlas-tools",
+            metadata={
+                "name": tools_config_map_name(identity),
+                "namespace": self.namespace,
+                "labels": identity.labels("atlas-tools"),
+            },
+            binary_data=data,
+            immutable=True,
+            opts=pulumi.ResourceOptions.merge(
+                child, pulumi.ResourceOptions(replace_on_changes=["binaryData"], delete_before_replace=True)
+            ),
+        )
+        # The name as written, not the resource's output: while a replacement is planned that output
+        # is unknown, and the Jobs would show as changing in the preview. They wait for it instead.
+        self.tools_ready.append(self.tools_config_map)
+        return SourceVolume(tools_config_map_name(identity), items)

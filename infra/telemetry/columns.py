@@ -76,7 +76,8 @@ def read_header(prefix: bytes) -> tuple[tuple[str, ...], int] | None:
 
 def _number(block: Any, field: str) -> float:
     value = block.get(field) if isinstance(block, Mapping) else None
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    # A tuple, not `int | float`: the sampler runs under Python 3.8 too.
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return NAN
     return float(value)
 

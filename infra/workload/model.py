@@ -73,7 +73,7 @@ class Build:
 # The image a workload without a `build` section runs in (a folder source): Python 3, a POSIX
 # shell and coreutils, the telemetry sampler and the entrypoint; the folder arrives beside it.
 RUNTIME_BUILD = Build(
-    context=".", containerfile="workloads/runtime/Containerfile", entrypoint="workloads/biggan/entrypoint.sh"
+    context=".", containerfile="workloads/runtime/Containerfile", entrypoint="infra/telemetry/entrypoint.sh"
 )
 
 

@@ -106,6 +106,13 @@ def with_sampler(
     )
 
 
+def entrypoint_sampled(argv: Sequence[str], out: str, interval_seconds: float, step: str) -> tuple[str, ...]:
+    """A step's argv as Atlas's entrypoint takes it in an image Atlas did not build
+    (infra/telemetry/entrypoint.sh): `--sample OUT INTERVAL STEP -- argv`; the entrypoint runs the
+    sampler under the image's python3, or the argv alone where there is none."""
+    return ("--sample", out, f"{interval_seconds:g}", step, "--", *argv)
+
+
 def sampled_argv(workload: Workload, rendered: RenderedStep, interval_seconds: float | None = None) -> tuple[str, ...]:
     """A step's argv wrapped by the sampler as a Job's container runs it (infra/openshift/manifests/step_jobs.py):
     `python3 -m infra.telemetry.sampler --out <telemetry>/<step>.jsonl --interval N --step <step> -- argv`."""

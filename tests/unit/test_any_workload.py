@@ -26,7 +26,7 @@ from infra.workload.render import report_output
 
 REPO = Path(__file__).resolve().parents[2]
 WORDFREQ = REPO / "workloads" / "wordfreq"
-ENTRYPOINT = REPO / "workloads" / "biggan" / "entrypoint.sh"
+ENTRYPOINT = REPO / "infra" / "telemetry" / "entrypoint.sh"
 
 
 def folder_definition() -> dict[str, Any]:

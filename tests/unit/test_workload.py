@@ -27,7 +27,7 @@ def minimal() -> dict[str, Any]:
         "version": 1,
         "name": "demo",
         "source": {"path": "workloads/probe"},
-        "build": {"containerfile": "workloads/probe/Containerfile", "entrypoint": "workloads/biggan/entrypoint.sh"},
+        "build": {"containerfile": "workloads/probe/Containerfile", "entrypoint": "infra/telemetry/entrypoint.sh"},
         "data": {"outputs": [{"name": "packed", "path": "data/packed.hdf5"}]},
         "steps": [
             {

@@ -44,6 +44,12 @@ class PodContext:
     tolerations: Sequence[Mapping[str, str]] = ()
     # A folder source's ConfigMap (None: the code is in the image).
     source: SourceVolume | None = None
+    # Atlas's entrypoint and sampler, for an image Atlas did not build (None: the image carries them).
+    tools: SourceVolume | None = None
+    # The UID every pod runs as, in group 0, where nothing assigns one (off OpenShift) and the image
+    # may name root (one Atlas did not build): runAsNonRoot refuses a root image. None: the image's
+    # own USER (Atlas's images: 1001), or OpenShift's arbitrary UID from the project's range.
+    run_as_uid: int | None = None
 
 
 def pod_spec(context: PodContext, containers: list[Manifest], volumes: list[Manifest], **extra: Any) -> Manifest:
@@ -54,11 +60,15 @@ def pod_spec(context: PodContext, containers: list[Manifest], volumes: list[Mani
     tolerations += [t for t in extra.pop("tolerations", []) if t not in tolerations]
     if tolerations:
         extra["tolerations"] = tolerations
+    security: Manifest = dict(POD_SECURITY)
+    if context.run_as_uid is not None:
+        # As OpenShift runs any image: a UID not the image's, in group 0.
+        security.update(runAsUser=context.run_as_uid, runAsGroup=0)
     return {
         "serviceAccountName": context.service_account,
         "automountServiceAccountToken": False,
         # No runAsUser or fsGroup: OpenShift assigns them from the project's range.
-        "securityContext": dict(POD_SECURITY),
+        "securityContext": security,
         "containers": containers,
         "volumes": volumes,
         **extra,

@@ -1,4 +1,9 @@
-"""The pipeline: one Job per workload step, with the same argv as the HPC side, wrapped by the sampler."""
+"""The pipeline: one Job per workload step, with the same argv as the HPC side, wrapped by the sampler.
+
+In an image Atlas built, the image's entrypoint runs first and the sampler is the image's; in any
+other image, Atlas's entrypoint and sampler come from the tools ConfigMap (`PodContext.tools`), the
+container's `command` runs that entrypoint, which finds the image's python3 at run time.
+"""
 
 from __future__ import annotations
 
@@ -14,10 +19,11 @@ from infra.openshift.manifests.pods import (
     memory_text,
     pod_spec,
 )
-from infra.openshift.manifests.volumes import SOURCE_DIR, SOURCE_ENV, pvc_volume, step_mounts
+from infra.openshift.manifests.volumes import SOURCE_DIR, SOURCE_ENV, TOOLS_DIR, pvc_volume, step_mounts
 from infra.openshift.settings import GPU_PRODUCT_LABEL, GPU_RESOURCE, OpenShiftSettings, shm_bytes
+from infra.telemetry.bundle import ENTRYPOINT_NAME
 from infra.workload.model import Workload
-from infra.workload.render import RenderedStep, kubernetes_args, with_sampler
+from infra.workload.render import RenderedStep, entrypoint_sampled, kubernetes_args, with_sampler
 
 
 def is_awaited(index: int, steps: Sequence[RenderedStep], settings: OpenShiftSettings) -> bool:
@@ -35,10 +41,14 @@ def step_job(
     resources = step.resources
     labels = context.identity.labels("step", step.name)
     telemetry_out = f"{workload.telemetry.root}/{step.name}.jsonl"
-    argv = list(with_sampler(kubernetes_args(step), telemetry_out, workload.telemetry.interval_seconds))
-    # The sampler names its records after the step; with_sampler leaves --step to the caller.
-    separator = argv.index("--")
-    argv[separator:separator] = ["--step", step.name]
+    interval = workload.telemetry.interval_seconds
+    if context.tools is None:
+        argv = list(with_sampler(kubernetes_args(step), telemetry_out, interval))
+        # The sampler names its records after the step; with_sampler leaves --step to the caller.
+        separator = argv.index("--")
+        argv[separator:separator] = ["--step", step.name]
+    else:
+        argv = list(entrypoint_sampled(kubernetes_args(step), telemetry_out, interval, step.name))
 
     amounts: dict[str, str] = {"cpu": str(resources.cpus_per_task), "memory": resources.memory}
     env = [{"name": name, "value": value} for name, value in step.env]
@@ -66,22 +76,29 @@ def step_job(
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": memory_text(shm_bytes(step, settings))}}
     )
     if context.source is not None:
-        volumes.append(
-            {
-                "name": "source",
-                "configMap": {
-                    "name": context.source.config_map,
-                    "items": [{"key": f.key, "path": f.path, "mode": f.mode} for f in context.source.files],
-                },
-            }
-        )
+        volumes.append(context.source.volume("source"))
         mounts.append({"name": "source", "mountPath": SOURCE_DIR, "readOnly": True})
         env.append({"name": SOURCE_ENV, "value": SOURCE_DIR})
+    launch: Manifest = {}
+    if context.tools is None:
+        # args, not command: the image's entrypoint (arbitrary-UID passwd entry) runs first.
+        launch["args"] = argv
+    else:
+        # Atlas's entrypoint from the tools volume, through the image's sh: it needs no exec bit, and
+        # the image's own ENTRYPOINT (whatever it is) is not in the way.
+        launch["command"] = ["/bin/sh", f"{TOOLS_DIR}/{ENTRYPOINT_NAME}"]
+        launch["args"] = argv
+        volumes.append(context.tools.volume("atlas-tools"))
+        mounts.append({"name": "atlas-tools", "mountPath": TOOLS_DIR, "readOnly": True})
+        if context.source is not None:
+            # The entrypoint copies the folder into the working directory, which an image not made
+            # for it may not have, or not let the pod's UID write: a folder of the pod's own.
+            volumes.append({"name": "workdir", "emptyDir": {}})
+            mounts.insert(0, {"name": "workdir", "mountPath": context.workdir})
     container = {
         "name": "step",
         "image": context.image,
-        # args, not command: the image's entrypoint (arbitrary-UID passwd entry) runs first.
-        "args": argv,
+        **launch,
         "workingDir": context.workdir,
         "env": env,
         # Requests equal limits: Guaranteed QoS, no CPU throttling below the request, and the

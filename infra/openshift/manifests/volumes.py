@@ -5,19 +5,21 @@ path `data/ImageNet/train` is `<data PVC>/data/ImageNet/train`. Steps mount one 
 top-level directory the workload names (inputs on the data PVC, outputs on the results PVC,
 the training logs on the logs PVC); staging and the monitor mount whole PVCs.
 
-A folder source's files travel in one ConfigMap, mounted read-only into every step.
+A folder source's files travel in one ConfigMap, mounted read-only into every step; so do Atlas's
+entrypoint and sampler into the steps of an image Atlas did not build (TOOLS_DIR).
 """
 
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 import pulumi
 
-from infra.openshift.manifests.labels import Manifest
+from infra.openshift.manifests.labels import Manifest, RunIdentity
 from infra.workload.model import Workload
 
 VOLUME_ROLES = ("data", "results", "logs")
@@ -95,6 +97,15 @@ def pvc_volume(role: str, claims: Claims, read_only: bool = False) -> Manifest:
 # stages them into the run directory.
 SOURCE_DIR = "/opt/atlas/source"
 SOURCE_ENV = "ATLAS_SOURCE_DIR"
+# Where Atlas's entrypoint and the sampler's modules are mounted (read-only) in a step whose image
+# Atlas did not build (infra/telemetry/bundle.py: pod_tools); Atlas's own images carry them.
+TOOLS_DIR = "/opt/atlas/tools"
+
+
+def tools_config_map_name(identity: RunIdentity) -> str:
+    """The tools ConfigMap's exact name: one per run (stack and workload) in the namespace."""
+    base = re.sub(r"[^a-z0-9-]+", "-", f"atlas-tools-{identity.workload}-{identity.stack}".lower())
+    return base[:63].strip("-")
 
 
 @dataclass(frozen=True)
@@ -120,5 +131,11 @@ def source_config_map_data(files: Sequence[tuple[str, bytes, int]]) -> tuple[dic
 
 @dataclass(frozen=True)
 class SourceVolume:
+    """A ConfigMap of files (a folder source, or Atlas's tools) and the volume's items."""
+
     config_map: pulumi.Input[str]
     files: tuple[SourceFile, ...]
+
+    def volume(self, name: str) -> Manifest:
+        items = [{"key": f.key, "path": f.path, "mode": f.mode} for f in self.files]
+        return {"name": name, "configMap": {"name": self.config_map, "items": items}}

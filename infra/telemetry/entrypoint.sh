@@ -1,12 +1,35 @@
 #!/bin/sh
-# Container entrypoint for Atlas workloads (BigGAN, the probe, the runtime image): makes the image work
-# under OpenShift's arbitrary UIDs, then runs the step's command as PID 1's replacement.
+# Container entrypoint for Atlas workloads: makes the image work under OpenShift's arbitrary UIDs,
+# then runs the step's command as PID 1's replacement.
+#
+# Two ways in, one script (docs/workloads.md, "Any image"):
+# - Atlas's own images (BigGAN, the probe, the runtime image) carry it as /usr/local/bin/atlas-entrypoint,
+#   their ENTRYPOINT; the Job's args are the step's command, already wrapped by the sampler
+#   (`python3 -m infra.telemetry.sampler ... -- argv`, the sampler under /opt/atlas in the image).
+# - Any other image (`atlas:openshift.image.reference`): Atlas mounts this script and the sampler's
+#   modules from a ConfigMap (infra/telemetry/bundle.py) and runs
+#       sh <tools>/atlas-entrypoint --sample OUT INTERVAL STEP -- argv
+#   The sampler then runs under the image's own python3, found here at run time; where the image
+#   has none (or one older than the sampler needs), the step runs unsampled and OUT's `.unsampled`
+#   file (OUT without `.jsonl`) says why, for the report.
 #
 # OpenShift starts the container as a random UID with GID 0 and no /etc/passwd entry.
 # Python's getpass, conda and PyTorch's cache paths look the user up and fail without one
 # (the first port's conda broke exactly so), so give this UID an entry: append to
 # /etc/passwd where the image made it group-writable, else point nss_wrapper at a copy.
 set -eu
+
+sample_out=""
+if [ "${1:-}" = "--sample" ]; then
+    if [ "$#" -lt 5 ] || [ "$5" != "--" ]; then
+        echo "atlas-entrypoint: usage: atlas-entrypoint --sample OUT INTERVAL STEP -- COMMAND [ARG...]" >&2
+        exit 64
+    fi
+    sample_out=$2
+    sample_interval=$3
+    sample_step=$4
+    shift 5
+fi
 
 uid=$(id -u)
 gid=$(id -g)
@@ -60,5 +83,27 @@ fi
 if [ "$#" -eq 0 ]; then
     echo "atlas-entrypoint: no command given; the Job's args name the step's command" >&2
     exit 64
+fi
+
+if [ -n "${sample_out}" ]; then
+    # The sampler's modules lie beside this script (the ConfigMap's infra/ folder). They are put first
+    # on the sampler's own sys.path, not in PYTHONPATH: the step, its child, sees the environment as
+    # the image set it (a package of the workload's own named `infra` stays its own). -B: the
+    # ConfigMap's folder is read-only.
+    tools=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)
+    mkdir -p "$(dirname -- "${sample_out}")"
+    reason=""
+    python=$(command -v python3 || true)
+    if [ -z "${python}" ]; then
+        reason="the image has no python3"
+    elif ! version=$("${python}" -c 'import sys; print("%d.%d" % sys.version_info[:2]); sys.exit(sys.version_info < (3, 8))' 2>/dev/null); then
+        reason="the image's python3 (${python}, ${version:-which did not run}) is older than 3.8, which the sampler needs"
+    fi
+    if [ -z "${reason}" ]; then
+        exec "${python}" -B -c 'import sys; sys.path.insert(0, sys.argv.pop(1)); from infra.telemetry.sampler import main; sys.exit(main(sys.argv[1:]))' \
+            "${tools}" --out "${sample_out}" --interval "${sample_interval}" --step "${sample_step}" -- "$@"
+    fi
+    echo "atlas-entrypoint: step ${sample_step} runs unsampled: ${reason}" >&2
+    printf '%s\n' "${reason}" >"${sample_out%.jsonl}.unsampled"
 fi
 exec "$@"
