@@ -100,10 +100,13 @@ if [ -n "${sample_out}" ]; then
         reason="the image's python3 (${python}, ${version:-which did not run}) is older than 3.8, which the sampler needs"
     fi
     if [ -z "${reason}" ]; then
+        rm -f "${sample_out%.jsonl}.unsampled"  # an earlier run's, in an image without python3
         exec "${python}" -B -c 'import sys; sys.path.insert(0, sys.argv.pop(1)); from infra.telemetry.sampler import main; sys.exit(main(sys.argv[1:]))' \
             "${tools}" --out "${sample_out}" --interval "${sample_interval}" --step "${sample_step}" -- "$@"
     fi
     echo "atlas-entrypoint: step ${sample_step} runs unsampled: ${reason}" >&2
+    # An earlier run's telemetry would be read as this one's: set aside, as the HPC side's job scripts do.
+    if [ -e "${sample_out}" ]; then mv -f "${sample_out}" "${sample_out}.$(date +%s)"; fi
     printf '%s\n' "${reason}" >"${sample_out%.jsonl}.unsampled"
 fi
 exec "$@"

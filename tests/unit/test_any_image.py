@@ -178,7 +178,7 @@ def path_with(tmp_path: Path, programs: dict[str, str]) -> str:
     return str(folder)
 
 
-SHELL_TOOLS = ("sh", "id", "getent", "dirname", "mkdir", "cp", "mktemp", "cat", "printf", "sleep", "env")
+SHELL_TOOLS = ("sh", "id", "getent", "dirname", "mkdir", "cp", "mktemp", "cat", "sleep", "env", "rm", "mv", "date")
 
 
 def shell_only() -> dict[str, str]:
@@ -188,6 +188,9 @@ def shell_only() -> dict[str, str]:
 
 def test_in_an_image_with_python3_the_step_is_sampled_under_it(tools: Path, tmp_path: Path) -> None:
     path = path_with(tmp_path, {**shell_only(), "python3": sys.executable})
+    # An earlier run's, in an image without python3: gone, or the report would read it.
+    (tmp_path / "work" / "telemetry").mkdir(parents=True)
+    (tmp_path / "work" / "telemetry" / "count.unsampled").write_text("the image has no python3\n")
     proc = run_step(tools, tmp_path / "work", path, "sh", "-c", 'sleep 0.5; echo "PYTHONPATH=$PYTHONPATH"; exit 3')
     assert proc.returncode == 3, proc.stderr  # the step's own exit status, through the sampler
     # The step sees the environment as the image set it: the sampler's path is its own.
@@ -201,6 +204,9 @@ def test_in_an_image_with_python3_the_step_is_sampled_under_it(tools: Path, tmp_
 
 def test_in_an_image_without_python3_the_step_runs_unsampled_and_says_why(tools: Path, tmp_path: Path) -> None:
     path = path_with(tmp_path, shell_only())
+    # An earlier run's telemetry, set aside so that it is not read as this run's.
+    (tmp_path / "work" / "telemetry").mkdir(parents=True)
+    (tmp_path / "work" / "telemetry" / "count.jsonl").write_text("{}\n")
     proc = run_step(tools, tmp_path / "work", path, "sh", "-c", "echo ran; exit 0")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "ran\n"
@@ -208,6 +214,7 @@ def test_in_an_image_without_python3_the_step_runs_unsampled_and_says_why(tools:
     telemetry = tmp_path / "work" / "telemetry"
     assert (telemetry / "count.unsampled").read_text() == "the image has no python3\n"
     assert not (telemetry / "count.jsonl").exists()
+    assert [f.read_text() for f in telemetry.glob("count.jsonl.*")] == ["{}\n"]
 
 
 def test_in_an_image_with_too_old_a_python3_the_step_runs_unsampled(tools: Path, tmp_path: Path) -> None:
