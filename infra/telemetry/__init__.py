@@ -2,5 +2,5 @@
 BigGAN-PyTorch's logs and the seed's `sar` and `nvidia-smi` output.
 
 The sampler's modules use the standard library only (NVML through nvidia-ml-py, imported
-lazily), so it runs under any python3: the image's, a cluster's system python, the venv's.
+lazily), so it runs under any python3 from 3.8 on: the image's, a cluster's system python, the venv's.
 """
