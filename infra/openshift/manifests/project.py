@@ -11,7 +11,14 @@ import pulumi
 
 from infra.openshift.manifests.labels import Manifest, object_metadata
 from infra.openshift.manifests.pods import memory_text
-from infra.openshift.settings import GPU_RESOURCE, OpenShiftSettings, RequiredQuota, VolumeSettings
+from infra.openshift.settings import (
+    GPU_RESOURCE,
+    STAGING_CPU,
+    STAGING_MEMORY,
+    OpenShiftSettings,
+    RequiredQuota,
+    VolumeSettings,
+)
 from infra.workload.render import RenderedStep
 
 
@@ -52,8 +59,11 @@ def limit_range_spec(steps: Sequence[RenderedStep], settings: OpenShiftSettings)
     if settings.image.build is not None:
         max_cpu = max(max_cpu, int(-(-settings.image.build.cpu.value // 1)))
         max_memory = max(max_memory, int(settings.image.build.memory.value))
-    # Never below the defaults given to containers that set no limits (the API refuses that).
-    max_memory = max(max_memory, 1 << 30)
+    # Never below the defaults given to containers that set no limits (the API refuses that), nor
+    # below the staging pods' limits: the volumes' preparation runs in every run, and without a
+    # build (an `image.reference`) nothing else lifted the bound above a small workload's steps.
+    max_cpu = max(max_cpu, int(-(-STAGING_CPU.value // 1)))
+    max_memory = max(max_memory, 1 << 30, int(STAGING_MEMORY.value))
     largest_claim = max(
         (settings.storage.data.size, settings.storage.results.size, settings.storage.logs.size),
         key=lambda q: q.value,
