@@ -257,12 +257,17 @@ def shm_bytes(step: RenderedStep, settings: OpenShiftSettings) -> int:
 
 def required_quota(steps: Sequence[RenderedStep], settings: OpenShiftSettings) -> RequiredQuota:
     """The busiest moment: the staging Jobs and the image build run together before the first
-    step; the steps run one at a time; the monitor runs throughout."""
+    step (the volumes' preparation at the least); the steps run one at a time; the monitor runs
+    throughout."""
     before_cpu = len(settings.data.sources) * STAGING_CPU.millis
     before_memory = len(settings.data.sources) * int(STAGING_MEMORY.value)
     if settings.image.build is not None:
         before_cpu += settings.image.build.cpu.millis
         before_memory += int(settings.image.build.memory.value)
+    # At the least the volumes' preparation pod, which every run starts first (staging.py): without
+    # a build or a source (an `image.reference`), nothing else made room for it, and the API refused it.
+    before_cpu = max(before_cpu, STAGING_CPU.millis)
+    before_memory = max(before_memory, int(STAGING_MEMORY.value))
     step_cpu = max((s.resources.cpus_per_task * 1000 for s in steps), default=0)
     step_memory = max((s.resources.memory_bytes for s in steps), default=0)
     monitor_cpu = monitor_memory = 0

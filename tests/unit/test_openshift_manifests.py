@@ -451,3 +451,21 @@ def test_limit_range_max_never_falls_below_its_defaults():
     (container,) = pod_of(job)["containers"]
     assert container["resources"]["limits"] == {"cpu": "1", "memory": "2Gi"}
     assert limits["max"]["memory"] == "2Gi"  # the CPU bound is the steps' 16
+
+
+def test_the_quota_makes_room_for_the_volumes_preparation_without_a_build_or_a_source():
+    from infra.openshift.settings import required_quota
+
+    raw = modified(local_raw(), lambda r: r.pop("data"))
+    settings = parse_openshift_settings(raw, KEY)  # a pre-built image, no data sources
+    assert settings.image.build is None and not settings.data.sources
+    tiny = [
+        dataclasses.replace(s, resources=dataclasses.replace(s.resources, cpus_per_task=1, memory="128Mi",
+                                                             memory_bytes=128 << 20))
+        for s in render_steps(biggan(), "openshift")
+    ]
+    needed = required_quota(tiny, settings)
+    (container,) = pod_of(prepare_volumes_job(biggan(), context()))["containers"]
+    assert container["resources"]["requests"] == {"cpu": "1", "memory": "2Gi"}
+    # The preparation pod's requests, beside the monitor's (100m, 128Mi), which runs throughout.
+    assert needed.cpu_millis >= 1000 + 100 and needed.memory_bytes >= (2 << 30) + (128 << 20)
