@@ -128,7 +128,8 @@ def test_a_step_runs_in_images_that_hold_nothing_of_atlas(
     unsampled, markdown = report(outputs, kube_env, tmp_path / "report-shell")
     performance = unsampled["performance"]
     assert performance["workload_throughput"]["value"] > 0, performance["workload_throughput"]
-    for figure in ("samples", "cpu_tree_mean", "memory_peak", "gpu_utilization_mean"):
+    # (GPU use says "mock GPU" here first: the local node's GPUs are a device plugin's alone.)
+    for figure in ("samples", "cpu_tree_mean", "cpu_host_mean", "memory_peak"):
         value = performance[figure]
         assert value["value"] is None, (figure, value)  # never a 0
         assert value["note"].startswith("not measured: the image has no python3 (telemetry/count.unsampled"), value
