@@ -417,7 +417,9 @@ class ImageModel(ConfigSection):
     build: ImageBuildModel | None = Field(None, description="Build the image on the cluster (OpenShift's "
                                           "BuildConfig, or the local environment's stand-in).")
     reference: ImageReference | None = Field(
-        None, description="A pre-built image (registry/path:tag or @sha256:digest).",
+        None, description="A pre-built image (registry/path:tag or @sha256:digest): any image with /bin/sh; "
+        "Atlas mounts its entrypoint and sampler into the steps, run by the image's python3 or, "
+        "without one, unsampled (docs/workloads.md, 'Any image').",
         examples=["quay.io/example/atlas-biggan:1"])
     workdir: Annotated[str, OneLine(), AfterValidator(_absolute)] | None = Field(
         None, description="The image's WORKDIR, absolute; default /opt/<workload name>.", examples=["/opt/biggan"])
