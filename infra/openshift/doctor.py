@@ -35,8 +35,8 @@ from infra.doctor import Check, Checklist, Finding
 from infra.kubeapi import KubeApi, KubeAuthError, KubeForbiddenError, KubeRequestError
 from infra.kubeconfig import KubeAccessError, KubeconfigRequest, ResolvedContext, resolve_context
 from infra.openshift.cluster_access import refuse_relative_entries
+from infra.openshift.section_models import QUANTITY, SUFFIX_FACTORS
 from infra.openshift.settings import GPU_PRODUCT_LABEL, GPU_RESOURCE, OpenShiftSettings, RequiredQuota, required_quota
-from infra.openshift.settings_parser import QUANTITY, SUFFIX_FACTORS
 from infra.openshift.target import KubernetesTarget
 from infra.workload.render import RenderedStep
 
