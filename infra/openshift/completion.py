@@ -60,6 +60,12 @@ PULL_FAILURES = frozenset({"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPul
 # How long the node a running pod is on may be not Ready (its kubelet or container runtime down)
 # before the step is failed: nothing reports on the pod while it is.
 NODE_LOST_LIMIT_S = 60
+# How long the API server may refuse to create a Job's pods (the job controller's FailedCreate:
+# over the project's quota, above its LimitRange's maximum, a forbidden security context) before
+# the step is failed. The controller retries for ever, and a refusal can clear (another pod
+# ending frees quota), so not at once; but the step would otherwise wait out its whole timeout
+# with nothing to show but "no pod yet".
+POD_REFUSED_LIMIT_S = 120
 _OUTCOME_FIELDS = ("state", "pod", "exit_code", "finished_at")
 
 
@@ -161,14 +167,28 @@ def _unbound_claim_since(pod: Mapping[str, Any]) -> float | None:
     return None
 
 
+def refusal(events: Iterable[Mapping[str, Any]]) -> tuple[float, str] | None:
+    """(since when, the newest message) of the job controller's FailedCreate events for a Job:
+    the API server refused to create its pods. None when there are none."""
+    refused = [e for e in events if e.get("reason") == "FailedCreate"]
+    if not refused:
+        return None
+    times = [rfc3339(e.get("firstTimestamp") or e.get("eventTime")) for e in refused]
+    known = [t for t in times if t is not None]
+    newest = max(refused, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+    return (min(known) if known else 0.0), str(newest.get("message", "")).strip()
+
+
 def assess(
     job: Mapping[str, Any],
     pods: Iterable[Mapping[str, Any]],
     now: float | None = None,
     node: Mapping[str, Any] | None = None,
+    refused: tuple[float, str] | None = None,
 ) -> StepProgress:
     """Where a Job of one completion stands: pure (`now` given), so the rules are table-tested.
-    `node` is the node the newest pod is bound to, where known.
+    `node` is the node the newest pod is bound to, where known; `refused` what `refusal` found
+    in the Job's events.
 
     - a pod Succeeded: done (the Job completes on the controller's next sync, whatever else);
     - the Job is Complete (its pods may be gone already): done;
@@ -179,6 +199,8 @@ def assess(
       never be pulled at once): failed, with the kubelet's reason and message;
     - its node has not been Ready for NODE_LOST_LIMIT_S: failed (the Job stays, and the next
       `pulumi up` waits for it again once the node is back);
+    - no pod exists and the API server has refused to create one for POD_REFUSED_LIMIT_S:
+      failed, with the API server's message (a quota, a LimitRange);
     - otherwise: still going, with a note about the newest pod.
     """
     ordered = sorted(pods, key=_created)
@@ -237,6 +259,16 @@ def assess(
     if failed_pods:
         detail, _ = _failure_detail(failed_pods[-1])
         return StepProgress(False, False, f"{detail}; waiting for the Job's retry or verdict", retry_pending=True)
+    if refused is not None:
+        since, message = refused
+        if now is not None and now - since >= POD_REFUSED_LIMIT_S:
+            return StepProgress(
+                True, False,
+                f"the API server has refused to create its pod for {now - since:.0f} s: {message}; the project's "
+                "quota and LimitRange must admit the step's pod (atlas:openshift.quota; `kubectl get events` in the "
+                "namespace shows each refusal)",
+            )
+        return StepProgress(False, False, f"no pod yet: the API server refuses to create it: {message}")
     return StepProgress(False, False, "no pod yet")
 
 
@@ -343,7 +375,8 @@ def _follow(
     pods = {_name(p): p for p in listing.get("items") or ()}
     version = str((listing.get("metadata") or {}).get("resourceVersion", ""))
     node = _node_of(api, pods.values())
-    progress = assess(current, pods.values(), time.time(), node)
+    refused = _refused(api, job, pods)
+    progress = assess(current, pods.values(), time.time(), node, refused)
     while not progress.finished:
         note(progress.note)
         remaining = deadline - time.monotonic()
@@ -362,7 +395,7 @@ def _follow(
                 pods.pop(_name(obj), None)
             elif kind in ("ADDED", "MODIFIED"):
                 pods[_name(obj)] = obj
-            progress = assess(current, pods.values(), time.time(), node)
+            progress = assess(current, pods.values(), time.time(), node, refused)
             if progress.finished or progress.retry_pending:
                 break
             note(progress.note)
@@ -370,8 +403,22 @@ def _follow(
             break
         current = _read_job(api, job)  # the controller's verdict is on the Job, not on a pod
         node = _node_of(api, pods.values())  # after every window: a node can be lost while nothing else moves
-        progress = assess(current, pods.values(), time.time(), node)
+        refused = _refused(api, job, pods)
+        progress = assess(current, pods.values(), time.time(), node, refused)
     return progress
+
+
+def _refused(api: KubeApi, job: StepJob, pods: Mapping[str, Any]) -> tuple[float, str] | None:
+    """The API server's refusals to create the Job's pods, asked only while it has none (None where
+    events cannot be read: the wait then goes on as before)."""
+    if pods:
+        return None
+    selector = urllib.parse.quote(f"involvedObject.uid={job.uid},reason=FailedCreate")
+    try:
+        listing = api.get(f"/api/v1/namespaces/{urllib.parse.quote(job.namespace)}/events?fieldSelector={selector}")
+    except (urllib.error.HTTPError, KubeRequestError):
+        return None
+    return refusal(listing.get("items") or ())
 
 
 def _node_of(api: KubeApi, pods: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:

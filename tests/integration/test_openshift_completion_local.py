@@ -1,6 +1,7 @@
 """The OpenShift side's JobCompletion against the local cluster's real API server, job
 controller and KWOK pods: a step that succeeds, one that fails with its exit code, one whose
-Job is deleted outside while Atlas waits, and the provider's create as the engine calls it."""
+Job is deleted outside while Atlas waits, one whose pods the quota refuses, and the provider's
+create as the engine calls it."""
 
 from __future__ import annotations
 
@@ -116,6 +117,27 @@ def test_a_claim_that_never_binds_fails_the_step_naming_it(
         wait_for_step(KubeApi(kube_env.kubeconfig), job, 120, notes.append)
     assert "unbound" in str(failed.value) and "kubectl describe pvc" in str(failed.value)
     assert any("is not scheduled" in n for n in notes)
+
+
+def test_pods_the_quota_refuses_fail_the_step_with_the_api_servers_message(
+    kube_env: Layout, namespace: str, monkeypatch: pytest.MonkeyPatch
+):
+    # A quota of no pods: the job controller's every create is refused (FailedCreate events on
+    # the Job), which the wait reads instead of saying "no pod yet" until its timeout.
+    monkeypatch.setattr(completion, "POD_REFUSED_LIMIT_S", 2)
+    quota = {
+        "apiVersion": "v1", "kind": "ResourceQuota",
+        "metadata": {"name": "no-pods", "namespace": namespace},
+        "spec": {"hard": {"pods": "0"}},
+    }
+    kube.kubectl(kube_env, "create", "-f", "-", stdin=json.dumps(quota))
+    job = create_job(kube_env, namespace, "refused")
+    notes: list[str] = []
+    with pytest.raises(StepFailed) as failed:
+        wait_for_step(KubeApi(kube_env.kubeconfig), job, 120, notes.append)
+    message = str(failed.value)
+    assert "failed: the API server has refused to create its pod for" in message
+    assert "exceeded quota: no-pods" in message and "atlas:openshift.quota" in message
 
 
 def test_the_providers_create_waits_and_records_the_pod(kube_env: Layout, namespace: str):

@@ -128,11 +128,17 @@ class ScriptedApi:
         listing: list[dict[str, Any]],
         windows: list[list[dict[str, Any]] | Exception],
         log: str = "",
+        events: list[dict[str, Any]] | None = None,
     ) -> None:
         self.jobs, self.listing, self.windows, self.log = list(jobs), listing, list(windows), log
+        self.events = events or []
         self.calls: list[str] = []
 
     def get(self, path: str) -> Any:
+        if "/events?" in path:
+            self.calls.append("events")
+            assert f"involvedObject.uid%3D{UID}%2Creason%3DFailedCreate" in path
+            return {"items": self.events}
         if "/pods?" in path:
             self.calls.append("list")
             return {"metadata": {"resourceVersion": "10"}, "items": self.listing}
@@ -296,3 +302,60 @@ def test_a_lost_node_fails_the_step_after_the_limit_and_a_ready_one_never():
     assert lost.finished and not lost.succeeded
     assert "node atlas-node, which has not been Ready for 60 s (NodeStatusUnknown: Kubelet stopped posting" in lost.note
     assert "The Job stays" in lost.note
+
+
+QUOTA_MESSAGE = (
+    'Error creating: pods "train-x-abcde" is forbidden: exceeded quota: atlas-quota, requested: '
+    "limits.memory=2Gi, used: limits.memory=1Gi, limited: limits.memory=2Gi"
+)
+
+
+def failed_create(first: str, last: str, message: str = QUOTA_MESSAGE) -> dict[str, Any]:
+    return {"reason": "FailedCreate", "type": "Warning", "message": message,
+            "firstTimestamp": first, "lastTimestamp": last}
+
+
+@pytest.mark.parametrize(
+    ("events", "found"),
+    [
+        ([], None),
+        ([{"reason": "SuccessfulCreate", "message": "Created pod: p1",
+           "firstTimestamp": "2026-12-02T10:00:00Z"}], None),
+        ([failed_create("2026-12-02T10:00:00Z", "2026-12-02T10:03:00Z")],
+         (rfc3339("2026-12-02T10:00:00Z"), QUOTA_MESSAGE)),
+        # The earliest refusal dates it; the newest one's message is shown.
+        ([failed_create("2026-12-02T10:01:00Z", "2026-12-02T10:04:00Z", "newest"),
+          failed_create("2026-12-02T10:00:00Z", "2026-12-02T10:02:00Z", "older")],
+         (rfc3339("2026-12-02T10:00:00Z"), "newest")),
+    ],
+)
+def test_the_controllers_refusals_to_create_pods_are_read_from_its_events(
+    events: list[dict[str, Any]], found: tuple[float, str] | None
+) -> None:
+    assert completion.refusal(events) == found
+
+
+def test_pods_the_api_server_refuses_fail_the_step_after_the_limit_naming_its_message():
+    since = rfc3339("2026-12-02T10:00:00Z")
+    assert since is not None
+    refused = (since, QUOTA_MESSAGE)
+    early = assess(job(), [], since + completion.POD_REFUSED_LIMIT_S - 1, refused=refused)
+    assert not early.finished and early.note == f"no pod yet: the API server refuses to create it: {QUOTA_MESSAGE}"
+    failed = assess(job(), [], since + completion.POD_REFUSED_LIMIT_S, refused=refused)
+    assert failed.finished and not failed.succeeded
+    assert failed.note.startswith(f"the API server has refused to create its pod for 120 s: {QUOTA_MESSAGE}; ")
+    assert "atlas:openshift.quota" in failed.note
+    # A pod that exists is followed as before, whatever the events say.
+    assert assess(job(), [pod("p1", "Running")], since + 3600, refused=refused).note == "pod p1 is Running"
+    assert assess(job(), [], since + 3600).note == "no pod yet"
+
+
+def test_the_wait_ends_when_the_api_server_keeps_refusing_the_pods():
+    api = ScriptedApi([job()], [], [], events=[failed_create("2026-12-02T10:00:00Z", "2026-12-02T10:09:00Z")])
+    with pytest.raises(StepFailed) as failed:
+        wait_for_step(api, STEP, 60)  # type: ignore[arg-type]
+    assert "step 'make-hdf5' (Job atlas-x/make-hdf5-x) failed: the API server has refused to create its pod" in str(
+        failed.value
+    )
+    assert "exceeded quota: atlas-quota" in str(failed.value)
+    assert api.calls == ["job", "list", "events"]
