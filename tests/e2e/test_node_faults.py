@@ -153,7 +153,24 @@ def test_a_pod_killed_during_a_step_is_retried_by_the_job(project, kube_env):
         job = api(kube_env, f"/apis/batch/v1/namespaces/{ns}/jobs/{train['metadata']['name']}")
         return job if (job.get("status") or {}).get("succeeded") else None
 
-    job = wait_until(finished, "the retried train Job to succeed", 300)
+    def where_it_stands() -> str:
+        """The Job's counts, each pod's phase and container state, and the namespace's warnings:
+        why a retry did not succeed (not scheduled, refused, failing again)."""
+        job = api(kube_env, f"/apis/batch/v1/namespaces/{ns}/jobs/{train['metadata']['name']}")
+        pods = api(kube_env, f"/api/v1/namespaces/{ns}/pods?labelSelector={selector}")["items"]
+        shown = [
+            (p["metadata"]["name"], p["status"].get("phase"),
+             [s.get("state") for s in p["status"].get("containerStatuses") or []],
+             [c.get("message") for c in p["status"].get("conditions") or [] if c.get("status") == "False"])
+            for p in pods
+        ]
+        warnings = [
+            (e.get("involvedObject", {}).get("name"), e.get("reason"), e.get("message"))
+            for e in api(kube_env, f"/api/v1/namespaces/{ns}/events")["items"] if e.get("type") == "Warning"
+        ]
+        return f"job status {job.get('status')}; pods {shown}; warnings {warnings[-10:]}"
+
+    job = wait_until(finished, "the retried train Job to succeed", 300, detail=where_it_stands)
     assert job["status"]["failed"] == 1 and job["status"]["succeeded"] == 1
     pods = api(kube_env, f"/api/v1/namespaces/{ns}/pods?labelSelector={selector}")["items"]
     codes = sorted(
