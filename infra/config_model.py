@@ -26,7 +26,7 @@ from infra.hpc.target_parser import HpcTargetModel
 from infra.nodes.settings import BackfillModel
 from infra.openshift.settings import OpenShiftSettingsError
 from infra.openshift.settings_parser import OpenShiftModel
-from infra.validation import is_dns_label
+from infra.validation import is_dns_label, switched_off
 
 PROJECT = "atlas"
 RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
@@ -90,7 +90,7 @@ def _environments(value: Any) -> Any:
                 "use at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit",
                 f" (environment name {str(name)!r})",
             )
-        if isinstance(env, Mapping) and str(env.get("enabled", True)).lower() == "false":
+        if switched_off(env):
             continue
         kept[str(name)] = env
     return kept
@@ -128,7 +128,7 @@ class StackModel(ConfigSection):
         kept = dict(value)
         for name in ("openshift", "aws", "backfill"):
             section = kept.get(name)
-            if isinstance(section, Mapping) and str(section.get("enabled", True)).lower() == "false":
+            if switched_off(section):
                 model = SWITCHABLE[name]
                 unknown = sorted(str(k) for k in section if k not in model.known_keys())
                 if not unknown:

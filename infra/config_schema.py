@@ -35,7 +35,15 @@ from pydantic import (
 )
 
 from infra.errors import AtlasConfigError
-from infra.validation import DNS_LABEL, DNS_LABEL_MAX, DNS_SUBDOMAIN, DNS_SUBDOMAIN_MAX, PLACEHOLDER, is_dns_label
+from infra.validation import (
+    DNS_LABEL,
+    DNS_LABEL_MAX,
+    DNS_SUBDOMAIN,
+    DNS_SUBDOMAIN_MAX,
+    PLACEHOLDER,
+    is_dns_label,
+    switched_off,
+)
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 ErrorT = TypeVar("ErrorT", bound=Exception)
@@ -245,7 +253,7 @@ def find_placeholder(value: Any, key: str) -> tuple[str, str] | None:
         return (key, value) if PLACEHOLDER in value or TEMPLATE_PLACEHOLDER.match(value.strip()) else None
     items: Any = ()
     if isinstance(value, Mapping):
-        if value.get("enabled") is False or str(value.get("enabled")).lower() == "false":
+        if switched_off(value):
             return None
         items = ((f"{key}.{name}", item) for name, item in value.items())
     elif isinstance(value, list):

@@ -22,7 +22,7 @@ import contextlib
 import re
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeGuard, TypeVar
 
 ErrorT = TypeVar("ErrorT", bound=Exception)
 
@@ -47,6 +47,13 @@ GIT_URL = re.compile(r"^(https://|ssh://|git@)[A-Za-z0-9._:/@~-]+$")
 GIT_URL_OR_GIT_PROTOCOL = re.compile(r"^(https://|ssh://|git://|git@)[A-Za-z0-9._:/@~-]+$")
 # What an example stack file writes where the user must put their own value.
 PLACEHOLDER = "REPLACE_WITH"
+
+
+def switched_off(section: object) -> TypeGuard[Mapping[Any, Any]]:
+    """A config section (or HPC environment) with `enabled: false`, as the models read the switch: a
+    bool, or the text `pulumi config set` stores ("false", any case). Everything that skips a section
+    before the models have read it asks here, so it agrees with them."""
+    return isinstance(section, Mapping) and str(section.get("enabled", True)).lower() == "false"
 
 
 def is_dns_label(value: object) -> bool:

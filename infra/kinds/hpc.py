@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from infra.kinds.base import BackfillRequest, BuildContext, Built, DoctorContext, EnvironmentKind, backfill_work
 from infra.outputs import PROVENANCE_NOT_STATED, FilesAt, HpcOutputs
+from infra.validation import switched_off
 
 if TYPE_CHECKING:
     from infra.compare.access import Access
@@ -64,7 +65,7 @@ class HpcKind(EnvironmentKind[HpcOutputs]):
     def outputs_before_up(self, config: Mapping[str, Any], stack: str) -> dict[str, HpcOutputs]:
         found = {}
         for name, env in (config.get(SECTION) or {}).items():
-            if isinstance(env, dict) and env.get("enabled", True) not in (False, "false"):
+            if isinstance(env, dict) and not switched_off(env):
                 found[str(name)] = HpcOutputs(
                     gpus_requested=0,
                     run_id=str(config.get("atlas:runId", "1")),

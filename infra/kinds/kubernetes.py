@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from infra.kinds.base import BackfillRequest, BuildContext, Built, DoctorContext, EnvironmentKind, backfill_work
 from infra.outputs import FilesAt, KubernetesOutputs
+from infra.validation import switched_off
 
 if TYPE_CHECKING:
     from infra.compare.access import Access
@@ -83,7 +84,7 @@ class KubernetesKind(EnvironmentKind[KubernetesOutputs]):
 
     def outputs_before_up(self, config: Mapping[str, Any], stack: str) -> dict[str, KubernetesOutputs]:
         section = config.get(SECTION)
-        if not isinstance(section, dict) or section.get("enabled", True) in (False, "false"):
+        if not isinstance(section, dict) or switched_off(section):
             return {}
         return {
             ENVIRONMENT: KubernetesOutputs(

@@ -88,3 +88,16 @@ def test_the_dispatch_pattern_finds_what_it_is_for() -> None:
     for line in ('if env.get("kind") == "kubernetes":', "elif outputs.kind != 'aws'", 'if kind in ("hpc", "aws"):'):
         assert KIND_DISPATCH.search(line), line
     assert not KIND_DISPATCH.search('kind="kubernetes",')
+
+
+@pytest.mark.parametrize("switch", [False, "false", "False", "FALSE"])
+def test_a_side_switched_off_has_no_outputs_before_up_as_the_models_read_the_switch(switch: object) -> None:
+    """`enabled` as the config models read it (a bool, or the text `pulumi config set` stores, any
+    case): a side they skip is no environment of the stack's outputs either."""
+    config = {
+        "atlas:openshift": {"namespace": "atlas-x", "enabled": switch},
+        "atlas:hpc": {"satori": {"host": "login", "scheduler": "lsf", "enabled": switch},
+                      "slurm": {"host": "login", "scheduler": "slurm"}},
+    }
+    assert set(kind_named("kubernetes").outputs_before_up(config, "s")) == set()
+    assert set(kind_named("hpc").outputs_before_up(config, "s")) == {"slurm"}
