@@ -23,7 +23,7 @@ from infra.openshift.manifests.volumes import SOURCE_DIR, SOURCE_ENV, TOOLS_DIR,
 from infra.openshift.settings import GPU_PRODUCT_LABEL, GPU_RESOURCE, OpenShiftSettings, shm_bytes
 from infra.telemetry.bundle import ENTRYPOINT_NAME
 from infra.workload.model import Workload
-from infra.workload.render import RenderedStep, entrypoint_sampled, kubernetes_args, with_sampler
+from infra.workload.render import RenderedStep, entrypoint_sampled, kubernetes_args, sampled_argv
 
 
 def is_awaited(index: int, steps: Sequence[RenderedStep], settings: OpenShiftSettings) -> bool:
@@ -40,15 +40,12 @@ def step_job(
     """One step as a Job: the same argv as the HPC side, wrapped by the telemetry sampler."""
     resources = step.resources
     labels = context.identity.labels("step", step.name)
-    telemetry_out = f"{workload.telemetry.root}/{step.name}.jsonl"
-    interval = workload.telemetry.interval_seconds
     if context.tools is None:
-        argv = list(with_sampler(kubernetes_args(step), telemetry_out, interval))
-        # The sampler names its records after the step; with_sampler leaves --step to the caller.
-        separator = argv.index("--")
-        argv[separator:separator] = ["--step", step.name]
+        argv = list(sampled_argv(workload, step))
     else:
-        argv = list(entrypoint_sampled(kubernetes_args(step), telemetry_out, interval, step.name))
+        telemetry_out = f"{workload.telemetry.root}/{step.name}.jsonl"
+        argv = list(entrypoint_sampled(kubernetes_args(step), telemetry_out, workload.telemetry.interval_seconds,
+                                       step.name))
 
     amounts: dict[str, str] = {"cpu": str(resources.cpus_per_task), "memory": resources.memory}
     env = [{"name": name, "value": value} for name, value in step.env]
