@@ -278,8 +278,10 @@ def down(layout: Layout, say: Callable[[str], None]) -> None:
 
 
 def reset(layout: Layout) -> None:
-    """Forget the cluster's data (etcd); certificates are kept."""
+    """Forget the cluster's data (etcd) and what its pool volumes held (the volumes are made anew,
+    Available, by the next `up`); certificates are kept."""
     shutil.rmtree(layout.kube_dir / "etcd", ignore_errors=True)
+    shutil.rmtree(layout.kube_dir / "volumes", ignore_errors=True)
 
 
 def status(layout: Layout) -> dict[str, Any]:

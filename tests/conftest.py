@@ -20,7 +20,7 @@ def kube_env(root: None) -> Iterator[Layout]:
     layout = default_layout()
     started = not kube.status(layout)["ready"]
     if started:
-        kube.up(layout, kube.KubeSettings(pod_run_seconds=3.0), print)
+        start_clean_cluster(layout)
     node_started = not node.ready(layout)["ready"] or not all(node.status(layout)["components"][n]
                                                                for n in ("containerd", "kubelet", "mock-gpu"))
     if node_started:
@@ -40,10 +40,21 @@ def kube_api_env() -> Iterator[Layout]:
     layout = default_layout()
     started = not kube.status(layout)["ready"]
     if started:
-        kube.up(layout, kube.KubeSettings(pod_run_seconds=3.0), print)
+        start_clean_cluster(layout)
     yield layout
     if started:
         kube.down(layout, print)
+
+
+def start_clean_cluster(layout: Layout) -> None:
+    """Start the local cluster the tests own with no objects of an earlier run: the tests' state
+    folder outlives a run (scripts/test keeps it per checkout), and a run that was killed, or a
+    stack a failed test could not destroy, would otherwise hold pool volumes and namespaces into
+    this one (a CI run found every ReadWriteMany volume still claimed by one before it). Whatever
+    of it still runs is stopped first; certificates and the node's image cache are kept."""
+    kube.down(layout, print)
+    kube.reset(layout)
+    kube.up(layout, kube.KubeSettings(pod_run_seconds=3.0), print)
 
 
 @pytest.fixture(scope="session")

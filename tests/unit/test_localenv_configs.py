@@ -12,7 +12,7 @@ import pytest
 
 from infra.hpc.ssh import resolve_endpoint
 from infra.hpc.target import HpcTarget
-from localenv import build_objects, node_config, satori_config, site_config
+from localenv import build_objects, kube, node_config, satori_config, site_config
 from localenv.layout import Layout, Ports
 from localenv.pki_files import Pki
 
@@ -139,3 +139,18 @@ def test_the_interfaces_holding_the_pod_subnet_are_found(links: list[dict[str, o
     pod_cidr = node_config.Network.of(LAYOUT).pod_cidr
     assert str(pod_cidr) == "10.201.160.0/24"
     assert node_config.subnet_holders(links, pod_cidr, "atlown00000") == holders
+
+
+def test_a_reset_forgets_the_clusters_objects_and_its_volumes_contents_but_keeps_its_certificates(
+    tmp_path: Path,
+) -> None:
+    layout = Layout(state_dir=tmp_path, ports=Ports(18000))
+    for kept_or_gone in ("etcd/member/snap/db", "volumes/rwx-03/checkpoint.pt", "pki/ca.crt"):
+        (layout.kube_dir / kept_or_gone).parent.mkdir(parents=True, exist_ok=True)
+        (layout.kube_dir / kept_or_gone).write_text("x")
+
+    kube.reset(layout)
+
+    assert not (layout.kube_dir / "etcd").exists()
+    assert not (layout.kube_dir / "volumes").exists()
+    assert (layout.kube_dir / "pki" / "ca.crt").read_text() == "x"
