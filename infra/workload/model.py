@@ -118,6 +118,43 @@ class DataPath:
     description: str
 
 
+# A sweep value as YAML gives it: what a point may hold (infra/workload/sweep.py renders it as text).
+SweepValue = str | int | float | bool
+
+
+@dataclass(frozen=True)
+class SweepMetric:
+    """How a sweep's points are ranked: the last match of `pattern` in the point's own log (its one
+    capture group is the number), or the number `file` holds (relative to the point's results
+    folder); `goal` says whether lower or higher is better."""
+
+    goal: str  # "min" or "max"
+    pattern: str | None = None
+    file: str | None = None
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A step run once per point, as one scheduler object (an array, an Indexed Job).
+
+    `kind` says how the points are declared: `grid` (every combination of `axes`' values),
+    `zip` (the i-th value of every axis, all of one length) or `points` (each point written out).
+    infra/workload/sweep.py expands them in a stable order, renders each value's text and the
+    point's arguments; parse_sweep.py validates them."""
+
+    kind: str  # "grid", "zip" or "points"
+    names: tuple[str, ...]  # in the order written (grid, zip) or of the first point (points)
+    axes: tuple[tuple[str, tuple[SweepValue, ...]], ...] = ()  # grid, zip: name -> values
+    points: tuple[tuple[SweepValue, ...], ...] = ()  # points: each point's values, in `names`' order
+    parallel: int | None = None  # how many run at once; None: all
+    metric: SweepMetric | None = None
+    # How the values reach the program: None appends `--<name> <value>` for each name; otherwise
+    # these tokens are appended, each `{name}` replaced by the value (`{index}`, `{size}`, `{dir}`
+    # by the point's index, the sweep's size and the point's results folder).
+    args: tuple[str, ...] | None = None
+    results: str = ""  # the sweep's results folder; each point's is `<results>/point-<index>`
+
+
 @dataclass(frozen=True)
 class Step:
     name: str
@@ -133,6 +170,7 @@ class Step:
     # yet (the probe's `--resume`); BigGAN-PyTorch's `--resume` fails without weights, so none there.
     # The pipeline's own runs never get these.
     resume_args: tuple[str, ...] = ()
+    sweep: Sweep | None = None  # None: one run of the step
 
 
 @dataclass(frozen=True)

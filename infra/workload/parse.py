@@ -17,10 +17,13 @@ from infra.workload.model import (
     GitSource,
     InTreeSource,
     Logs,
+    Step,
+    StepOverride,
     Telemetry,
     Workload,
     WorkloadError,
 )
+from infra.workload.options import split_options
 from infra.workload.parse_sections import (
     read_build,
     read_data_paths,
@@ -38,6 +41,7 @@ from infra.workload.parse_values import (
     read_text,
     reject_unknown,
 )
+from infra.workload.sweep import ENV_PREFIX, argument_template
 
 SCHEMA_VERSION = 1
 
@@ -127,6 +131,7 @@ def parse_workload(raw: Any) -> Workload:
                 )
             produced.add(item)
         available |= set(step.outputs)
+        check_sweep_outputs(step, f"steps[{i}]", {d.name: d.path for d in data})
 
     logs_section = read_mapping(read_required(top, "logs", ""), "logs")
     reject_unknown(logs_section, ("root", "experiment"), "logs")
@@ -156,7 +161,9 @@ def parse_workload(raw: Any) -> Workload:
         for step_name, body in read_mapping(per_step, env_key).items():
             if step_name not in by_name:
                 raise fail(f"{env_key}.{step_name}", "no such step", f"use one of {', '.join(by_name)}")
-            parsed.append((step_name, read_override(body, f"{env_key}.{step_name}", by_name[step_name])))
+            override = read_override(body, f"{env_key}.{step_name}", by_name[step_name])
+            check_sweep_override(by_name[step_name], override, f"{env_key}.{step_name}")
+            parsed.append((step_name, override))
         overrides.append((environment, tuple(parsed)))
 
     report = read_report(top.get("report"), steps, logs) if top.get("report") is not None else None
@@ -173,6 +180,39 @@ def parse_workload(raw: Any) -> Workload:
         overrides=tuple(overrides),
         report=report,
     )
+
+
+def check_sweep_outputs(step: Step, key: str, paths: dict[str, str]) -> None:
+    """A swept step's output is its sweep's results folder, which a later step reads whole once
+    every point has succeeded (its job waits for the whole array): no step depends on one point,
+    and no file is written by every point at once."""
+    if step.sweep is None:
+        return
+    for j, item in enumerate(step.outputs):
+        if paths[item] != step.sweep.results:
+            raise fail(
+                f"{key}.outputs[{j}]",
+                f"{item!r} ({paths[item]}) is one path, which every point of the sweep would write",
+                f"declare {item!r} at the sweep's results folder ({step.sweep.results}; each point writes its "
+                "point-<index> folder there), which later steps read once the whole sweep has run",
+            )
+
+
+def check_sweep_override(step: Step, override: StepOverride, key: str) -> None:
+    """An environment's override of a swept step may not set what each point sets."""
+    if step.sweep is None:
+        return
+    swept = {use.option for use in split_options(argument_template(step.sweep)) if use.option}
+    for option, _ in override.set_args:
+        if option in swept:
+            raise fail(
+                f"{key}.args.set.{option}",
+                f"sets {option}, which each point of the sweep sets",
+                "leave it to the sweep, or change the sweep's values",
+            )
+    for name, _ in override.env:
+        if name.startswith(ENV_PREFIX):
+            raise fail(f"{key}.env.{name}", f"{ENV_PREFIX}* is what each point of the sweep gets", "rename the variable")
 
 
 def check_outside_repository(workload: Workload) -> None:

@@ -26,7 +26,9 @@ from infra.workload.model import (
     Throughput,
 )
 from infra.workload.options import is_option, option_values
+from infra.workload.parse_sweep import read_sweep
 from infra.workload.parse_values import (
+    MAX_PATTERN,
     fail,
     parse_resources,
     read_argument,
@@ -130,7 +132,6 @@ def read_build(value: Any, source: Source) -> Build:
     )
 
 
-MAX_PATTERN = 500
 UNIT = re.compile(r"^[A-Za-z][A-Za-z0-9 ._/-]{0,31}$")
 
 
@@ -170,22 +171,31 @@ def read_report(value: Any, steps: tuple[Step, ...], logs: Logs) -> ReportReques
     return ReportRequest(step=step, throughput=throughput)
 
 
-STEP_KEYS = ("name", "description", "command", "args", "resume_args", "resources", "inputs", "outputs", "env")
+STEP_KEYS = (
+    "name", "description", "command", "args", "resume_args", "resources", "inputs", "outputs", "env", "sweep",
+)
 
 
 def read_step(value: Any, key: str) -> Step:
     section = read_mapping(value, key)
     reject_unknown(section, STEP_KEYS, key)
+    name = read_dns_label(read_required(section, "name", key), f"{key}.name")
+    args = read_arguments(section.get("args", []), f"{key}.args", allow_empty=True)
+    env = read_env(section.get("env"), f"{key}.env")
+    sweep = None
+    if section.get("sweep") is not None:
+        sweep = read_sweep(section["sweep"], f"{key}.sweep", name, key, args, dict(env))
     return Step(
-        name=read_dns_label(read_required(section, "name", key), f"{key}.name"),
+        name=name,
         description=read_text(section.get("description", "-"), f"{key}.description"),
         command=read_arguments(read_required(section, "command", key), f"{key}.command", allow_empty=False),
-        args=read_arguments(section.get("args", []), f"{key}.args", allow_empty=True),
+        args=args,
         resources=parse_resources(read_required(section, "resources", key), f"{key}.resources"),
         inputs=read_name_list(section.get("inputs"), f"{key}.inputs"),
         outputs=read_name_list(section.get("outputs"), f"{key}.outputs"),
-        env=read_env(section.get("env"), f"{key}.env"),
+        env=env,
         resume_args=read_arguments(section.get("resume_args", []), f"{key}.resume_args", allow_empty=True),
+        sweep=sweep,
     )
 
 

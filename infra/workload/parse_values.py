@@ -24,6 +24,7 @@ WALLTIME = re.compile(
     r"^(?:(?P<days>[0-9]+)-)?(?P<hours>[0-9]{1,3}):(?P<minutes>[0-5][0-9]):(?P<seconds>[0-5][0-9])$"
 )
 MAX_GPUS_PER_NODE = 16
+MAX_PATTERN = 500  # a regular expression's length (report.throughput.pattern, a sweep's metric)
 
 _fields = Fields(WorkloadError)
 fail = _fields.fail
