@@ -10,11 +10,21 @@ from __future__ import annotations
 
 import hashlib
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from infra.hpc.scheduler import NO_SITE_DIRECTIVES, JobSpec, Scheduler, SiteDirectives
-from infra.workload.model import Workload
+from infra.workload.model import Sweep, Workload
 from infra.workload.render import render_step
+from infra.workload.sweep import (
+    INDEX_ENV,
+    ArrayChunk,
+    point_count,
+    points_table,
+    selector_lines,
+    shell_words,
+    split_points,
+    table_digest,
+)
 
 JOBS_DIR = ".atlas/jobs"
 PYTHON_DIR = ".atlas/python"
@@ -55,6 +65,59 @@ def render_job_script(scheduler: Scheduler, spec: JobSpec) -> str:
         )
     lines.append(shlex.join(argv))
     return "\n".join(lines) + "\n"
+
+
+def render_array_script(scheduler: Scheduler, spec: JobSpec, sweep: Sweep, chunk: ArrayChunk, table: str) -> str:
+    """One array of a swept step: the step's job script whose elements each run one point.
+
+    The element's index (the scheduler's, from its base, plus the chunk's offset) picks the point's
+    line of the table of points staged at `table` (relative to the run directory; see
+    `sweep.points_table` for why a table and not a `case`); its values reach the program through
+    `ATLAS_SWEEP_<NAME>` and the arguments `sweep.shell_words` appends. Each element has its own
+    log file and its own telemetry (`<telemetry>/<step>/point-<index>.jsonl`)."""
+    size = point_count(sweep)
+    last = chunk.offset + chunk.count - 1
+    lines = ["#!/bin/bash"]
+    lines += scheduler.array_directive_lines(spec, chunk.count, chunk.parallel)
+    lines.append(
+        f"# Atlas job array for step {spec.step!r}: points {chunk.offset} to {last} of a sweep of {size}; "
+        "written by `pulumi up` (infra/hpc). Edit the workload, not this file."
+    )
+    if spec.description:
+        lines.append(f"# {' '.join(spec.description.split())}")
+    lines.append(f"# The points: {table}, one line each (sha256 {table_digest_of(sweep)}).")
+    lines.append(f"cd -- {_remote_dir_expression(spec.workdir)} || exit 1")
+    lines += [f"export {name}={shlex.quote(value)}" for name, value in sorted(spec.env)]
+    # LSF counts from 1 (`LSB_JOBINDEX - 1`), Slurm from 0; a later chunk adds its offset.
+    index = scheduler.array_task_variable
+    if scheduler.array_index_base:
+        index += f" - {scheduler.array_index_base}"
+    if chunk.offset:
+        index = f"{chunk.offset} + {index}"
+    lines += selector_lines(sweep, table, index)
+    command = shlex.join(spec.command)
+    if spec.telemetry_out is not None:
+        if spec.python_path is not None:
+            lines.append(f'export PYTHONPATH="$PWD"/{shlex.quote(spec.python_path)}"${{PYTHONPATH:+:$PYTHONPATH}}"')
+        folder = spec.telemetry_out.removesuffix(".jsonl")
+        lines.append(f"atlas_telemetry={shlex.quote(folder + '/point-')}\"${INDEX_ENV}\".jsonl")
+        lines.append(f"mkdir -p -- {shlex.quote(folder)}")
+        lines.append('if [ -e "$atlas_telemetry" ]; then mv -f -- "$atlas_telemetry" "$atlas_telemetry.$(date +%s)"; fi')
+        sampler = ("python3", "-m", "infra.telemetry.sampler", "--out")
+        rest = ("--interval", f"{spec.telemetry_interval_s:g}", "--step", spec.step, "--")
+        command = f'{shlex.join(sampler)} "$atlas_telemetry" {shlex.join(rest)} {command}'
+    lines.append(" ".join([command, *shell_words(sweep)]))
+    return "\n".join(lines) + "\n"
+
+
+def table_digest_of(sweep: Sweep) -> str:
+    return table_digest(points_table(sweep))
+
+
+def table_path(step: str, sweep: Sweep) -> str:
+    """Where a swept step's table of points is staged, relative to the run directory: beside its
+    scripts, named by its digest, so an element of an earlier array still reads its own points."""
+    return f"{JOBS_DIR}/{step}.{table_digest_of(sweep)[:12]}.points"
 
 
 def _remote_dir_expression(path: str) -> str:
@@ -140,6 +203,54 @@ def step_scripts(
         path = f"{JOBS_DIR}/{name}{scheduler.script_suffix}"
         scripts[name] = StepScript(spec.job_name, path, render_job_script(scheduler, spec))
     return scripts
+
+
+@dataclass(frozen=True)
+class SweepScripts:
+    """A swept step as one scheduler runs it: its table of points (staged at `table_path`) and
+    one array script per chunk of the split at the site's limit, in order."""
+
+    step: str
+    table_path: str
+    table: str
+    chunks: tuple[ArrayChunk, ...]
+    scripts: tuple[StepScript, ...]
+
+
+def chunk_job_name(job_name: str, chunk: ArrayChunk) -> str:
+    """The first chunk keeps the step's job name; a later one adds `-c<number>` (at most 10 chunks
+    of 1,000 under MAX_SWEEP_POINTS, so the name stays within 63 characters)."""
+    return job_name if chunk.number == 0 else f"{job_name}-c{chunk.number}"
+
+
+def sweep_scripts(
+    workload: Workload,
+    scheduler: Scheduler,
+    run: SubmissionKey,
+    queue: str | None,
+    telemetry: bool = True,
+    site: SiteDirectives = NO_SITE_DIRECTIVES,
+    array_limit: int | None = None,
+) -> dict[str, SweepScripts]:
+    """Each swept step's table and array scripts, split at `array_limit` (None: the scheduler's
+    default, LSF's MAX_JOB_ARRAY_SIZE 1,000 or Slurm's MaxArraySize 1,001)."""
+    limit = array_limit or scheduler.array_size_limit
+    result = {}
+    specs = step_specs(workload, run, queue, telemetry, site)
+    for step in workload.steps:
+        if step.sweep is None:
+            continue
+        sweep, spec = step.sweep, specs[step.name]
+        table = table_path(step.name, sweep)
+        chunks = split_points(point_count(sweep), limit, sweep.parallel)
+        scripts = []
+        for chunk in chunks:
+            name = chunk_job_name(spec.job_name, chunk)
+            suffix = f".c{chunk.number}" if chunk.number else ""
+            script = render_array_script(scheduler, replace(spec, job_name=name), sweep, chunk, table)
+            scripts.append(StepScript(name, f"{JOBS_DIR}/{step.name}{suffix}{scheduler.script_suffix}", script))
+        result[step.name] = SweepScripts(step.name, table, points_table(sweep), chunks, tuple(scripts))
+    return result
 
 
 def job_name_for(project: str, stack: str, environment: str, step: str, run_id: str, run_dir: str) -> str:

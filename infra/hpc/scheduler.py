@@ -252,6 +252,13 @@ class Scheduler(ABC):
     option_help: ClassVar[Mapping[str, tuple[str, str]]] = {}
     # Why backfill that yields cannot be placed here; empty where it can (preemptible partitions).
     backfill_unsupported: ClassVar[str] = ""
+    # Job arrays (a swept step, infra/hpc/job_script.py's render_array_script): the element's
+    # index inside the job, the first index of an array, the array's id and the element's index
+    # in an output file name, and the site's default cap on an array's indices.
+    array_task_variable: ClassVar[str]
+    array_index_base: ClassVar[int]
+    array_log_placeholder: ClassVar[str]
+    array_size_limit: ClassVar[int]
     # The programs Atlas runs on the login node (submit, status, history, cancel, the monitor's
     # reads): the pre-flight check asks that the login shell finds each.
     programs: ClassVar[tuple[str, ...]]
@@ -290,10 +297,19 @@ class Scheduler(ABC):
             f"{self.directive_prefix} {directive.option}{self.option_value_separator}{directive_value(directive.value)}"
         )
 
-    def directive_lines(self, spec: JobSpec) -> list[str]:
+    @abstractmethod
+    def array_directives(self, spec: JobSpec, count: int, parallel: int | None) -> list[Directive]:
+        """`directives` for an array of `count` elements (indices from `array_index_base`), at
+        most `parallel` running at once (None: no throttle), each with its own output file."""
+
+    def array_directive_lines(self, spec: JobSpec, count: int, parallel: int | None) -> list[str]:
+        """`directive_lines` of an array: the same site account, skips and extras."""
+        return self.directive_lines(spec, self.array_directives(spec, count, parallel))
+
+    def directive_lines(self, spec: JobSpec, own: list[Directive] | None = None) -> list[str]:
         """Atlas's directives and the site's account, sorted, less what the site skips; then the
         site's extra lines as written (extras are never skipped, as in dask-jobqueue)."""
-        own = self.directives(spec)
+        own = self.directives(spec) if own is None else list(own)
         if spec.site.account:
             own.append(Directive(self.account_option, spec.site.account))
         lines = sorted(self.format_directive(d) for d in own if not spec.site.skips(d.option))

@@ -25,7 +25,7 @@ import shlex
 import string
 from dataclasses import dataclass
 
-from infra.workload.model import Sweep, SweepValue
+from infra.workload.model import Step, Sweep, SweepValue, WorkloadError
 
 # A sweep is one scheduler object whose per-element state lives in one Pulumi resource: 10,000
 # points keep that state near 10 KB (a byte or two per element), the table of points within half a
@@ -235,3 +235,35 @@ def split_points(size: int, limit: int, parallel: int | None = None) -> tuple[Ar
         shares[i] += extra
         left -= extra
     return tuple(ArrayChunk(i, offsets[i], count, shares[i]) for i, count in enumerate(counts))
+
+
+
+def selector_lines(sweep: Sweep, table: str, index_expression: str) -> list[str]:
+    """The POSIX shell lines that make one element a point: ATLAS_SWEEP_INDEX from
+    `index_expression` (the scheduler's or Kubernetes' index, as shell arithmetic), the size, the
+    point's folder, and its values read from line index + 1 of the table at `table`; then the
+    folder is made. An index the table has no line for stops the element before its program runs."""
+    quoted = shlex.quote(table)
+    return [
+        f"{INDEX_ENV}=$(({index_expression}))",
+        f"{SIZE_ENV}={point_count(sweep)}",
+        f'{DIR_ENV}={shlex.quote(point_folder(sweep, ""))}"${INDEX_ENV}"',
+        f"export {INDEX_ENV} {SIZE_ENV} {DIR_ENV}",
+        f'atlas_point=$(sed -n "$(({INDEX_ENV} + 1))p" {quoted})',
+        f'if [ -z "$atlas_point" ]; then echo "atlas: no point ${INDEX_ENV} in {table}" >&2; exit 1; fi',
+        'eval "export $atlas_point"',
+        f'mkdir -p -- "${DIR_ENV}"',
+        f'echo "atlas: sweep point ${INDEX_ENV} of ${SIZE_ENV}: $atlas_point"',
+    ]
+
+
+def refuse_unrun_sweeps(steps: tuple[Step, ...]) -> None:
+    """`pulumi up` runs no sweep yet (the arrays and the Indexed Job are rendered, not submitted):
+    refuse a swept step rather than run it once without its points."""
+    for i, step in enumerate(steps):
+        if step.sweep is not None:
+            raise WorkloadError(
+                f"steps[{i}].sweep: `pulumi up` does not run sweeps yet (issue 32: its arrays and Indexed Job "
+                "are rendered, not yet submitted); see them with `scripts/workload check`, and run the step "
+                "without `sweep:` until then"
+            )

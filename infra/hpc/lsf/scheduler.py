@@ -84,6 +84,11 @@ class LsfScheduler(Scheduler):
         "preemption is a queue the site defines (PREEMPTION=PREEMPTABLE in lsb.queues)"
     )
     programs: ClassVar[tuple[str, ...]] = ("bsub", "bjobs", "bhist", "bkill", "bqueues", "lsload")
+    array_task_variable: ClassVar[str] = "LSB_JOBINDEX"
+    array_index_base: ClassVar[int] = 1
+    array_log_placeholder: ClassVar[str] = "%J_%I"
+    # MAX_JOB_ARRAY_SIZE (lsb.params, `bparams -a`): indices 1 to 1,000 at the default.
+    array_size_limit: ClassVar[int] = 1000
 
     def __init__(self, memory_unit: str = DEFAULT_MEMORY_UNIT) -> None:
         # LSF_UNIT_FOR_LIMITS is the cluster's (bparams -a); never assume the local machine's.
@@ -143,6 +148,14 @@ class LsfScheduler(Scheduler):
         if spec.walltime_seconds:
             minutes = -(-spec.walltime_seconds // 60)
             result.append(Directive("-W", f"{minutes // 60}:{minutes % 60:02d}"))
+        return result
+
+    def array_directives(self, spec: JobSpec, count: int, parallel: int | None) -> list[Directive]:
+        # The array is in the job's name (`-J "name[1-N]%P"`); %J the array's id, %I the element's index.
+        throttle = f"%{parallel}" if parallel is not None else ""
+        result = [d for d in self.directives(spec) if d.option not in ("-J", "-o")]
+        result.append(Directive("-J", f"{spec.job_name}[1-{count}]{throttle}"))
+        result.append(Directive("-o", spec.log_file(self.array_log_placeholder)))
         return result
 
     def phase_of(self, native_state: str, exit_code: int | None = None, reason: str = "") -> Phase:

@@ -77,10 +77,15 @@ class SlurmScheduler(Scheduler):
         "-e": "Atlas reads each step's errors from its --output file",
         "--dependency": "Atlas chains the steps with dependencies of its own",
         "-d": "Atlas chains the steps with dependencies of its own",
-        "--array": "Atlas runs one job per step",
-        "-a": "Atlas runs one job per step",
+        "--array": "Atlas runs one job per step, and one array per swept step",
+        "-a": "Atlas runs one job per step, and one array per swept step",
     }
     programs: ClassVar[tuple[str, ...]] = ("sbatch", "squeue", "sacct", "scancel", "sinfo")
+    array_task_variable: ClassVar[str] = "SLURM_ARRAY_TASK_ID"
+    array_index_base: ClassVar[int] = 0
+    array_log_placeholder: ClassVar[str] = "%A_%a"
+    # MaxArraySize (slurm.conf, `scontrol show config`) caps the largest index plus one: 0 to 1000.
+    array_size_limit: ClassVar[int] = 1001
 
     # --- its own options: none ------------------------------------------------------------------
 
@@ -119,6 +124,14 @@ class SlurmScheduler(Scheduler):
             minutes, seconds = divmod(rest, 60)
             clock = f"{hours:02d}:{minutes:02d}:{seconds:02d}"
             result.append(Directive("--time", f"{days}-{clock}" if days else clock))
+        return result
+
+    def array_directives(self, spec: JobSpec, count: int, parallel: int | None) -> list[Directive]:
+        # %A the array's id, %a the element's index: each element writes its own log.
+        result = [d for d in self.directives(spec) if d.option != "--output"]
+        result.append(Directive("--output", spec.log_file(self.array_log_placeholder)))
+        throttle = f"%{parallel}" if parallel is not None else ""
+        result.append(Directive("--array", f"0-{count - 1}{throttle}"))
         return result
 
     # --- submission ---------------------------------------------------------------------------
