@@ -113,11 +113,20 @@ def entrypoint_sampled(argv: Sequence[str], out: str, interval_seconds: float, s
     return ("--sample", out, f"{interval_seconds:g}", step, "--", *argv)
 
 
-def sampled_argv(workload: Workload, rendered: RenderedStep, interval_seconds: float | None = None) -> tuple[str, ...]:
+def sampled_argv(
+    workload: Workload,
+    rendered: RenderedStep,
+    interval_seconds: float | None = None,
+    *,
+    program: Sequence[str] | None = None,
+    telemetry_out: str | None = None,
+) -> tuple[str, ...]:
     """A step's argv wrapped by the sampler as a Job's container runs it (infra/openshift/manifests/step_jobs.py):
-    `python3 -m infra.telemetry.sampler --out <telemetry>/<step>.jsonl --interval N --step <step> -- argv`."""
+    `python3 -m infra.telemetry.sampler --out <telemetry>/<step>.jsonl --interval N --step <step> -- argv`.
+    `program` and `telemetry_out` replace the step's argv and file (a swept step's Indexed Job)."""
     interval = workload.telemetry.interval_seconds if interval_seconds is None else interval_seconds
-    argv = list(with_sampler(rendered.argv, f"{workload.telemetry.root}/{rendered.name}.jsonl", interval))
+    out = telemetry_out or f"{workload.telemetry.root}/{rendered.name}.jsonl"
+    argv = list(with_sampler(rendered.argv if program is None else program, out, interval))
     separator = argv.index("--")
     argv[separator:separator] = ["--step", rendered.name]
     return tuple(argv)

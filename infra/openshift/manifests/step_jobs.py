@@ -36,16 +36,21 @@ def step_job(
     workload: Workload,
     settings: OpenShiftSettings,
     context: PodContext,
+    program: Sequence[str] | None = None,
+    telemetry_out: str | None = None,
 ) -> Manifest:
-    """One step as a Job: the same argv as the HPC side, wrapped by the telemetry sampler."""
+    """One step as a Job: the same argv as the HPC side, wrapped by the telemetry sampler.
+
+    `program` and `telemetry_out` replace the step's argv and its telemetry file (a swept step's
+    Indexed Job, sweep_jobs.py, runs a shell that picks the point)."""
     resources = step.resources
     labels = context.identity.labels("step", step.name)
+    telemetry_out = telemetry_out or f"{workload.telemetry.root}/{step.name}.jsonl"
+    program = list(program) if program is not None else kubernetes_args(step)
     if context.tools is None:
-        argv = list(sampled_argv(workload, step))
+        argv = list(sampled_argv(workload, step, program=program, telemetry_out=telemetry_out))
     else:
-        telemetry_out = f"{workload.telemetry.root}/{step.name}.jsonl"
-        argv = list(entrypoint_sampled(kubernetes_args(step), telemetry_out, workload.telemetry.interval_seconds,
-                                       step.name))
+        argv = list(entrypoint_sampled(program, telemetry_out, workload.telemetry.interval_seconds, step.name))
 
     amounts: dict[str, str] = {"cpu": str(resources.cpus_per_task), "memory": resources.memory}
     env = [{"name": name, "value": value} for name, value in step.env]

@@ -44,8 +44,8 @@ class StepMount:
 
 
 def step_mounts(workload: Workload) -> tuple[StepMount, ...]:
-    """Inputs on the data PVC, outputs on the results PVC, the training logs on the logs PVC,
-    telemetry on the results PVC; one mount per top-level directory, first claim wins."""
+    """Inputs on the data PVC, outputs (and a sweep's results folder) on the results PVC, the
+    training logs on the logs PVC, telemetry on the results PVC; one mount per top-level directory, first claim wins."""
     by_top: dict[str, str] = {}
 
     def claim(path: str, role: str) -> None:
@@ -61,6 +61,10 @@ def step_mounts(workload: Workload) -> tuple[StepMount, ...]:
         if data_path.name in outputs:
             # An output beside the inputs (the HDF5 file under data/) stays on the data PVC.
             claim(data_path.path, "results")
+    for step in workload.steps:
+        if step.sweep is not None:
+            # Each point's folder, under the sweep's results folder (declared as an output or not).
+            claim(step.sweep.results, "results")
     claim(workload.logs.root, "logs")
     claim(workload.telemetry.root, "results")
     return tuple(StepMount(role, top) for top, role in sorted(by_top.items()))
