@@ -4,7 +4,9 @@ it, before any cluster is touched.
 Reads the definition the way `atlas:workload` does (a shipped name, a workload.yaml, or a folder
 holding one), validates it, lists what a folder source stages (against its limits), then prints
 each step as the LSF job script, the Slurm job script and the Kubernetes Job that `pulumi up`
-would create, and what the comparison report will be able to measure. It warns (on stderr, exit
+would create, and what the comparison report will be able to measure. A swept step shows its
+expansion (how many points, the first and last, parallel, metric, the arrays each scheduler
+splits it into), its array script with the head of its table of points, and its Indexed Job. It warns (on stderr, exit
 status 0) of what keeps the Kubernetes side's image from building on the local environment or
 from Git (infra/image_check.py): a fixed `FROM`, no `ARG BASE_IMAGE`, the build's files not
 committed. Nothing is submitted, built or connected to; exit status 1 with the key and the fix
@@ -17,17 +19,20 @@ when the definition is refused.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
 import yaml
 
-from infra.hpc.job_script import SubmissionKey, step_scripts
+from infra.hpc.job_script import SubmissionKey, step_scripts, sweep_scripts
 from infra.hpc.registry import SCHEDULER_NAMES, scheduler_for
 from infra.image_check import build_warnings
 from infra.openshift.manifests import labels
 from infra.openshift.manifests.pods import PodContext
 from infra.openshift.manifests.step_jobs import step_job
+from infra.openshift.manifests.sweep_jobs import indexed_step_job
+from infra.openshift.settings import OpenShiftSettings
 from infra.openshift.manifests.volumes import Claims, SourceVolume, source_config_map_data
 from infra.openshift.settings_parser import parse_openshift_settings
 from infra.workload.load import REPO_ROOT, SHIPPED, FolderFile, folder_files, load_workload, locate_workload
@@ -41,6 +46,7 @@ from infra.workload.model import (
     WorkloadError,
 )
 from infra.workload.render import render_step
+from infra.workload.sweep import env_name, point_args, point_at, point_count, point_folder, split_points
 
 # What the printed Job stands on: the objects `pulumi up` creates beside it, by role.
 PLACEHOLDER_CLAIMS = Claims(data="<data PVC>", results="<results PVC>", logs="<logs PVC>")
@@ -92,8 +98,45 @@ def report_lines(workload: Workload) -> list[str]:
     return lines
 
 
-def kubernetes_jobs(workload: Workload, steps: list[str], files: tuple[FolderFile, ...], environment: str) -> list[str]:
-    """Each step's Job as YAML, as `pulumi up` would create it (placeholders where it names objects)."""
+def sweep_lines(workload: Workload, steps: list[str]) -> list[str]:
+    """Each swept step's expansion: its size, first and last points, throttle, metric, folders."""
+    lines = []
+    for name in steps:
+        sweep = workload.step(name).sweep
+        if sweep is None:
+            continue
+        size = point_count(sweep)
+        first, last = point_at(sweep, 0), point_at(sweep, size - 1)
+        lines.append(f"sweep: step {name!r}: {size} point{'' if size == 1 else 's'} ({sweep.kind} of {', '.join(sweep.names)})")
+        lines.append(f"  first: point 0: {first.describe()}: appends {shlex.join(point_args(sweep, first))}")
+        if size > 1:
+            lines.append(f"  last:  point {size - 1}: {last.describe()}: appends {shlex.join(point_args(sweep, last))}")
+        lines.append(f"  parallel: {sweep.parallel if sweep.parallel is not None else f'all ({size})'} at once")
+        metric = sweep.metric
+        if metric is None:
+            lines.append("  metric: none (the points are not ranked)")
+        elif metric.pattern is not None:
+            lines.append(f"  metric: {metric.goal} of the last match of {metric.pattern!r} in the point's log")
+        else:
+            lines.append(f"  metric: {metric.goal} of the number in {point_folder(sweep, '<index>')}/{metric.file}")
+        lines.append(
+            f"  each point: {point_folder(sweep, '<index>')} (ATLAS_SWEEP_DIR), ATLAS_SWEEP_INDEX, ATLAS_SWEEP_SIZE, "
+            + ", ".join(env_name(n) for n in sweep.names)
+        )
+        for scheduler_name in SCHEDULER_NAMES:
+            scheduler = scheduler_for(scheduler_name)
+            chunks = split_points(size, scheduler.array_size_limit, sweep.parallel)
+            lines.append(
+                f"  {scheduler_name}: {len(chunks)} array{'' if len(chunks) == 1 else 's'} at its default limit of "
+                f"{scheduler.array_size_limit:,} ("
+                + ", ".join(f"points {c.offset}-{c.offset + c.count - 1}" for c in chunks)
+                + ")"
+            )
+    return lines
+
+
+def kubernetes_context(workload: Workload, files: tuple[FolderFile, ...]) -> tuple[OpenShiftSettings, PodContext]:
+    """The settings and pod context a check renders Jobs under: placeholders where `pulumi up` names objects."""
     section = {"namespace": "atlas-check", "image": {"reference": "example.org/atlas/runtime:latest"}}
     settings = parse_openshift_settings(section, "atlas:openshift", "kubernetes")
     source = None
@@ -110,7 +153,20 @@ def kubernetes_jobs(workload: Workload, steps: list[str], files: tuple[FolderFil
         openshift=False,
         source=source,
     )
-    jobs = [step_job(render_step(workload, step, environment), workload, settings, context) for step in steps]
+    return settings, context
+
+
+def kubernetes_jobs(workload: Workload, steps: list[str], files: tuple[FolderFile, ...], environment: str) -> list[str]:
+    """Each step's Job as YAML, as `pulumi up` would create it (placeholders where it names objects);
+    a swept step's Indexed Job."""
+    settings, context = kubernetes_context(workload, files)
+    jobs = []
+    for step in steps:
+        rendered, sweep = render_step(workload, step, environment), workload.step(step).sweep
+        if sweep is None:
+            jobs.append(step_job(rendered, workload, settings, context))
+        else:
+            jobs.append(indexed_step_job(rendered, sweep, workload, settings, context, "<points ConfigMap>"))
     return [yaml.safe_dump(job, sort_keys=False, width=120) for job in jobs]
 
 
@@ -135,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             workload.step(name)
         names = ", ".join(s.name for s in workload.steps)
         summary = [f"workload {workload.name!r}: {len(workload.steps)} steps ({names})", *image_lines(workload)]
-        for line in [*summary, *report_lines(workload)]:
+        for line in [*summary, *report_lines(workload), *sweep_lines(workload, steps)]:
             print(line)
         warnings = build_warnings(workload, REPO_ROOT)
         for warning in warnings:
@@ -151,11 +207,22 @@ def main(argv: list[str] | None = None) -> int:
         run = SubmissionKey("atlas", "<stack>", args.environment, "1", "<run directory>")
         for scheduler_name in SCHEDULER_NAMES:
             scripts = step_scripts(workload, scheduler_for(scheduler_name), run, "<queue>")
+            arrays = sweep_scripts(workload, scheduler_for(scheduler_name), run, "<queue>")
             for name in steps:
+                if name in arrays:
+                    swept = arrays[name]
+                    table = swept.table.splitlines()
+                    print(f"\n===== step {name}: {scheduler_name} array script ({swept.scripts[0].path}, "
+                          f"1 of {len(swept.scripts)}) =====")
+                    print(swept.scripts[0].script, end="")
+                    print(f"----- its table of points ({swept.table_path}, {len(table)} lines; the first) -----")
+                    print("\n".join(table[:3]))
+                    continue
                 print(f"\n===== step {name}: {scheduler_name} job script ({scripts[name].path}) =====")
                 print(scripts[name].script, end="")
         for name, job in zip(steps, kubernetes_jobs(workload, steps, files, "openshift"), strict=True):
-            print(f"\n===== step {name}: Kubernetes Job (environment openshift) =====")
+            kind = "Indexed Job" if workload.step(name).sweep is not None else "Job"
+            print(f"\n===== step {name}: Kubernetes {kind} (environment openshift) =====")
             print(job, end="")
     except WorkloadError as error:
         print(f"workload check: refused: {error}", file=sys.stderr)
