@@ -32,8 +32,8 @@ from infra.openshift.manifests import labels
 from infra.openshift.manifests.pods import PodContext
 from infra.openshift.manifests.step_jobs import step_job
 from infra.openshift.manifests.sweep_jobs import indexed_step_job
-from infra.openshift.settings import OpenShiftSettings
 from infra.openshift.manifests.volumes import Claims, SourceVolume, source_config_map_data
+from infra.openshift.settings import OpenShiftSettings
 from infra.openshift.settings_parser import parse_openshift_settings
 from infra.workload.load import REPO_ROOT, SHIPPED, FolderFile, folder_files, load_workload, locate_workload
 from infra.workload.model import (
@@ -107,7 +107,8 @@ def sweep_lines(workload: Workload, steps: list[str]) -> list[str]:
             continue
         size = point_count(sweep)
         first, last = point_at(sweep, 0), point_at(sweep, size - 1)
-        lines.append(f"sweep: step {name!r}: {size} point{'' if size == 1 else 's'} ({sweep.kind} of {', '.join(sweep.names)})")
+        plural = "" if size == 1 else "s"
+        lines.append(f"sweep: step {name!r}: {size} point{plural} ({sweep.kind} of {', '.join(sweep.names)})")
         lines.append(f"  first: point 0: {first.describe()}: appends {shlex.join(point_args(sweep, first))}")
         if size > 1:
             lines.append(f"  last:  point {size - 1}: {last.describe()}: appends {shlex.join(point_args(sweep, last))}")

@@ -102,7 +102,9 @@ def render_array_script(scheduler: Scheduler, spec: JobSpec, sweep: Sweep, chunk
         folder = spec.telemetry_out.removesuffix(".jsonl")
         lines.append(f"atlas_telemetry={shlex.quote(folder + '/point-')}\"${INDEX_ENV}\".jsonl")
         lines.append(f"mkdir -p -- {shlex.quote(folder)}")
-        lines.append('if [ -e "$atlas_telemetry" ]; then mv -f -- "$atlas_telemetry" "$atlas_telemetry.$(date +%s)"; fi')
+        lines.append(
+            'if [ -e "$atlas_telemetry" ]; then mv -f -- "$atlas_telemetry" "$atlas_telemetry.$(date +%s)"; fi'
+        )
         sampler = ("python3", "-m", "infra.telemetry.sampler", "--out")
         rest = ("--interval", f"{spec.telemetry_interval_s:g}", "--step", spec.step, "--")
         command = f'{shlex.join(sampler)} "$atlas_telemetry" {shlex.join(rest)} {command}'

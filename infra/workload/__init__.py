@@ -9,7 +9,9 @@ Each kind of knowledge has its own module; import from the module itself:
   `folder_files` (a folder source's files, within their limits);
 - `options`: the one reader of a command line's options (`--x=y`, `--x y`, flags, repeats);
 - `render`: a step as one environment runs it (Job args, job-script line, sampler wrapper);
-- `differences`: how two environments run the steps differently, for the comparison report.
+- `differences`: how two environments run the steps differently, for the comparison report;
+- `sweep`: a swept step's points in a stable order, their args, env and table, the split at a
+  site's array limit (its `sweep:` section read by `parse_sweep`);
 - `argparse_flags`: the options a workload script's argparse parser defines, read from its source.
 
 The source the definition pins is materialised by `infra/workload_source.py`, which stays a

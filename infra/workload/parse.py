@@ -212,7 +212,9 @@ def check_sweep_override(step: Step, override: StepOverride, key: str) -> None:
             )
     for name, _ in override.env:
         if name.startswith(ENV_PREFIX):
-            raise fail(f"{key}.env.{name}", f"{ENV_PREFIX}* is what each point of the sweep gets", "rename the variable")
+            raise fail(
+                f"{key}.env.{name}", f"{ENV_PREFIX}* is what each point of the sweep gets", "rename the variable"
+            )
 
 
 def check_outside_repository(workload: Workload) -> None:

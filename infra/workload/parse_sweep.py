@@ -1,4 +1,4 @@
-"""A step's `sweep:` section validated into `model.Sweep`: its points, throttle, metric, argument template and results folder.
+"""A step's `sweep:` section validated into `model.Sweep`: its points, throttle, metric, arguments and results folder.
 
 Every refusal names the key (`steps[2].sweep.grid.lr[1]`) and the fix, before anything is
 created: an empty sweep, a value that is not a scalar, zip lists of unequal lengths, a name that
@@ -145,11 +145,11 @@ def _check_distinct(sweep: Sweep, key: str) -> None:
     seen_points: dict[tuple[str, ...], int] = {}
     rows = zip(*(values for _, values in sweep.axes), strict=True) if sweep.kind == "zip" else iter(sweep.points)
     for i, row in enumerate(rows):
-        text = tuple(value_text(v) for v in row)
-        if text in seen_points:
+        texts = tuple(value_text(v) for v in row)
+        if texts in seen_points:
             where = f"{key}.points[{i}]" if sweep.kind == "points" else f"{key}.zip (position {i})"
-            raise fail(where, f"repeats point {seen_points[text]}", "list each point once; vary a seed to repeat a run")
-        seen_points[text] = i
+            raise fail(where, f"repeats point {seen_points[texts]}", "list each point once; vary a seed to repeat it")
+        seen_points[texts] = i
 
 
 def read_metric(value: Any, key: str) -> SweepMetric:
@@ -191,7 +191,9 @@ def _read_template(raw: Any, key: str, names: tuple[str, ...]) -> tuple[str, ...
         try:
             pieces = template_fields(token)
         except ValueError as error:
-            raise fail(token_key, f"{token!r} is not a template ({error})", "write {name}, and {{ or }} for a brace") from None
+            raise fail(
+                token_key, f"{token!r} is not a template ({error})", "write {name}, and {{ or }} for a brace"
+            ) from None
         for _, field, spec, conversion in pieces:
             if field is None:
                 continue
@@ -202,7 +204,9 @@ def _read_template(raw: Any, key: str, names: tuple[str, ...]) -> tuple[str, ...
                     f"use one of {', '.join('{' + n + '}' for n in (*names, *BUILT_IN))}",
                 )
             if spec or conversion:
-                raise fail(token_key, f"{token!r} formats {{{field}}}", f"write {{{field}}} alone: the value is as written")
+                raise fail(
+                    token_key, f"{token!r} formats {{{field}}}", f"write {{{field}}} alone: the value is as written"
+                )
     return tokens
 
 
@@ -213,7 +217,9 @@ def _option_position(args: tuple[str, ...], option: str) -> int:
     return -1
 
 
-def _check_clashes(sweep: Sweep, key: str, step_key: str, step_args: tuple[str, ...], step_env: Mapping[str, str]) -> None:
+def _check_clashes(
+    sweep: Sweep, key: str, step_key: str, step_args: tuple[str, ...], step_env: Mapping[str, str]
+) -> None:
     """A point's option must not replace one the step already passes (which would win depends on
     the program), nor its variables one the step sets."""
     for use in split_options(argument_template(sweep)):

@@ -144,7 +144,9 @@ def point_args(sweep: Sweep, point: SweepPoint) -> tuple[str, ...]:
     """The tokens one point appends to the step's args, its values written in."""
     values = _point_text(sweep, point)
     return tuple(
-        "".join(literal + (values[field] if field is not None else "") for literal, field, _, _ in template_fields(token))
+        "".join(
+            literal + (values[field] if field is not None else "") for literal, field, _, _ in template_fields(token)
+        )
         for token in argument_template(sweep)
     )
 
@@ -235,7 +237,6 @@ def split_points(size: int, limit: int, parallel: int | None = None) -> tuple[Ar
         shares[i] += extra
         left -= extra
     return tuple(ArrayChunk(i, offsets[i], count, shares[i]) for i, count in enumerate(counts))
-
 
 
 def selector_lines(sweep: Sweep, table: str, index_expression: str) -> list[str]:

@@ -138,17 +138,27 @@ def test_a_point_gets_its_options_index_folder_and_variables() -> None:
 
 def test_an_args_template_places_the_values_and_the_points_own() -> None:
     sweep = swept(
-        {"zip": {"lr": ["1e-4", "2e-4"]}, "args": ["--lr={lr}", "--out", "{dir}/model.pt", "--tag", "{index}of{size}", "{{x}}"],
-         "results": "sweeps/lr"}
+        {
+            "zip": {"lr": ["1e-4", "2e-4"]},
+            "args": ["--lr={lr}", "--out", "{dir}/model.pt", "--tag", "{index}of{size}", "{{x}}"],
+            "results": "sweeps/lr",
+        }
     )
     assert point_args(sweep, expand_sweep(sweep)[1]) == (
-        "--lr=2e-4", "--out", "sweeps/lr/point-1/model.pt", "--tag", "1of2", "{x}"
+        "--lr=2e-4",
+        "--out",
+        "sweeps/lr/point-1/model.pt",
+        "--tag",
+        "1of2",
+        "{x}",
     )
 
 
 def test_the_table_holds_one_line_of_shell_assignments_per_point() -> None:
     sweep = swept({"points": [{"name": "it's", "n": 1}, {"name": "a b", "n": 2}]})
-    assert points_table(sweep) == "ATLAS_SWEEP_NAME='it'\"'\"'s' ATLAS_SWEEP_N=1\nATLAS_SWEEP_NAME='a b' ATLAS_SWEEP_N=2\n"
+    assert (
+        points_table(sweep) == "ATLAS_SWEEP_NAME='it'\"'\"'s' ATLAS_SWEEP_N=1\nATLAS_SWEEP_NAME='a b' ATLAS_SWEEP_N=2\n"
+    )
 
 
 # --- refusals: each names the key and the fix -------------------------------------------------------
@@ -188,10 +198,12 @@ def test_the_table_holds_one_line_of_shell_assignments_per_point() -> None:
          "steps[1].sweep.metric.pattern", "capture the number once"),
         ({"grid": {"lr": [1]}, "metric": {"pattern": "(a) (b)", "goal": "min"}}, {},
          "steps[1].sweep.metric.pattern", "capture the number once"),
-        ({"grid": {"lr": [1]}, "metric": {"pattern": "(", "goal": "min"}}, {}, "steps[1].sweep.metric.pattern", "fix it"),
+        ({"grid": {"lr": [1]}, "metric": {"pattern": "(", "goal": "min"}}, {},
+         "steps[1].sweep.metric.pattern", "fix it"),
         ({"grid": {"lr": [1]}, "metric": {"pattern": "(x)", "goal": "best"}}, {}, "steps[1].sweep.metric.goal", "min"),
         ({"grid": {"lr": [1]}, "metric": {"goal": "min"}}, {}, "steps[1].sweep.metric", "choose one"),
-        ({"grid": {"lr": [1]}, "metric": {"file": "/abs", "goal": "max"}}, {}, "steps[1].sweep.metric.file", "relative"),
+        ({"grid": {"lr": [1]}, "metric": {"file": "/abs", "goal": "max"}}, {},
+         "steps[1].sweep.metric.file", "relative"),
         ({"grid": {"lr": [1]}, "args": ["{nope}"]}, {}, "steps[1].sweep.args[0]", "use one of {lr}"),
         ({"grid": {"lr": [1]}, "args": ["{lr:.2f}"]}, {}, "steps[1].sweep.args[0]", "write {lr} alone"),
         ({"grid": {"lr": [1]}, "args": ["{lr"]}, {}, "steps[1].sweep.args[0]", "{{ or }}"),
@@ -302,7 +314,9 @@ def test_indexed_job_matches_its_golden_file() -> None:
     settings, context = kubernetes_context(PROBE_SWEEP, ())
     sweep = PROBE_SWEEP.step("train").sweep
     assert sweep is not None
-    job = indexed_step_job(render_step(PROBE_SWEEP, "train", "openshift"), sweep, PROBE_SWEEP, settings, context, "points")
+    job = indexed_step_job(
+        render_step(PROBE_SWEEP, "train", "openshift"), sweep, PROBE_SWEEP, settings, context, "points"
+    )
     text = yaml.safe_dump(job, sort_keys=False, width=120)
     path = GOLDEN / "probe-sweep-train-indexed-job.yaml"
     if os.environ.get("ATLAS_UPDATE_GOLDEN") == "1":
@@ -314,8 +328,8 @@ def test_indexed_job_matches_its_golden_file() -> None:
     assert "activeDeadlineSeconds" not in spec and spec["template"]["spec"]["activeDeadlineSeconds"] == 1800
 
 
-HOSTILE = {"points": [{"name": "it's", "n": 1}, {"name": "x; touch pwned \\\\n", "n": 2}, {"name": 'say "hi"; a b', "n": 3},
-                      {"name": "*", "n": 4}, {"name": "-x", "n": 5}]}  # fmt: skip
+HOSTILE = {"points": [{"name": "it's", "n": 1}, {"name": "x; touch pwned \\\\n", "n": 2},
+                      {"name": 'say "hi"; a b', "n": 3}, {"name": "*", "n": 4}, {"name": "-x", "n": 5}]}  # fmt: skip
 
 
 def _stub_program(tmp_path: Path) -> Path:
@@ -367,7 +381,9 @@ def test_every_element_of_every_array_runs_its_own_point(scheduler: str, tmp_pat
 
 def test_an_element_without_a_point_stops_before_its_program(tmp_path: Path) -> None:
     sweep = swept({"grid": {"lr": [1, 2]}})
-    spec = JobSpec(job_name="atlas-x-0123456789", step="train", workdir=str(tmp_path), log_dir="logs", command=("train",))
+    spec = JobSpec(
+        job_name="atlas-x-0123456789", step="train", workdir=str(tmp_path), log_dir="logs", command=("train",)
+    )
     script = render_array_script(scheduler_for("slurm"), spec, sweep, ArrayChunk(0, 0, 2), "points")
     (tmp_path / "points").write_text(points_table(sweep))
     env = {"PATH": f"{_stub_program(tmp_path)}:{os.environ['PATH']}", "SLURM_ARRAY_TASK_ID": "7"}
@@ -388,7 +404,9 @@ def test_every_index_of_the_indexed_job_runs_its_own_point(tmp_path: Path) -> No
     script = program[2].replace("$$", "$").replace("/opt/atlas/sweep/points", str(table))
     for index in range(5):
         env = {"PATH": f"{_stub_program(tmp_path)}:{os.environ['PATH']}", "JOB_COMPLETION_INDEX": str(index)}
-        result = subprocess.run(["sh", "-c", script, "sh"], capture_output=True, text=True, env=env, cwd=tmp_path, check=True)
+        result = subprocess.run(
+            ["sh", "-c", script, "sh"], capture_output=True, text=True, env=env, cwd=tmp_path, check=True
+        )
         assert result.stdout.splitlines()[1:] == _expected(sweep, index)
     assert not list(tmp_path.rglob("pwned"))
 

@@ -72,7 +72,10 @@ def indexed_step_job(
     pod = spec["template"]["spec"]
     pod["activeDeadlineSeconds"] = deadline
     pod["volumes"].append(
-        {"name": "atlas-sweep", "configMap": {"name": points_config_map, "items": [{"key": POINTS_KEY, "path": POINTS_KEY}]}}
+        {
+            "name": "atlas-sweep",
+            "configMap": {"name": points_config_map, "items": [{"key": POINTS_KEY, "path": POINTS_KEY}]},
+        }
     )
     container = pod["containers"][0]
     container["volumeMounts"].append({"name": "atlas-sweep", "mountPath": SWEEP_DIR, "readOnly": True})
