@@ -345,6 +345,22 @@ class Scheduler(ABC):
     @abstractmethod
     def lookup_by_name_query(self, job_name: str) -> StatusQuery: ...
 
+    # --- job arrays (a swept step's SweepJob) ---------------------------------------------------
+
+    @abstractmethod
+    def array_lookup_query(self, job_name: str) -> StatusQuery:
+        """The login user's arrays of this name, keyed by array id (any element's state): what an
+        interrupted submission already put in the queue."""
+
+    @abstractmethod
+    def array_elements_query(self, array_id: str) -> StatusQuery:
+        """Every element of one array in one query, keyed by the element's index as the scheduler
+        counts it (from `array_index_base`), as text."""
+
+    def array_history_query(self, array_id: str) -> StatusQuery | None:
+        """Where elements the live query forgot are still known (Slurm's accounting); None: nowhere."""
+        return None
+
     def cancel_command(self, *job_ids: str) -> str:
         return f"{self.cancel_program} {shlex.join(validate_job_ids(job_ids))}"
 

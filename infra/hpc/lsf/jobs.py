@@ -236,3 +236,40 @@ def parse_bhist_event_times(result: RemoteResult) -> dict[str, dict[str, tuple[s
             if kind is not None:
                 events[kind] = (when, int(year) if year else None)
     return times
+
+
+# --- job arrays: one record per element -----------------------------------------------------------
+
+# An element's JOB_NAME is the array's name and its index (`name[3]`); its JOBID the array's.
+ARRAY_FIELDS = ("jobid", "job_name", "stat", "exit_code", "exit_reason")
+_ELEMENT_NAME = re.compile(r"\[(\d+)\]$")
+
+
+def parse_array_bjobs(result: RemoteResult) -> dict[str, JobState]:
+    """`bjobs -a -o 'jobid job_name stat exit_code exit_reason' -json <array id>`: every element, by
+    its index (from 1). An array LSF has forgotten (CLEAN_PERIOD) is no elements."""
+    states = {}
+    for state in _records(result):
+        match = _ELEMENT_NAME.search(state.name)
+        if match:
+            states[match.group(1)] = state
+    return states
+
+
+def _records(result: RemoteResult) -> list[JobState]:
+    text = result.stdout.strip()
+    if not text.startswith("{"):
+        if result.exit_code in (0, 255) and not text:
+            return []  # "Job <N> is not found", "No job found"
+        raise UnsupportedOutput(result.stderr.strip() or text[:200])
+    try:
+        records = json.loads(text).get("RECORDS")
+    except (json.JSONDecodeError, AttributeError) as error:
+        raise UnsupportedOutput(f"bjobs -json printed no records: {error}") from None
+    if not isinstance(records, list):
+        raise unreadable_answer("bjobs -json", text)
+    return [
+        _state({k: str(v) for k, v in record.items()})
+        for record in records
+        if isinstance(record, dict) and record.get("JOBID") and "ERROR" not in record
+    ]

@@ -203,6 +203,16 @@ class LsfScheduler(Scheduler):
         fields = " ".join(jobs.BJOBS_FIELDS)
         return StatusQuery(f"bjobs -a -J {shlex.quote(job_name)} -o {shlex.quote(fields)} -json", self.parse_bjobs_json)
 
+    def array_lookup_query(self, job_name: str) -> StatusQuery:
+        # `-J name` matches an array's elements (`name[3]`) by the array's name, keyed by JOBID.
+        return self.lookup_by_name_query(job_name)
+
+    def array_elements_query(self, array_id: str) -> StatusQuery:
+        # An array's id names every element (LSF 10.1: `bjobs <id>`, `bkill <id>`, `done(<id>)`).
+        fields = " ".join(jobs.ARRAY_FIELDS)
+        command = f"bjobs -a -o {shlex.quote(fields)} -json {validate_job_ids([array_id])[0]}"
+        return StatusQuery(command, jobs.parse_array_bjobs)
+
     def parse_bjobs_json(self, result: RemoteResult) -> dict[str, JobState]:
         return jobs.parse_bjobs_json(result)
 

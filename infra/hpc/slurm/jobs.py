@@ -187,3 +187,86 @@ def parse_sacct(result: RemoteResult) -> dict[str, JobState]:
         raise unreadable_answer("sacct", result.stdout)
     return states
 
+
+
+# --- job arrays: one line per element -----------------------------------------------------------
+
+# `squeue -r` prints every element on its own line: the array's id (%F), the element's index (%K),
+# its state and reason. Without -r, pending elements share one line (`%K` `3-9%2`); both are read.
+ARRAY_FORMAT = "%F|%K|%T|%r"
+ARRAY_SACCT_FIELDS = "JobID,State,ExitCode"
+_ELEMENT_ID = re.compile(r"^(\d+)_(\[?[0-9,\-:%]+\]?)$")
+
+
+def expand_indices(text: str) -> list[int]:
+    """Slurm's index list as printed (`3`, `0-5`, `[3-9%2]`, `1,4-6`, `0-10:2`) as indices."""
+    body = text.strip().strip("[]").split("%", 1)[0]
+    indices: list[int] = []
+    for part in filter(None, body.split(",")):
+        span, _, step = part.partition(":")
+        first, _, last = span.partition("-")
+        if not first.isdigit() or (last and not last.isdigit()) or (step and not step.isdigit()):
+            raise UnsupportedOutput(f"not an array index list: {text!r}")
+        indices.extend(range(int(first), int(last or first) + 1, int(step or 1)))
+    return indices
+
+
+def array_squeue_command(array_id: str) -> str:
+    return f"squeue -h -r -t all -j {shlex.quote(array_id)} -o {shlex.quote(ARRAY_FORMAT)}"
+
+
+def array_lookup_command(job_name: str) -> str:
+    # The login user's only, as lookup_by_name_query; one line per array (no -r): its id and state.
+    return f'squeue -h -t all -u "$(id -un)" --name={shlex.quote(job_name)} -o {shlex.quote(ARRAY_FORMAT)}'
+
+
+def parse_array_squeue(result: RemoteResult, by: str = "index") -> dict[str, JobState]:
+    """`squeue -o ARRAY_FORMAT`: by element index (`by="index"`) or by array id (`by="array"`).
+    "Invalid job id specified" (the array is past MinJobAge) is no elements."""
+    if result.exit_code != 0:
+        if "Invalid job id specified" in result.stderr:
+            return {}
+        raise UnsupportedOutput(result.stderr.strip())
+    states: dict[str, JobState] = {}
+    read = False
+    for line in result.stdout.splitlines():
+        parts = [p.strip() for p in line.strip().split("|")]
+        if len(parts) != 4 or not parts[0].isdigit():
+            continue
+        read = True
+        array_id, indices, native, reason = parts
+        state = JobState(array_id, slurm_phase(native), native, reason="" if reason == "None" else reason)
+        if by == "array":
+            states.setdefault(array_id, state)
+            continue
+        if indices in ("N/A", ""):
+            continue  # not an array element
+        for index in expand_indices(indices):
+            states[str(index)] = state
+    if not read and has_text(result.stdout):
+        raise unreadable_answer("squeue", result.stdout)
+    return states
+
+
+def array_sacct_command(array_id: str) -> str:
+    return f"sacct -n -P -X -o {ARRAY_SACCT_FIELDS} -j {shlex.quote(array_id)}"
+
+
+def parse_array_sacct(result: RemoteResult) -> dict[str, JobState]:
+    """`sacct -P -o JobID,State,ExitCode` of an array, by element index: `12_3|COMPLETED|0:0`,
+    `12_[4-9%2]|PENDING|0:0`, `12_5|CANCELLED by 1000|0:15`. No accounting (exit 1): no elements."""
+    if result.exit_code != 0:
+        return {}
+    states: dict[str, JobState] = {}
+    for line in result.stdout.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != 3:
+            continue
+        match = _ELEMENT_ID.match(parts[0])
+        if not match:
+            continue
+        native = parts[1]
+        state = JobState(match.group(1), slurm_phase(native), native, exit_code=_exit_code_from_text(parts[2]))
+        for index in expand_indices(match.group(2)):
+            states[str(index)] = state
+    return states

@@ -182,6 +182,16 @@ class SlurmScheduler(Scheduler):
             self.parse_squeue_text,
         )
 
+    def array_lookup_query(self, job_name: str) -> StatusQuery:
+        return StatusQuery(jobs.array_lookup_command(job_name), functools.partial(jobs.parse_array_squeue, by="array"))
+
+    def array_elements_query(self, array_id: str) -> StatusQuery:
+        # `-j <array id>` lists every element; `afterok:<array id>` likewise waits for every one.
+        return StatusQuery(jobs.array_squeue_command(validate_job_ids([array_id])[0]), jobs.parse_array_squeue)
+
+    def array_history_query(self, array_id: str) -> StatusQuery | None:
+        return StatusQuery(jobs.array_sacct_command(validate_job_ids([array_id])[0]), jobs.parse_array_sacct)
+
     def parse_squeue_fields(self, result: RemoteResult) -> dict[str, JobState]:
         return jobs.parse_squeue_fields(result)
 
