@@ -44,7 +44,10 @@ def stop(message: str) -> NoReturn:
 try:
     config = load_stack_config()
     workload = load_workload(config.workload_file, PROJECT_ROOT)
-    refuse_unrun_sweeps(workload.steps)
+    refuse_unrun_sweeps(
+        workload.steps,
+        tuple(key for key, on in (("atlas:openshift", config.openshift), ("atlas:aws", config.aws)) if on is not None),
+    )
     check_wait_for(config, [step.name for step in workload.steps])
     if config.workload_source is not None:
         if not isinstance(workload.source, GitSource):

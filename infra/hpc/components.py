@@ -23,8 +23,8 @@ from typing import Any
 
 import pulumi
 
-from infra.hpc.job_script import PYTHON_DIR, SubmissionKey, step_scripts
-from infra.hpc.pipeline import StagedFile, staged_file_entries, submit_pipeline
+from infra.hpc.job_script import PYTHON_DIR, SubmissionKey, step_scripts, sweep_scripts
+from infra.hpc.pipeline import StagedFile, staged_file_entries, submit_pipeline, sweep_files
 from infra.hpc.providers import endpoint_inputs
 from infra.hpc.registry import scheduler_for
 from infra.hpc.ssh.resolve import resolve_endpoint
@@ -143,13 +143,21 @@ class HpcEnvironment(pulumi.ComponentResource):
 
         run = SubmissionKey(args.project, args.stack, args.environment, args.run_id, run_dir)
         scripts = step_scripts(workload, scheduler, run, target.queue, args.telemetry, target.directives)
+        # A swept step runs as arrays (its plain script is not staged): its table and chunk scripts.
+        sweeps = sweep_scripts(workload, scheduler, run, target.queue, args.telemetry, target.directives)
+        if sweeps and args.wait_for_steps and set(args.wait_for_steps) & set(sweeps):
+            raise HpcConfigError(
+                f"wait_for_steps: {', '.join(sorted(set(args.wait_for_steps) & set(sweeps)))} is a swept step; "
+                "`pulumi up` does not wait for a sweep yet: remove it from waitFor"
+            )
+        staged = {**{n: s for n, s in scripts.items() if n not in sweeps}, **sweep_files(sweeps)}
         pipeline = submit_pipeline(
             name,
             self,
             workload=workload,
             scheduler=scheduler,
             scripts=scripts,
-            files=staged_file_entries(scripts, args.extra_files, args.telemetry, HpcConfigError),
+            files=staged_file_entries(staged, args.extra_files, args.telemetry, HpcConfigError),
             run_dir=run_dir,
             ssh_target=ssh_target,
             ssh_secret=ssh_secret,
@@ -158,8 +166,9 @@ class HpcEnvironment(pulumi.ComponentResource):
             wait_for_steps=args.wait_for_steps,
             wait_timeout_s=args.wait_timeout_s,
             scheduler_options=target.scheduler_options,
+            sweeps=sweeps,
         )
-        self.jobs, self.completions = pipeline.jobs, pipeline.completions
+        self.jobs, self.completions, self.sweeps = pipeline.jobs, pipeline.completions, pipeline.sweeps
 
         gpus = requested_gpus(workload, args.environment)
         step_outputs = [
@@ -169,6 +178,15 @@ class HpcEnvironment(pulumi.ComponentResource):
                 queue=self.jobs[s.name].queue,
                 script_sha256=self.jobs[s.name].script_sha256,
                 submitted_at=self.jobs[s.name].submitted_at,
+            )
+            if s.name in self.jobs
+            # A sweep: its first array's id (the report's per-sweep view is the next slice).
+            else pulumi.Output.all(
+                name=s.name,
+                job_id=self.sweeps[s.name].job_id,
+                queue=target.queue or "",
+                script_sha256=sweeps[s.name].scripts[0].sha256,
+                submitted_at=self.sweeps[s.name].submitted_at,
             )
             for s in workload.steps
         ]

@@ -9,6 +9,7 @@ shows the exact scripts; the only files read here are the local ones staged (for
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,8 +18,9 @@ from typing import Any
 
 import pulumi
 
-from infra.hpc.job_script import JOBS_DIR, PYTHON_DIR, StepScript
+from infra.hpc.job_script import JOBS_DIR, PYTHON_DIR, StepScript, SweepScripts
 from infra.hpc.providers import BatchJob, BatchJobCompletion, StagedFiles
+from infra.hpc.providers.sweep_job import SweepJob
 from infra.hpc.scheduler import Scheduler
 from infra.telemetry.bundle import SAMPLER_FILES, sampler_file
 from infra.workload.model import Workload
@@ -58,10 +60,38 @@ def run_directories(workload: Workload) -> list[str]:
     return sorted({workload.logs.root, workload.telemetry.root, str(PurePosixPath(JOBS_DIR))})
 
 
+def sweep_files(sweeps: Mapping[str, SweepScripts]) -> dict[str, StepScript]:
+    """What a swept step stages, as `staged_file_entries` takes scripts: its table of points and
+    one array script per chunk (keyed `<step>#table`, `<step>#c<n>`)."""
+    files: dict[str, StepScript] = {}
+    for step, sweep in sweeps.items():
+        files[f"{step}#table"] = StepScript("", sweep.table_path, sweep.table)
+        for chunk, script in zip(sweep.chunks, sweep.scripts, strict=True):
+            files[f"{step}#c{chunk.number}"] = script
+    return files
+
+
+def _chunk_entries(sweep: SweepScripts) -> list[dict[str, Any]]:
+    return [
+        {
+            "job_name": script.job_name,
+            "script_path": script.path,
+            "script_sha256": script.sha256,
+            # As a BatchJob's `script_lines`: `pulumi preview` shows every line that will run.
+            "script_lines": script.script.splitlines(),
+            "offset": chunk.offset,
+            "count": chunk.count,
+            "after": chunk.after,
+        }
+        for chunk, script in zip(sweep.chunks, sweep.scripts, strict=True)
+    ]
+
+
 @dataclass(frozen=True)
 class SubmittedPipeline:
     jobs: dict[str, BatchJob]
     completions: dict[str, BatchJobCompletion]
+    sweeps: dict[str, SweepJob] = dataclasses.field(default_factory=dict)
 
 
 def submit_pipeline(
@@ -81,12 +111,19 @@ def submit_pipeline(
     wait_timeout_s: float,
     depends_on: Sequence[pulumi.Resource] = (),
     scheduler_options: Mapping[str, str] | None = None,
+    sweeps: Mapping[str, SweepScripts] | None = None,
 ) -> SubmittedPipeline:
     """`{name}-staged-files`: `files` and the folders the jobs write into, in the run directory
     (after `depends_on`). Then `{name}-<step>`: one BatchJob per step, once the files are in place,
     each chained to the steps whose outputs it reads by the scheduler's own dependency; then
     `{name}-<step>-done`: a BatchJobCompletion for each step in `wait_for_steps`, so the whole pipeline
-    is in the queue before any step is awaited."""
+    is in the queue before any step is awaited. A swept step (`sweeps`, job_script.sweep_scripts)
+    is one SweepJob instead, its chunks' arrays; the steps after it wait for every one of them
+    (`afterok:<array id>`, `done(<array id>)`: every element)."""
+    sweeps = dict(sweeps or {})
+    awaited_sweeps = sorted(set(wait_for_steps) & set(sweeps))
+    if awaited_sweeps:
+        raise ValueError(f"wait_for_steps: {', '.join(awaited_sweeps)} is a sweep; `pulumi up` waits for none yet")
     staged = StagedFiles(
         f"{name}-staged-files",
         ssh_target=ssh_target,
@@ -97,7 +134,44 @@ def submit_pipeline(
         opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
     )
     jobs: dict[str, BatchJob] = {}
+    swept: dict[str, SweepJob] = {}
+
+    def definitions(step: str) -> list[str]:
+        return [(swept[d] if d in swept else jobs[d]).job_definition for d in workload.depends_on(step)]
+
     for step in workload.steps:
+        deps = workload.depends_on(step.name)
+        after_ids = [jobs[d].job_id for d in deps if d in jobs]
+        # The arrays of the sweeps before it: every chunk's id.
+        array_ids = pulumi.Output.all(*[swept[d].job_ids for d in deps if d in swept]).apply(
+            lambda lists: [i for ids in lists for i in ids]
+        )
+        has_arrays = any(d in swept for d in deps)
+        if step.name in sweeps:
+            sweep = sweeps[step.name]
+            swept[step.name] = SweepJob(
+                f"{name}-{step.name}",
+                ssh_target=ssh_target,
+                ssh_secret=ssh_secret,
+                scheduler=scheduler.name,
+                step=step.name,
+                run_dir=run_dir,
+                table_path=sweep.table_path,
+                table=sweep.table,
+                chunks=_chunk_entries(sweep),
+                log_pattern=f"{workload.logs.root}/{step.name}.{scheduler.array_log_placeholder}",
+                requested_queue=queue,
+                after_job_ids=(
+                    pulumi.Output.all(array_ids, *after_ids).apply(lambda v: [*v[0], *v[1:]])
+                    if has_arrays
+                    else after_ids
+                ),
+                after_definitions=definitions(step.name),
+                poll_interval_s=poll_interval_s,
+                scheduler_options=scheduler_options,
+                opts=pulumi.ResourceOptions(parent=parent, depends_on=[staged]),
+            )
+            continue
         script = scripts[step.name]
         jobs[step.name] = BatchJob(
             f"{name}-{step.name}",
@@ -111,8 +185,9 @@ def submit_pipeline(
             script=script.script,
             log_pattern=f"{workload.logs.root}/{step.name}.{scheduler.log_placeholder}",
             requested_queue=queue,
-            after_job_ids=[jobs[d].job_id for d in workload.depends_on(step.name)],
-            after_definitions=[jobs[d].job_definition for d in workload.depends_on(step.name)],
+            after_job_ids=after_ids,
+            after_array_ids=array_ids if has_arrays else None,
+            after_definitions=definitions(step.name),
             poll_interval_s=poll_interval_s,
             scheduler_options=scheduler_options,
             opts=pulumi.ResourceOptions(parent=parent, depends_on=[staged]),
@@ -123,4 +198,4 @@ def submit_pipeline(
         )
         for step in wait_for_steps
     }
-    return SubmittedPipeline(jobs, completions)
+    return SubmittedPipeline(jobs, completions, swept)

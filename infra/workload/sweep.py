@@ -258,13 +258,18 @@ def selector_lines(sweep: Sweep, table: str, index_expression: str) -> list[str]
     ]
 
 
-def refuse_unrun_sweeps(steps: tuple[Step, ...]) -> None:
-    """`pulumi up` runs no sweep yet (the arrays and the Indexed Job are rendered, not submitted):
-    refuse a swept step rather than run it once without its points."""
+def refuse_unrun_sweeps(steps: tuple[Step, ...], sides: tuple[str, ...]) -> None:
+    """`pulumi up` runs a sweep on the LSF and Slurm sides (one SweepJob, its arrays); the
+    OpenShift side's Indexed Job and AWS's arrays are rendered, not yet submitted: a stack with
+    one of those `sides` (their config keys) is refused rather than running the step once
+    without its points."""
+    if not sides:
+        return
     for i, step in enumerate(steps):
         if step.sweep is not None:
             raise WorkloadError(
-                f"steps[{i}].sweep: `pulumi up` does not run sweeps yet (issue 32: its arrays and Indexed Job "
-                "are rendered, not yet submitted); see them with `scripts/workload check`, and run the step "
-                "without `sweep:` until then"
+                f"steps[{i}].sweep: {', '.join(sides)} does not run sweeps yet (issue 32: the Indexed Job and "
+                "AWS's arrays are rendered, not yet submitted; the LSF and Slurm sides run them); see them with "
+                f"`scripts/workload check`, and remove {', '.join(sides)} from the stack or run the step without "
+                "`sweep:` until then"
             )

@@ -36,6 +36,8 @@ PICKLED_PROVIDER_PATHS = (
     "infra.aws.providers.key_pair.KeyPairProvider",
     "infra.aws.providers.security_group.SecurityGroupProvider",
     "infra.aws.providers.instance.InstanceProvider",
+    # A swept step's arrays (issue 32).
+    "infra.hpc.providers.sweep_job.SweepJobProvider",
 )
 
 # `pulumi-python:<this>`: a resource's type is part of its URN; a changed one would create the
@@ -44,6 +46,7 @@ DYNAMIC_RESOURCE_TYPES = {
     "dynamic/hpc:StagedFiles",
     "dynamic/hpc:BatchJob",
     "dynamic/hpc:JobCompletion",
+    "dynamic/hpc:SweepJob",
     "dynamic/openshift:JobCompletion",
     "dynamic/aws:DataBucket",
     "dynamic/aws:StagedObjects",

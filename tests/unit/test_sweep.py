@@ -243,10 +243,14 @@ def test_an_environments_override_may_not_set_what_each_point_sets() -> None:
         parse_workload(raw)
 
 
-def test_the_stack_program_refuses_a_sweep_until_it_runs_them() -> None:
-    with pytest.raises(WorkloadError, match=r"^steps\[2\]\.sweep: `pulumi up` does not run sweeps yet"):
-        refuse_unrun_sweeps(PROBE_SWEEP.steps)
-    refuse_unrun_sweeps(load_workload(REPO_ROOT / "workloads" / "probe" / "workload.yaml").steps)
+def test_the_stack_program_refuses_a_sweep_on_the_sides_that_do_not_run_them_yet() -> None:
+    with pytest.raises(
+        WorkloadError, match=r"^steps\[2\]\.sweep: atlas:openshift, atlas:aws does not run sweeps yet .* remove"
+    ):
+        refuse_unrun_sweeps(PROBE_SWEEP.steps, ("atlas:openshift", "atlas:aws"))
+    # The LSF and Slurm sides run them; a workload without a sweep is never refused.
+    refuse_unrun_sweeps(PROBE_SWEEP.steps, ())
+    refuse_unrun_sweeps(load_workload(REPO_ROOT / "workloads" / "probe" / "workload.yaml").steps, ("atlas:openshift",))
 
 
 # --- the split at a site's array limit --------------------------------------------------------------

@@ -376,6 +376,10 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
         replaces = changed(olds, news, tuple(k for k in JOB_DEFINING_INPUTS if k != "after_job_ids"))
         if dependency_replaced(olds, news, "after_job_ids", "after_definitions"):
             replaces.append("after_job_ids")
+        if (olds.get("after_array_ids") or news.get("after_array_ids")) and dependency_replaced(
+            olds, news, "after_array_ids", "after_definitions"
+        ):
+            replaces.append("after_array_ids")
         if _options_changed(olds, news):
             replaces.append("scheduler_options")
         if is_unknown(news.get("ssh")) or not same_login(olds, news):
@@ -416,6 +420,8 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
                 "it is staged by the environment's StagedFiles resource: run `pulumi up` again"
             )
         after = list(props.get("after_job_ids") or [])
+        # A sweep's arrays are not checked like jobs (squeue lists their elements, not the array).
+        arrays_before = list(props.get("after_array_ids") or [])
         earlier = _earlier_submission(job)
         if earlier is not None:
             # An interrupted or dropped earlier `up` already submitted it.
@@ -424,7 +430,7 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
         else:
             _check_dependencies(job, after)
             submitted_at = utc_now()
-            job_id = _submit(job, after)
+            job_id = _submit(job, after + arrays_before)
         job.board().invalidate([job_id])
         state = wait_until_finished(job, job_id) if job.inputs.wait else None
         return pulumi.dynamic.CreateResult(job_id, _outs(job, job_id, state, submitted_at))
@@ -492,6 +498,7 @@ class BatchJob(SshResource, module="hpc", name="BatchJob"):
         log_pattern: str,
         requested_queue: str | None = None,
         after_job_ids: pulumi.Input[Sequence[pulumi.Input[str]]] = (),
+        after_array_ids: pulumi.Input[Sequence[str]] | None = None,
         after_definitions: Sequence[str] = (),
         wait: bool = False,
         wait_timeout_s: float = DEFAULT_WAIT_TIMEOUT_S,
@@ -499,8 +506,9 @@ class BatchJob(SshResource, module="hpc", name="BatchJob"):
         scheduler_options: Mapping[str, str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        """`after_job_ids`: the ids of the jobs this one waits for; `after_definitions`: those
-        jobs' `job_definition`s, in the same order (what preview knows of them)."""
+        """`after_job_ids`: the ids of the jobs this one waits for; `after_array_ids`: the arrays
+        of the sweeps it waits for (every element); `after_definitions`: those jobs' and sweeps'
+        `job_definition`s (what preview knows of them)."""
         script_sha256 = ssh.sha256_hex(script.encode())
         # Known in preview, unlike `job_id`: what this job's successors and completion compare.
         self.job_definition = job_definition(
@@ -535,4 +543,7 @@ class BatchJob(SshResource, module="hpc", name="BatchJob"):
             "wait_timeout_s": wait_timeout_s,
             "poll_interval_s": poll_interval_s,
         }
+        if after_array_ids is not None:
+            # Only where a sweep comes before: every other job's inputs are what they always were.
+            inputs["after_array_ids"] = after_array_ids
         super().__init__(BatchJobProvider(), name, inputs, BATCH_JOB_OUTPUTS, opts)

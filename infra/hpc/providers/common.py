@@ -31,6 +31,7 @@ PROVIDER_SOURCES: tuple[Path, ...] = (
             "options.py",
             "remote.py",
             "polling.py",
+            "arrays.py",
         )
     ),
     # The SSH package, every module of it.

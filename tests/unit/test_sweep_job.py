@@ -1,0 +1,493 @@
+"""A swept step as one SweepJob: element states run-length encoded, the schedulers' array answers
+read table by table, submission that adopts what an interrupted `up` submitted, delete that
+cancels every unfinished array, and the pipeline's dependencies on every chunk's array."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from types import SimpleNamespace
+from typing import Any
+
+import pulumi
+import pytest
+import yaml
+
+from infra.hpc import arrays
+from infra.hpc.job_script import SubmissionKey, sweep_scripts
+from infra.hpc.pipeline import sweep_files
+from infra.hpc.providers import PROVIDER_VERSION
+from infra.hpc.providers import sweep_job as sweep_module
+from infra.hpc.providers.sweep_job import SweepJobProvider
+from infra.hpc.registry import scheduler_for
+from infra.hpc.remote import RemoteResult
+from infra.hpc.scheduler import JobState, Phase
+from infra.hpc.ssh.files import sha256_hex
+from infra.toolchain.pins import REPO_ROOT
+from infra.workload.load import load_workload
+from infra.workload.parse import parse_workload
+
+PROBE_SWEEP = load_workload(REPO_ROOT / "workloads" / "probe" / "sweep.yaml")
+RUN = SubmissionKey("atlas", "unit", "satori", "1", "atlas-runs/unit/satori/probe-sweep")
+
+
+def ok(stdout: str = "", stderr: str = "", exit_code: int = 0) -> RemoteResult:
+    return RemoteResult("", exit_code, stdout, stderr)
+
+
+# --- element states in compact form -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("letters", "encoded"),
+    [
+        ("", ""),
+        ("D", "D1"),
+        ("D" * 998 + "FF", "D998F2"),
+        ("PPRRDDK?C", "P2R2D2K1?1C1"),
+        ("DFDF", "D1F1D1F1"),
+    ],
+)
+def test_element_states_round_trip_run_length_encoded(letters: str, encoded: str) -> None:
+    assert arrays.encode(letters) == encoded
+    assert arrays.decode(encoded) == letters
+
+
+def test_state_does_not_grow_with_the_points_when_they_agree() -> None:
+    assert len(arrays.encode("D" * 10)) == 3
+    assert len(arrays.encode("D" * 1000)) == 5
+    assert len(arrays.encode("D" * 10_000)) == 6
+
+
+@pytest.mark.parametrize("bad", ["X3", "D", "3D", "D1 F1"])
+def test_decode_refuses_what_encode_did_not_write(bad: str) -> None:
+    with pytest.raises(ValueError, match="run-length"):
+        arrays.decode(bad)
+
+
+def test_encode_refuses_a_letter_it_does_not_know() -> None:
+    with pytest.raises(ValueError, match="element states"):
+        arrays.encode("DX")
+
+
+@pytest.mark.parametrize(
+    ("phase", "letter"),
+    [
+        (Phase.PENDING, "P"),
+        (Phase.RUNNING, "R"),
+        (Phase.SUSPENDED, "R"),
+        (Phase.SUCCEEDED, "D"),
+        (Phase.FAILED, "F"),
+        (Phase.CANCELLED, "K"),  # Atlas cancels only on delete: a cancel seen on refresh was someone else's
+        (Phase.UNKNOWN, "?"),
+    ],
+)
+def test_letter_of_each_phase(phase: Phase, letter: str) -> None:
+    assert arrays.letter_of(JobState("1", phase, "X")) == letter
+
+
+def test_merge_keeps_finished_elements_the_scheduler_forgot_and_marks_unfinished_ones_unknown() -> None:
+    assert arrays.merge("DRFP", {1: "D"}, 4) == "DDF?"
+    # Nothing known before (a first read, or another size): what was not seen is unknown.
+    assert arrays.merge("", {0: "R"}, 3) == "R??"
+    assert arrays.merge("DD", {}, 3) == "???"
+
+
+@pytest.mark.parametrize(
+    ("letters", "phase"),
+    [
+        ("DDR", Phase.RUNNING),
+        ("DPF", Phase.PENDING),
+        ("DDD", Phase.SUCCEEDED),
+        ("DD?", Phase.UNKNOWN),
+        ("DFK", Phase.FAILED),
+        ("DKC", Phase.CANCELLED),
+        ("", Phase.UNKNOWN),
+    ],
+)
+def test_summary_of_a_sweep(letters: str, phase: Phase) -> None:
+    assert arrays.summary(letters) is phase
+
+
+def test_counts_by_word_in_letter_order() -> None:
+    assert arrays.counts("DFDDK") == {"done": 3, "failed": 1, "killed outside Atlas": 1}
+
+
+# --- Slurm: squeue -r and sacct of one array ----------------------------------------------------
+
+SLURM = scheduler_for("slurm")
+LSF = scheduler_for("lsf")
+
+
+def test_slurm_array_queries_name_the_array_once() -> None:
+    assert SLURM.array_elements_query("41").command == "squeue -h -r -t all -j 41 -o '%F|%K|%T|%r'"
+    history = SLURM.array_history_query("41")
+    assert history is not None and history.command == "sacct -n -P -X -o JobID,State,ExitCode -j 41"
+    lookup = SLURM.array_lookup_query("atlas-train-0123456789")
+    assert lookup.command.startswith('squeue -h -t all -u "$(id -un)" --name=atlas-train-0123456789 ')
+    assert LSF.array_elements_query("41").command == (
+        "bjobs -a -o 'jobid job_name stat exit_code exit_reason' -json 41"
+    )
+    with pytest.raises(Exception, match="job ids must be numbers"):
+        SLURM.array_elements_query("41; rm -rf ~")
+
+
+@pytest.mark.parametrize(
+    ("stdout", "expected"),
+    [
+        # Every element on its own line (-r), the throttled ones pending on JobArrayTaskLimit.
+        (
+            "41|0|COMPLETED|None\n41|1|RUNNING|None\n41|2|PENDING|JobArrayTaskLimit\n",
+            {"0": Phase.SUCCEEDED, "1": Phase.RUNNING, "2": Phase.PENDING},
+        ),
+        # A Slurm that keeps pending elements on one line, with the throttle.
+        ("41|3-5%2|PENDING|JobArrayTaskLimit\n", {"3": Phase.PENDING, "4": Phase.PENDING, "5": Phase.PENDING}),
+        ("41|[0,2-3]|PENDING|Dependency\n", {"0": Phase.PENDING, "2": Phase.PENDING, "3": Phase.PENDING}),
+        ("41|4|CANCELLED|None\n41|5|FAILED|NonZeroExitCode\n", {"4": Phase.CANCELLED, "5": Phase.FAILED}),
+        # A job that is not an array has no index: nothing of the array.
+        ("41|N/A|RUNNING|None\n", {}),
+        ("", {}),
+    ],
+)
+def test_slurm_squeue_of_an_array(stdout: str, expected: dict[str, Phase]) -> None:
+    states = SLURM.array_elements_query("41").parse(ok(stdout))
+    assert {index: state.phase for index, state in states.items()} == expected
+
+
+def test_slurm_squeue_of_a_forgotten_array_is_no_elements_and_garbage_is_refused() -> None:
+    parse = SLURM.array_elements_query("41").parse
+    assert parse(ok(stderr="slurm_load_jobs error: Invalid job id specified", exit_code=1)) == {}
+    with pytest.raises(Exception, match="printed nothing Atlas can read"):
+        parse(ok("Unable to contact slurm controller\n"))
+    with pytest.raises(Exception, match="controller"):
+        parse(ok(stderr="slurm_load_jobs error: Unable to contact slurm controller", exit_code=1))
+
+
+def test_slurm_sacct_of_an_array_expands_ranges_and_reads_outside_kills() -> None:
+    history = SLURM.array_history_query("41")
+    assert history is not None
+    stdout = "41_0|COMPLETED|0:0\n41_1|FAILED|3:0\n41_2|CANCELLED by 1000|0:15\n41_[3-4%2]|PENDING|0:0\n"
+    states = history.parse(ok(stdout))
+    assert {i: s.phase for i, s in states.items()} == {
+        "0": Phase.SUCCEEDED,
+        "1": Phase.FAILED,
+        "2": Phase.CANCELLED,
+        "3": Phase.PENDING,
+        "4": Phase.PENDING,
+    }
+    assert states["1"].exit_code == 3 and arrays.letter_of(states["2"]) == "K"
+    # No accounting storage: no elements, not an error.
+    assert history.parse(ok(stderr="Slurm accounting storage is disabled", exit_code=1)) == {}
+
+
+def test_slurm_lookup_keys_arrays_by_their_id() -> None:
+    parse = SLURM.array_lookup_query("atlas-train-0123456789").parse
+    states = parse(ok("41|0-5%2|PENDING|JobArrayTaskLimit\n43|1|RUNNING|None\n43|0|COMPLETED|None\n"))
+    assert sorted(states) == ["41", "43"]
+
+
+# --- LSF: bjobs of one array ---------------------------------------------------------------------
+
+
+def bjobs_json(*records: dict[str, str]) -> str:
+    return json.dumps({"COMMAND": "bjobs", "JOBS": len(records), "RECORDS": list(records)}).replace("/", "\\/")
+
+
+def element(index: int, stat: str, exit_code: str = "", reason: str = "") -> dict[str, str]:
+    return {
+        "JOBID": "77",
+        "JOB_NAME": f"atlas-train-0123456789[{index}]",
+        "STAT": stat,
+        "EXIT_CODE": exit_code,
+        "EXIT_REASON": reason,
+    }
+
+
+def test_lsf_bjobs_of_an_array_by_element_index() -> None:
+    parse = LSF.array_elements_query("77").parse
+    stdout = bjobs_json(
+        element(1, "DONE"),
+        element(2, "EXIT", "1"),
+        element(3, "EXIT", "130", "TERM_OWNER: job killed by owner"),
+        element(4, "RUN"),
+        element(5, "PEND"),
+        element(6, "EXIT", "", ""),  # killed while pending: no exit code
+    )
+    states = parse(ok(stdout))
+    assert "".join(arrays.letter_of(states[str(i)]) for i in range(1, 7)) == "DFKRPK"
+
+
+def test_lsf_bjobs_of_a_forgotten_array_is_no_elements() -> None:
+    parse = LSF.array_elements_query("77").parse
+    not_found = json.dumps(
+        {"COMMAND": "bjobs", "JOBS": 1, "RECORDS": [{"JOBID": "77", "ERROR": "Job <77> is not found"}]}
+    )
+    assert parse(ok(not_found)) == {}
+    assert parse(ok(stderr="Job <77> is not found")) == {}
+    with pytest.raises(Exception, match="LSF is down"):
+        parse(ok(stderr="LSF is down. Please wait ...", exit_code=255, stdout="LSF is down"))
+
+
+def test_lsf_lookup_keys_arrays_by_their_id() -> None:
+    parse = LSF.array_lookup_query("atlas-train-0123456789").parse
+    assert sorted(parse(ok(bjobs_json(element(1, "DONE"), element(2, "RUN"))))) == ["77"]
+
+
+# --- the provider against a scripted login node ---------------------------------------------------
+
+
+class LoginNode:
+    """What the provider runs over SSH, answered from a script of Slurm's behaviour."""
+
+    def __init__(self, arrays_by_name: dict[str, str] | None = None, elements: dict[str, str] | None = None) -> None:
+        self.commands: list[str] = []
+        self.arrays_by_name = dict(arrays_by_name or {})  # name -> array id already in the queue
+        self.elements = dict(elements or {})  # array id -> squeue -r answer
+        self.next_id = 100
+        self.staged: dict[str, str | None] = {}
+        self.retired = "55 atlas-other-name\n"
+
+    def run(self, _conn: Any, command: str, **_: Any) -> RemoteResult:
+        self.commands.append(command)
+        if command.startswith("cat -- "):
+            return ok(self.retired)
+        if "--name=" in command:
+            name = command.split("--name=")[1].split()[0]
+            array_id = self.arrays_by_name.get(name)
+            return ok(f"{array_id}|0-2|PENDING|None\n" if array_id else "")
+        if "sbatch" in command:
+            self.next_id += 1
+            return ok(f"{self.next_id}\n")
+        if command.startswith("squeue -h -r"):
+            array_id = command.split(" -j ")[1].split()[0]
+            return ok(self.elements.get(array_id, ""))
+        if command.startswith("sacct"):
+            return ok("", "accounting disabled", 1)
+        return ok()
+
+    def sha256(self, _conn: Any, paths: list[str]) -> dict[str, str | None]:
+        return {path: self.staged.get(path) for path in paths}
+
+
+def sweep_props(limit: int = 4) -> tuple[dict[str, Any], dict[str, str]]:
+    """A SweepJob's props for the probe's sweep split at `limit` (6 points: chunks of 4 and 2),
+    and what StagedFiles would have put where."""
+    sweep = sweep_scripts(PROBE_SWEEP, SLURM, RUN, None, array_limit=limit)["train"]
+    from infra.hpc.pipeline import _chunk_entries
+
+    props = {
+        "provider_version": PROVIDER_VERSION,
+        "ssh": {"host": "127.0.0.1", "port": 16022, "user": "atlas", "known_hosts": "k", "private_key_file": "/k"},
+        "ssh_secret": {"private_key": None, "passphrase": None},
+        "scheduler": "slurm",
+        "scheduler_options": {},
+        "step": "train",
+        "run_dir": RUN.run_dir,
+        "table_path": sweep.table_path,
+        "table_sha256": sha256_hex(sweep.table.encode()),
+        "chunks": _chunk_entries(sweep),
+        "log_pattern": "logs/train.%A_%a",
+        "after_job_ids": ["12", "13"],
+        "after_definitions": [],
+        "poll_interval_s": 60.0,
+    }
+    staged = {f"{RUN.run_dir}/{s.path}": s.sha256 for s in sweep_files({"train": sweep}).values()}
+    return props, staged
+
+
+@pytest.fixture
+def login(monkeypatch: pytest.MonkeyPatch) -> LoginNode:
+    node = LoginNode()
+    conn = SimpleNamespace(endpoint=SimpleNamespace(address="atlas@127.0.0.1:16022"))
+    monkeypatch.setattr(sweep_module.ssh, "connection", lambda endpoint: conn)
+    monkeypatch.setattr(sweep_module.ssh, "run_remote", node.run)
+    monkeypatch.setattr(sweep_module.ssh, "remote_sha256", node.sha256)
+    return node
+
+
+def test_create_submits_each_chunk_as_one_array_after_every_predecessor(login: LoginNode) -> None:
+    props, login.staged = sweep_props()
+    login.elements = {"101": "101|0-3%2|PENDING|Dependency\n", "102": "102|0-1|PENDING|Dependency\n"}
+    result = SweepJobProvider().create(props)
+    submissions = [c for c in login.commands if "sbatch" in c]
+    assert len(submissions) == 2
+    assert all("--dependency=afterok:12:13" in c for c in submissions)
+    assert submissions[0].endswith(".atlas/jobs/train.sbatch") and submissions[1].endswith("train.c1.sbatch")
+    assert result.id == "101,102"
+    assert result.outs["job_ids"] == ["101", "102"] and result.outs["job_id"] == "101"
+    assert result.outs["elements"] == "P6" and result.outs["state"] == "pending"
+    assert result.outs["counts"] == {"pending": 6}
+
+
+def test_create_adopts_the_arrays_an_interrupted_up_submitted(login: LoginNode) -> None:
+    props, login.staged = sweep_props()
+    first = props["chunks"][0]["job_name"]
+    login.arrays_by_name = {first: "90"}
+    login.elements = {"90": "90|0|RUNNING|None\n90|1|COMPLETED|None\n90|2-3|PENDING|JobArrayTaskLimit\n"}
+    result = SweepJobProvider().create(props)
+    submissions = [c for c in login.commands if "sbatch" in c]
+    # Only the chunk that was not in the queue yet is submitted.
+    assert len(submissions) == 1 and submissions[0].endswith("train.c1.sbatch")
+    assert result.outs["job_ids"] == ["90", "101"]
+    assert arrays.decode(result.outs["elements"]) == "RDPP??"
+
+
+def test_create_never_adopts_an_array_atlas_retired(login: LoginNode) -> None:
+    props, login.staged = sweep_props()
+    first = props["chunks"][0]["job_name"]
+    # Array 55 of this name was deleted by Atlas (destroy, or a replacement): submitted afresh.
+    login.arrays_by_name = {first: "55"}
+    login.retired = f"55 {first}\n"
+    result = SweepJobProvider().create(props)
+    assert result.outs["job_ids"] == ["101", "102"]
+
+
+def test_create_refuses_a_table_or_script_that_is_not_the_one_previewed(login: LoginNode) -> None:
+    props, staged = sweep_props()
+    table = f"{RUN.run_dir}/{props['table_path']}"
+    login.staged = {**staged, table: None}
+    with pytest.raises(sweep_module.HpcProviderError, match=r"points on .* is missing; .*StagedFiles"):
+        SweepJobProvider().create(props)
+    assert not any("sbatch" in c for c in login.commands)
+
+
+def test_read_shows_an_element_killed_outside_and_keeps_finished_ones_slurm_forgot(login: LoginNode) -> None:
+    props, _ = sweep_props()
+    props.update(job_ids=["101", "102"], elements="D2R2P2", submitted_at="2026-12-05T08:00:00Z")
+    login.elements = {"101": "101|2|COMPLETED|None\n101|3|CANCELLED|None\n", "102": "102|0-1|RUNNING|None\n"}
+    result = SweepJobProvider().read("101,102", props)
+    assert result.outs is not None
+    assert arrays.decode(result.outs["elements"]) == "DDDKRR"
+    assert result.outs["state"] == "running" and result.outs["counts"]["killed outside Atlas"] == 1
+    # One query per array.
+    assert sum(c.startswith("squeue -h -r") for c in login.commands) == 2
+
+
+def test_delete_cancels_every_array_with_unfinished_elements_and_retires_all(login: LoginNode) -> None:
+    props, _ = sweep_props()
+    props.update(job_ids=["101", "102"], elements="D4R2")
+    login.elements = {"101": "101|0-3|COMPLETED|None\n", "102": "102|0|RUNNING|None\n102|1|PENDING|None\n"}
+    SweepJobProvider().delete("101,102", props)
+    cancels = [c for c in login.commands if c.startswith("scancel")]
+    assert cancels == ["scancel 102"]  # the finished array is not cancelled
+    retire = login.commands[-1]
+    assert "101 " in retire and "102 " in retire and retire.endswith(".atlas/retired-jobs")
+
+
+def test_check_and_diff(login: LoginNode) -> None:
+    props, _ = sweep_props()
+    provider = SweepJobProvider()
+    assert provider.check({}, props).failures == []
+    bad = {**props, "chunks": [{**props["chunks"][0], "job_name": "Bad Name"}, {**props["chunks"][1], "after": 5}]}
+    reasons = {f.property for f in provider.check({}, bad).failures}
+    assert reasons == {"chunks[0].job_name", "chunks[1].after"}
+    outs = {**props, "job_ids": ["101", "102"], "elements": "D6"}
+    assert not provider.diff("101,102", outs, props).changes
+    other = {**props, "table_sha256": "0" * 64}
+    assert provider.diff("101,102", outs, other).replaces == ["table_sha256"]
+    assert provider.diff("101,102", outs, {**props, "after_job_ids": ["12", "14"]}).replaces == ["after_job_ids"]
+    newer = provider.diff("101,102", outs, {**props, "provider_version": "other"})
+    assert newer.changes and not newer.replaces
+
+
+# --- the pipeline: one SweepJob, and what comes after waits for every array ------------------------
+
+
+class Mocks(pulumi.runtime.Mocks):
+    def __init__(self) -> None:
+        self.resources: list[pulumi.runtime.MockResourceArgs] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        self.resources.append(args)
+        outputs = dict(args.inputs)
+        if args.typ.endswith("BatchJob"):
+            outputs.update(job_id=str(100 + len(self.resources)), queue="normal", submitted_at="t")
+        if args.typ.endswith("SweepJob"):
+            ids = [str(200 + i) for i in range(len(args.inputs["chunks"]))]
+            outputs.update(job_ids=ids, job_id=ids[0], submitted_at="t", elements="P6", state="pending")
+        return f"{args.name}-id", outputs
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        return {}, None
+
+
+@pytest.fixture
+def mocks() -> Mocks:
+    m = Mocks()
+    pulumi.runtime.set_mocks(m, preview=False)
+    return m
+
+
+def sweep_then_report() -> Any:
+    raw = yaml.safe_load((REPO_ROOT / "workloads" / "probe" / "sweep.yaml").read_text())
+    raw["steps"].append(
+        {
+            "name": "rank",
+            "command": ["python3", "-m", "workloads.probe", "rank"],
+            "inputs": ["train-sweep"],
+            "resources": {"nodes": 1, "gpus_per_node": 0, "cpus_per_task": 1, "memory": "1Gi", "walltime": "00:05:00"},
+        }
+    )
+    return parse_workload(raw)
+
+
+@pulumi.runtime.test
+def test_a_swept_step_is_one_sweep_job_and_the_next_step_waits_for_every_array(mocks: Mocks) -> Any:
+    from infra.hpc.components import HpcEnvironment, HpcEnvironmentArgs
+    from infra.hpc.target_parser import parse_hpc_target
+
+    target = parse_hpc_target(
+        {
+            "host": "127.0.0.1",
+            "user": "atlas",
+            "scheduler": "slurm",
+            "known_hosts": "[127.0.0.1]:22 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGZ0b2tlbnRvYmVyZXBsYWNlZGJ5YXJlYWxr\n",
+            "private_key_file": "/dev/null",
+        },
+        "atlas:satori-slurm",
+    )
+    workload = sweep_then_report()
+    env = HpcEnvironment("s", HpcEnvironmentArgs(target=target, workload=workload, environment="s", stack="unit"))
+
+    def check(out: dict[str, Any]) -> None:
+        by_name = {r.name: r for r in mocks.resources}
+        sweep = by_name["s-train"]
+        assert sweep.typ.endswith("SweepJob") and len(sweep.inputs["chunks"]) == 1
+        assert sweep.inputs["chunks"][0]["count"] == 6 and sweep.inputs["table_path"].endswith(".points")
+        assert len(sweep.inputs["after_job_ids"]) == 2  # make-hdf5's and inception-moments' jobs
+        rank = by_name["s-rank"]
+        assert rank.typ.endswith("BatchJob")
+        assert rank.inputs["after_job_ids"] == [] and rank.inputs["after_array_ids"] == ["200"]
+        assert rank.inputs["after_definitions"] == [env.sweeps["train"].job_definition]
+        staged = {f["path"] for f in by_name["s-staged-files"].inputs["files"]}
+        assert sweep.inputs["table_path"] in staged and ".atlas/jobs/train.sbatch" in staged
+        # A step before any sweep keeps the inputs it always had.
+        assert "after_array_ids" not in by_name["s-inception-moments"].inputs
+        assert [s["job_id"] for s in out["steps"]][2] == "200"
+
+    return env.outputs.apply(check)
+
+
+def test_waiting_for_a_swept_step_is_refused_naming_the_key() -> None:
+    from infra.hpc.components import HpcEnvironment, HpcEnvironmentArgs
+    from infra.hpc.target import HpcConfigError
+    from infra.hpc.target_parser import parse_hpc_target
+
+    target = parse_hpc_target(
+        {"host": "h", "user": "u", "scheduler": "lsf", "known_hosts": "h ssh-ed25519 AAAA\n", "private_key_file": "/k"},
+        "atlas:satori",
+    )
+    args = HpcEnvironmentArgs(
+        target=target, workload=PROBE_SWEEP, environment="s", stack="unit", wait_for_steps=("train",)
+    )
+    with pytest.raises(HpcConfigError, match=r"^wait_for_steps: train is a swept step"):
+        HpcEnvironment("s", args)
+
+
+def test_a_split_sweep_stages_one_script_per_chunk_and_its_table_once() -> None:
+    sweep = sweep_scripts(PROBE_SWEEP, LSF, RUN, None, array_limit=4)["train"]
+    files = sweep_files({"train": sweep})
+    assert sorted(files) == ["train#c0", "train#c1", "train#table"]
+    assert files["train#c1"].path == ".atlas/jobs/train.c1.lsf" and files["train#c1"].job_name.endswith("-c1")
+    assert files["train#table"].script.count("\n") == 6
+    assert replace(files["train#c0"], job_name="x").sha256 == files["train#c0"].sha256
