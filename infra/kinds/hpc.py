@@ -43,7 +43,8 @@ class HpcKind(EnvironmentKind[HpcOutputs]):
         from infra.hpc.components import HpcEnvironment, HpcEnvironmentArgs
 
         config, workload = context.config, context.workload
-        preparation_steps = tuple(step.name for step in workload.steps[:-1])
+        # A swept step is never awaited by default (`pulumi up` waits for no sweep yet).
+        preparation_steps = tuple(step.name for step in workload.steps[:-1] if step.sweep is None)
         built = {}
         for hpc_config in config.hpc:
             environment = HpcEnvironment(

@@ -491,3 +491,30 @@ def test_a_split_sweep_stages_one_script_per_chunk_and_its_table_once() -> None:
     assert files["train#c1"].path == ".atlas/jobs/train.c1.lsf" and files["train#c1"].job_name.endswith("-c1")
     assert files["train#table"].script.count("\n") == 6
     assert replace(files["train#c0"], job_name="x").sha256 == files["train#c0"].sha256
+
+
+@pulumi.runtime.test
+def test_a_swept_step_before_the_last_is_not_awaited_by_default(mocks: Mocks) -> Any:
+    from infra.hpc.target_parser import parse_hpc_target
+    from infra.kinds.hpc import HpcKind
+
+    target = parse_hpc_target(
+        {
+            "host": "h",
+            "user": "u",
+            "scheduler": "slurm",
+            "known_hosts": "h ssh-ed25519 AAAA\n",
+            "private_key_file": "/",
+        },
+        "atlas:hpc.satori",
+    )
+    hpc = SimpleNamespace(name="satori", target=target, wait_for=None, provenance="")
+    config = SimpleNamespace(hpc=[hpc], stack="unit", run_id="1")
+    # make-hdf5 and inception-moments are awaited; train, a sweep before `rank`, is not (nor refused).
+    built = HpcKind().build(SimpleNamespace(config=config, workload=sweep_then_report(), source_files=()))
+
+    def check(_: Any) -> None:
+        done = sorted(r.name for r in mocks.resources if r.typ.endswith("JobCompletion"))
+        assert done == ["satori-inception-moments-done", "satori-make-hdf5-done"]
+
+    return built["satori"].outputs.apply(check)
