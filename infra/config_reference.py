@@ -128,10 +128,16 @@ def rows(model: type[BaseModel] = StackModel, prefix: str = f"{PROJECT}:", secti
         yield Row(key, _type_of(schema), _default(info), info.description or "", example, _rule_of(schema, key_name),
                   top)
         if key_name == "scheduler_options":  # each scheduler's own, as its class describes them
+            described: dict[str, list[tuple[str, str, str]]] = {}
             for cls in SCHEDULER_CLASSES.values():
                 for option, (description, option_example) in cls.option_help.items():
-                    yield Row(f"{key}.{option}", "text", "see description", f"{cls.label} only. {description}",
-                              _code(option_example), "", top)
+                    described.setdefault(option, []).append((cls.label, description, option_example))
+            for option, by in described.items():
+                # An option more than one scheduler takes is one row, each one's meaning in it.
+                text = " ".join(f"{label}: {meaning}" for label, meaning, _ in by)
+                if len(by) == 1:
+                    text = f"{by[0][0]} only. {by[0][1]}"
+                yield Row(f"{key}.{option}", "text", "see description", text, _code(by[0][2]), "", top)
 
 
 def _cell(text: str) -> str:

@@ -144,7 +144,15 @@ class HpcEnvironment(pulumi.ComponentResource):
         run = SubmissionKey(args.project, args.stack, args.environment, args.run_id, run_dir)
         scripts = step_scripts(workload, scheduler, run, target.queue, args.telemetry, target.directives)
         # A swept step runs as arrays (its plain script is not staged): its table and chunk scripts.
-        sweeps = sweep_scripts(workload, scheduler, run, target.queue, args.telemetry, target.directives)
+        sweeps = sweep_scripts(
+            workload,
+            scheduler,
+            run,
+            target.queue,
+            args.telemetry,
+            target.directives,
+            array_limit=scheduler.array_limit_of(target.scheduler_options),
+        )
         if sweeps and args.wait_for_steps and set(args.wait_for_steps) & set(sweeps):
             raise HpcConfigError(
                 f"wait_for_steps: {', '.join(sorted(set(args.wait_for_steps) & set(sweeps)))} is a swept step; "

@@ -1,9 +1,10 @@
 """A scheduler's own options, a target's `scheduler_options`: the checks every scheduler's
 `parse_options` shares, with errors that name the key and the fix.
 
-Each scheduler says which options it takes and what each may be (LSF: `memory_unit`; Slurm:
-none); generic code never names one (target_parser.py hands the section to the target's
-scheduler class, the BatchJob provider hands it its `scheduler_options` input).
+Each scheduler says which options it takes and what each may be (LSF: `memory_unit`; both:
+`max_array_size`, the site's cap on a job array); generic code never names one (target_parser.py
+hands the section to the target's scheduler class, the BatchJob provider hands it its
+`scheduler_options` input).
 """
 
 from __future__ import annotations
@@ -35,3 +36,34 @@ def options_section(options: Any, key: str, known: Collection[str], label: str) 
             takes = f"use one of: {', '.join(sorted(known))}" if known else "remove it (it takes none)"
             raise option_error(option_key(key, option), f"is not an option of {label}", takes)
     return section
+
+
+MAX_ARRAY_SIZE = "max_array_size"
+# Beyond any site's: LSF's MAX_JOB_ARRAY_SIZE is at most 2,147,483,646, Slurm's MaxArraySize 4,000,001.
+_ARRAY_SIZE_CEILING = 4_000_001
+
+
+def array_size_help(variable: str, default: int, where: str) -> tuple[str, str]:
+    """`max_array_size`'s description for one scheduler (`option_help`)."""
+    return (
+        f"The cluster's cap on a job array ({variable}, `{where}`): a swept step with more points is split "
+        f"into several arrays of at most this many; default {default}, the scheduler's own default.",
+        "500",
+    )
+
+
+def array_size_option(section: Mapping[str, Any], key: str, variable: str) -> dict[str, str]:
+    """`max_array_size` as text where the target gives one (absent: the scheduler's default, so a
+    target without it keeps the options it always had); refused unless a whole number from 1."""
+    value = section.get(MAX_ARRAY_SIZE)
+    if value is None:
+        return {}
+    if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).isdigit():
+        raise option_error(
+            option_key(key, MAX_ARRAY_SIZE), f"expected a whole number, found {value!r}", f"use {variable}"
+        )
+    if not 1 <= int(value) <= _ARRAY_SIZE_CEILING:
+        raise option_error(
+            option_key(key, MAX_ARRAY_SIZE), f"{value} is outside 1 to {_ARRAY_SIZE_CEILING}", f"use {variable}"
+        )
+    return {MAX_ARRAY_SIZE: str(int(value))}

@@ -276,6 +276,12 @@ class Scheduler(ABC):
         an option this scheduler does not take is refused the same way."""
 
     @classmethod
+    def array_limit_of(cls, options: Mapping[str, str]) -> int:
+        """The most elements one array of this site may have: the target's `max_array_size`, or
+        else the scheduler's default (`array_size_limit`)."""
+        return int(options.get("max_array_size") or cls.array_size_limit)
+
+    @classmethod
     def from_options(cls, options: Mapping[str, str]) -> Scheduler:
         """The scheduler for options `parse_options` returned (absent ones take their defaults)."""
         return cls()

@@ -151,7 +151,11 @@ def test_scheduler_options_are_read_by_the_target_s_scheduler_with_defaults_fill
             "atlas:satori.scheduler_options.memory_unit",
             "LSF_UNIT_FOR_LIMITS",
         ),
-        ({"scheduler_options": {"memory": "MB"}}, "atlas:satori.scheduler_options.memory", "use one of: memory_unit"),
+        (
+            {"scheduler_options": {"memory": "MB"}},
+            "atlas:satori.scheduler_options.memory",
+            "use one of: max_array_size, memory_unit",
+        ),
         ({"scheduler_options": "MB"}, "atlas:satori.scheduler_options", "expected an object"),
         (
             {"scheduler": "slurm", "scheduler_options": {"memory_unit": "MB"}},

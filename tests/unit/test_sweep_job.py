@@ -518,3 +518,50 @@ def test_a_swept_step_before_the_last_is_not_awaited_by_default(mocks: Mocks) ->
         assert done == ["satori-inception-moments-done", "satori-make-hdf5-done"]
 
     return built["satori"].outputs.apply(check)
+
+
+# --- a site's own array limit -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scheduler", ["lsf", "slurm"])
+def test_a_sites_array_limit_is_an_option_of_its_scheduler(scheduler: str) -> None:
+    cls = type(scheduler_for(scheduler))
+    given = cls.parse_options({"max_array_size": 500}, "atlas:hpc.satori")
+    assert given["max_array_size"] == "500" and cls.array_limit_of(given) == 500
+    # Absent: the scheduler's default, and the options a target always had (no new key in state).
+    default = cls.parse_options(None, "atlas:hpc.satori")
+    assert "max_array_size" not in default and cls.array_limit_of(default) == cls.array_size_limit
+
+
+@pytest.mark.parametrize("bad", [0, -3, "many", 2.5, True, 5_000_000])
+def test_a_bad_array_limit_is_refused_naming_its_key(bad: Any) -> None:
+    from infra.hpc.target import HpcConfigError
+
+    with pytest.raises(HpcConfigError, match=r"^atlas:hpc\.satori\.scheduler_options\.max_array_size: .*MaxArraySize"):
+        type(SLURM).parse_options({"max_array_size": bad}, "atlas:hpc.satori")
+
+
+@pulumi.runtime.test
+def test_a_sites_array_limit_splits_the_sweep(mocks: Mocks) -> Any:
+    from infra.hpc.components import HpcEnvironment, HpcEnvironmentArgs
+    from infra.hpc.target_parser import parse_hpc_target
+
+    target = parse_hpc_target(
+        {
+            "host": "h",
+            "user": "u",
+            "scheduler": "lsf",
+            "known_hosts": "h ssh-ed25519 AAAA\n",
+            "private_key_file": "/",
+            "scheduler_options": {"max_array_size": 4},
+        },
+        "atlas:hpc.satori",
+    )
+    env = HpcEnvironment("s", HpcEnvironmentArgs(target=target, workload=PROBE_SWEEP, environment="s", stack="u"))
+
+    def check(_: Any) -> None:
+        sweep = next(r for r in mocks.resources if r.name == "s-train")
+        assert [(c["offset"], c["count"]) for c in sweep.inputs["chunks"]] == [(0, 4), (4, 2)]
+        assert sweep.inputs["scheduler_options"] == {"memory_unit": "MB", "max_array_size": "4"}
+
+    return env.outputs.apply(check)

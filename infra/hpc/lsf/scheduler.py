@@ -16,7 +16,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from infra.hpc.lsf import hosts, jobs, preflight, records
-from infra.hpc.options import option_error, option_key, options_section
+from infra.hpc.options import (
+    MAX_ARRAY_SIZE,
+    array_size_help,
+    array_size_option,
+    option_error,
+    option_key,
+    options_section,
+)
 from infra.hpc.remote import RemoteResult
 from infra.hpc.scheduler import (
     Argv,
@@ -79,6 +86,7 @@ class LsfScheduler(Scheduler):
             "scheduler_options.",
             "GB",
         ),
+        MAX_ARRAY_SIZE: array_size_help("MAX_JOB_ARRAY_SIZE", 1000, "bparams -a"),
     }
     backfill_unsupported: ClassVar[str] = (
         "preemption is a queue the site defines (PREEMPTION=PREEMPTABLE in lsb.queues)"
@@ -116,7 +124,10 @@ class LsfScheduler(Scheduler):
                 f"says {older!r} where scheduler_options.memory_unit says {given!r}",
                 "keep scheduler_options.memory_unit alone (lsf_memory_unit is its older spelling)",
             )
-        return {"memory_unit": str(given or older or DEFAULT_MEMORY_UNIT)}
+        return {
+            "memory_unit": str(given or older or DEFAULT_MEMORY_UNIT),
+            **array_size_option(section, key, "MAX_JOB_ARRAY_SIZE (bparams -a | grep MAX_JOB_ARRAY_SIZE)"),
+        }
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> LsfScheduler:

@@ -3,8 +3,8 @@
 `#SBATCH` directives and the sbatch/squeue/sacct/scancel command lines are here; the answers are
 read by jobs.py (job states), records.py (the report's records) and nodes.py (the monitor's
 nodes and queue). Backfill that yields runs in a preemptible partition, requeued when a real job
-takes its GPUs. Slurm takes no scheduler options. Formats were recorded on Debian bookworm's
-slurm-wlm 22.05.8 (tests/unit/data). Pure: no I/O.
+takes its GPUs. Slurm's one scheduler option is `max_array_size` (its MaxArraySize). Formats were
+recorded on Debian bookworm's slurm-wlm 22.05.8 (tests/unit/data). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from infra.hpc.options import options_section
+from infra.hpc.options import MAX_ARRAY_SIZE, array_size_help, array_size_option, options_section
 from infra.hpc.remote import RemoteResult
 from infra.hpc.scheduler import (
     Argv,
@@ -86,15 +86,18 @@ class SlurmScheduler(Scheduler):
     array_log_placeholder: ClassVar[str] = "%A_%a"
     # MaxArraySize (slurm.conf, `scontrol show config`) caps the largest index plus one: 0 to 1000.
     array_size_limit: ClassVar[int] = 1001
+    option_help: ClassVar[Mapping[str, tuple[str, str]]] = {
+        MAX_ARRAY_SIZE: array_size_help("MaxArraySize", 1001, "scontrol show config"),
+    }
 
-    # --- its own options: none ------------------------------------------------------------------
+    # --- its own options: the array limit --------------------------------------------------------
 
     @classmethod
     def parse_options(
         cls, options: object, key: str, legacy: Mapping[str, Any] | None = None
     ) -> dict[str, str]:
-        options_section(options, key, (), cls.label)
-        return {}
+        section = options_section(options, key, tuple(cls.option_help), cls.label)
+        return array_size_option(section, key, "MaxArraySize (scontrol show config | grep MaxArraySize)")
 
     # --- rendering ---------------------------------------------------------------------------
 
