@@ -67,3 +67,9 @@ def array_size_option(section: Mapping[str, Any], key: str, variable: str) -> di
             option_key(key, MAX_ARRAY_SIZE), f"{value} is outside 1 to {_ARRAY_SIZE_CEILING}", f"use {variable}"
         )
     return {MAX_ARRAY_SIZE: str(int(value))}
+
+
+def job_options(options: Mapping[str, str]) -> dict[str, str]:
+    """The options that change what a job is: all but `max_array_size`, which only says how a
+    sweep is split (its SweepJob's chunks show that), so a site's limit added later replaces no job."""
+    return {name: value for name, value in options.items() if name != MAX_ARRAY_SIZE}

@@ -565,3 +565,40 @@ def test_a_sites_array_limit_splits_the_sweep(mocks: Mocks) -> Any:
         assert sweep.inputs["scheduler_options"] == {"memory_unit": "MB", "max_array_size": "4"}
 
     return env.outputs.apply(check)
+
+
+def test_a_sites_array_limit_added_later_replaces_no_batch_job() -> None:
+    from infra.hpc.providers import BatchJobProvider
+    from infra.hpc.providers.batch_job import job_definition
+
+    job = {
+        "provider_version": PROVIDER_VERSION,
+        "ssh": {"host": "h", "port": 22, "user": "u", "known_hosts": "k", "private_key_file": "/k"},
+        "scheduler": "lsf",
+        "scheduler_options": {"memory_unit": "MB"},
+        "step": "train",
+        "job_name": "atlas-train-0123456789",
+        "run_dir": "r",
+        "script_path": "s.lsf",
+        "script": "x",
+        "script_sha256": sha256_hex(b"x"),
+        "after_job_ids": [],
+        "job_id": "5",
+    }
+    limited = {**job, "scheduler_options": {"memory_unit": "MB", "max_array_size": "500"}}
+    assert not BatchJobProvider().diff("5", job, limited).replaces
+    assert BatchJobProvider().diff("5", job, {**job, "scheduler_options": {"memory_unit": "GB"}}).replaces
+
+    def definition(options: dict[str, str]) -> str:
+        return job_definition(
+            scheduler="lsf",
+            scheduler_options=options,
+            step="train",
+            job_name="n",
+            run_dir="r",
+            script_path="s",
+            script_sha256="0",
+            after_definitions=[],
+        )
+
+    assert definition({"memory_unit": "MB"}) == definition({"memory_unit": "MB", "max_array_size": "500"})

@@ -30,6 +30,7 @@ import pulumi.dynamic
 
 from infra.dynamic.inputs import changed, is_unknown
 from infra.hpc import ssh
+from infra.hpc.options import job_options
 from infra.hpc.polling import StatusBoard, board_for, lookup_by_name, query_states
 from infra.hpc.provider_inputs import (
     DEFAULT_POLL_INTERVAL_S,
@@ -267,7 +268,7 @@ def job_definition(
     so in preview too, where a job's id may not be. Two jobs with one definition are the same job."""
     fields = {
         "scheduler": scheduler,
-        "scheduler_options": dict(sorted(scheduler_options.items())),
+        "scheduler_options": dict(sorted(job_options(scheduler_options).items())),
         "step": step,
         "job_name": job_name,
         "run_dir": run_dir,
@@ -323,7 +324,7 @@ def _options_changed(olds: Mapping[str, Any], news: Mapping[str, Any]) -> bool:
     if is_unknown(news.get("scheduler_options")):
         return True
     try:
-        return scheduler_options_of(olds) != scheduler_options_of(news)
+        return job_options(scheduler_options_of(olds)) != job_options(scheduler_options_of(news))
     except (HpcConfigError, SchedulerError):
         return True
 
