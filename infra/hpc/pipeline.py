@@ -161,11 +161,8 @@ def submit_pipeline(
                 chunks=_chunk_entries(sweep),
                 log_pattern=f"{workload.logs.root}/{step.name}.{scheduler.array_log_placeholder}",
                 requested_queue=queue,
-                after_job_ids=(
-                    pulumi.Output.all(array_ids, *after_ids).apply(lambda v: [*v[0], *v[1:]])
-                    if has_arrays
-                    else after_ids
-                ),
+                after_job_ids=after_ids,
+                after_array_ids=array_ids if has_arrays else None,
                 after_definitions=definitions(step.name),
                 poll_interval_s=poll_interval_s,
                 scheduler_options=scheduler_options,

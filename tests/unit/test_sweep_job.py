@@ -246,6 +246,7 @@ class LoginNode:
         self.next_id = 100
         self.staged: dict[str, str | None] = {}
         self.retired = "55 atlas-other-name\n"
+        self.predecessors = "RUNNING"
 
     def run(self, _conn: Any, command: str, **_: Any) -> RemoteResult:
         self.commands.append(command)
@@ -258,6 +259,10 @@ class LoginNode:
         if "sbatch" in command:
             self.next_id += 1
             return ok(f"{self.next_id}\n")
+        if command.startswith("squeue -h -t all -j ") and " -O " in command:
+            # The predecessors' states (the dependency check): a job per asked-for id.
+            ids = command.split(" -j ")[1].split()[0].split(",")
+            return ok("".join(f"{i}|{self.predecessors}|normal|n|None|0|t|t|t|\n" for i in ids))
         if command.startswith("squeue -h -r"):
             array_id = command.split(" -j ")[1].split()[0]
             return ok(self.elements.get(array_id, ""))
@@ -330,6 +335,14 @@ def test_create_adopts_the_arrays_an_interrupted_up_submitted(login: LoginNode) 
     assert len(submissions) == 1 and submissions[0].endswith("train.c1.sbatch")
     assert result.outs["job_ids"] == ["90", "101"]
     assert arrays.decode(result.outs["elements"]) == "RDPP??"
+
+
+def test_create_refuses_to_wait_for_a_predecessor_that_failed(login: LoginNode) -> None:
+    props, login.staged = sweep_props()
+    login.predecessors = "FAILED"
+    with pytest.raises(sweep_module.HpcProviderError, match=r"^step 'train' depends on job 12, which ended FAILED"):
+        SweepJobProvider().create(props)
+    assert not any("sbatch" in c for c in login.commands)
 
 
 def test_create_never_adopts_an_array_atlas_retired(login: LoginNode) -> None:

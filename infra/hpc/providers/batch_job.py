@@ -46,7 +46,7 @@ from infra.hpc.provider_inputs import (
 from infra.hpc.providers.common import HpcProviderError, SshResource, join_remote, over_ssh, utc_now
 from infra.hpc.registry import SCHEDULER_NAMES as SCHEDULERS
 from infra.hpc.registry import scheduler_for
-from infra.hpc.remote import RemoteResult
+from infra.hpc.remote import RemoteResult, Runner
 from infra.hpc.scheduler import (
     JOB_ID,
     JOB_NAME,
@@ -162,20 +162,25 @@ def _earlier_submission(job: JobCall) -> JobState | None:
 
 
 def _check_dependencies(job: JobCall, after: Sequence[str]) -> None:
-    """Slurm silently drops a dependency on an unknown job, and a failed one blocks forever: refuse both."""
+    check_dependencies(job.scheduler, job.run, job.inputs.step, after)
+
+
+def check_dependencies(scheduler: Scheduler, run: Runner, step: str, after: Sequence[str]) -> None:
+    """Slurm silently drops a dependency on an unknown job, and a failed one blocks forever: refuse
+    both (jobs only: a sweep's arrays are not asked this way, squeue lists their elements)."""
     if not after:
         return
-    states = query_states(job.scheduler, job.run, after).states
+    states = query_states(scheduler, run, after).states
     for job_id in after:
         state = states.get(job_id)
         if state is None:
             raise HpcProviderError(
-                f"step {job.inputs.step!r} depends on job {job_id}, which the scheduler does not know; "
+                f"step {step!r} depends on job {job_id}, which the scheduler does not know; "
                 "run `pulumi refresh` and then `pulumi up` so the earlier step is submitted again"
             )
         if state.phase in (Phase.FAILED, Phase.CANCELLED):
             raise HpcProviderError(
-                f"step {job.inputs.step!r} depends on job {job_id}, which ended {state.native_state} "
+                f"step {step!r} depends on job {job_id}, which ended {state.native_state} "
                 f"(exit code {state.exit_code}); it could never start. Fix the earlier step and run `pulumi up` again"
             )
 

@@ -40,6 +40,7 @@ from infra.hpc.provider_inputs import (
 from infra.hpc.providers.batch_job import (
     RETIRED_JOBS_FILE,
     _options_changed,
+    check_dependencies,
     dependency_replaced,
     job_definition,
 )
@@ -217,6 +218,10 @@ class SweepJobProvider(pulumi.dynamic.ResourceProvider):
         replaces = changed(olds, news, SWEEP_DEFINING_INPUTS)
         if dependency_replaced(olds, news, "after_job_ids", "after_definitions"):
             replaces.append("after_job_ids")
+        if (olds.get("after_array_ids") or news.get("after_array_ids")) and dependency_replaced(
+            olds, news, "after_array_ids", "after_definitions"
+        ):
+            replaces.append("after_array_ids")
         if _options_changed(olds, news):
             replaces.append("scheduler_options")
         if is_unknown(news.get("ssh")) or not same_login(olds, news):
@@ -248,15 +253,20 @@ class SweepJobProvider(pulumi.dynamic.ResourceProvider):
                 )
         retired = retired_ids(call)
         after = list(props.get("after_job_ids") or [])
+        arrays_before = list(props.get("after_array_ids") or [])
         submitted_at = utc_now()
         job_ids: list[str] = []
+        checked = False
         for chunk in call.chunks:
             earlier = earlier_array(call, chunk, retired)
             if earlier is not None:
                 pulumi.log.info(f"{chunk.job_name}: adopted array {earlier}, submitted by an earlier `pulumi up`")
                 job_ids.append(earlier)
                 continue
-            waits = after + ([job_ids[chunk.after]] if chunk.after is not None else [])
+            if not checked:
+                check_dependencies(call.scheduler, call.run, call.step, after)
+                checked = True
+            waits = after + arrays_before + ([job_ids[chunk.after]] if chunk.after is not None else [])
             job_ids.append(_submit(call, chunk, waits, retired))
         letters, _ = element_states(call, job_ids)
         return pulumi.dynamic.CreateResult(",".join(job_ids), _outs(call, job_ids, letters, submitted_at))
@@ -311,6 +321,7 @@ class SweepJob(SshResource, module="hpc", name="SweepJob"):
         log_pattern: str,
         requested_queue: str | None = None,
         after_job_ids: pulumi.Input[Sequence[pulumi.Input[str]]] = (),
+        after_array_ids: pulumi.Input[Sequence[str]] | None = None,
         after_definitions: Sequence[str] = (),
         poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
         scheduler_options: Mapping[str, str] | None = None,
@@ -318,7 +329,8 @@ class SweepJob(SshResource, module="hpc", name="SweepJob"):
     ) -> None:
         """`chunks`: one entry per array, in order (`job_name`, `script_path`, `script_sha256`,
         `offset`, `count`, `after`), their scripts staged by the environment's StagedFiles with the
-        table of points at `table_path`."""
+        table of points at `table_path`; `after_job_ids` the jobs it waits for (checked, as a
+        BatchJob's), `after_array_ids` the arrays of the sweeps before it."""
         table_sha256 = ssh.sha256_hex(table.encode())
         self.job_definition = job_definition(
             scheduler=scheduler,
@@ -346,4 +358,6 @@ class SweepJob(SshResource, module="hpc", name="SweepJob"):
             "poll_interval_s": poll_interval_s,
             "size": sum(int(c["count"]) for c in chunks),
         }
+        if after_array_ids is not None:
+            inputs["after_array_ids"] = after_array_ids
         super().__init__(SweepJobProvider(), name, inputs, SWEEP_JOB_OUTPUTS, opts)
