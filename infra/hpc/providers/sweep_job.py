@@ -149,9 +149,9 @@ def _submit(call: SweepCall, chunk: Chunk, after: Sequence[str], retired: set[tu
         ) from None
 
 
-def element_states(call: SweepCall, job_ids: Sequence[str], previous: str = "") -> tuple[str, bool]:
+def element_states(call: SweepCall, job_ids: Sequence[str], previous: str = "") -> str:
     """Every element's letter, in point order, from one query per array (and the accounting query
-    for an array whose live answer forgot some); whether the scheduler showed any element."""
+    for an array whose live answer forgot some), merged with what was `previous`ly seen."""
     base = call.scheduler.array_index_base
     seen: dict[int, str] = {}
     for chunk, array_id in zip(call.chunks, job_ids, strict=True):
@@ -165,7 +165,7 @@ def element_states(call: SweepCall, job_ids: Sequence[str], previous: str = "") 
             position = int(index) - base
             if 0 <= position < chunk.count:
                 seen[chunk.offset + position] = arrays.letter_of(state)
-    return arrays.merge(previous, seen, call.size), bool(seen)
+    return arrays.merge(previous, seen, call.size)
 
 
 def _outs(call: SweepCall, job_ids: Sequence[str], letters: str, submitted_at: str) -> dict[str, Any]:
@@ -268,14 +268,14 @@ class SweepJobProvider(pulumi.dynamic.ResourceProvider):
                 checked = True
             waits = after + arrays_before + ([job_ids[chunk.after]] if chunk.after is not None else [])
             job_ids.append(_submit(call, chunk, waits, retired))
-        letters, _ = element_states(call, job_ids)
+        letters = element_states(call, job_ids)
         return pulumi.dynamic.CreateResult(",".join(job_ids), _outs(call, job_ids, letters, submitted_at))
 
     def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
         call = sweep_call(props)
         job_ids = list(props.get("job_ids") or id_.split(","))
         previous = arrays.decode(str(props.get("elements") or ""))
-        letters, _ = element_states(call, job_ids, previous)
+        letters = element_states(call, job_ids, previous)
         return pulumi.dynamic.ReadResult(id_, _outs(call, job_ids, letters, str(props.get("submitted_at") or "")))
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
@@ -284,7 +284,7 @@ class SweepJobProvider(pulumi.dynamic.ResourceProvider):
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         call = sweep_call(props)
         job_ids = list(props.get("job_ids") or id_.split(","))
-        letters, _ = element_states(call, job_ids, arrays.decode(str(props.get("elements") or "")))
+        letters = element_states(call, job_ids, arrays.decode(str(props.get("elements") or "")))
         retire = []
         for chunk, array_id in zip(call.chunks, job_ids, strict=True):
             mine = letters[chunk.offset : chunk.offset + chunk.count]
