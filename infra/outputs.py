@@ -44,12 +44,39 @@ class FilesAt:
 
 
 @dataclass(frozen=True)
+class SweepArray:
+    """One scheduler object of a sweep: an LSF or Slurm job array (one chunk of the sweep, or a
+    retry of some of its points) or a Kubernetes Indexed Job (its name in `job_id`)."""
+
+    job_id: str
+    offset: int  # the sweep's point its first element (index 0, LSF's 1) runs
+    count: int  # how many elements it has
+    # A retry: the sweep's points it runs again, in element order (empty: offset .. offset+count-1).
+    points: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class SweepOutputs:
+    """A swept step's one object per side (docs/architecture.md, "Sweeps"): its arrays in
+    submission order (chunks, then retries) and a letter per point, run-length encoded
+    (infra/hpc/arrays.py: P pending, R running, D done, F failed, K killed outside Atlas,
+    C cancelled by Atlas, ? unknown) as the last `up` or `refresh` read them."""
+
+    points: int
+    arrays: tuple[SweepArray, ...]
+    elements: str
+    results: str  # the sweep's folder, relative to the run's directory (HPC) or results volume
+    max_attempts: int = 1  # how many times a point may run (the stack's atlas:sweep.max_attempts)
+
+
+@dataclass(frozen=True)
 class KubeStep:
-    """One workload step as a Kubernetes Job."""
+    """One workload step as a Kubernetes Job (a swept step: one Indexed Job, with `sweep`)."""
 
     name: str
     job: str
     uid: str = ""
+    sweep: SweepOutputs | None = None
 
 
 @dataclass(frozen=True)
@@ -63,6 +90,7 @@ class BatchStep:
     script_sha256: str = ""
     submitted_at: str = ""
     state: str = ""  # "not-executed" where the step was rendered but never submitted
+    sweep: SweepOutputs | None = None  # a swept step: its arrays (job_id is the first one's)
 
 
 @dataclass(frozen=True)

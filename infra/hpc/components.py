@@ -16,6 +16,7 @@ Everything is rendered in Python before any resource is registered (no resources
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,16 +24,16 @@ from typing import Any
 
 import pulumi
 
-from infra.hpc.job_script import PYTHON_DIR, SubmissionKey, step_scripts, sweep_scripts
+from infra.hpc.job_script import PYTHON_DIR, SubmissionKey, SweepScripts, step_scripts, sweep_scripts
 from infra.hpc.pipeline import StagedFile, staged_file_entries, submit_pipeline, sweep_files
 from infra.hpc.providers import endpoint_inputs
 from infra.hpc.registry import scheduler_for
 from infra.hpc.ssh.resolve import resolve_endpoint
 from infra.hpc.target import PROVENANCE_NOT_STATED, HpcConfigError, HpcTarget
 from infra.hpc.target_parser import validate_remote_path
-from infra.outputs import BatchStep, FilesAt, HpcOutputs
+from infra.outputs import BatchStep, FilesAt, HpcOutputs, SweepArray, SweepOutputs
 from infra.workload.load import folder_files
-from infra.workload.model import FolderSource, GitSource, InTreeSource, Workload, WorkloadError
+from infra.workload.model import FolderSource, GitSource, InTreeSource, Step, Workload, WorkloadError
 from infra.workload.render import requested_gpus
 from infra.workload_source import SourceError, materialize_cached, staged_paths
 
@@ -188,13 +189,16 @@ class HpcEnvironment(pulumi.ComponentResource):
                 submitted_at=self.jobs[s.name].submitted_at,
             )
             if s.name in self.jobs
-            # A sweep: its first array's id (the report's per-sweep view is the next slice).
+            # A sweep: its first array's id, and the sweep as one object (its arrays, its elements).
             else pulumi.Output.all(
                 name=s.name,
                 job_id=self.sweeps[s.name].job_id,
                 queue=target.queue or "",
                 script_sha256=sweeps[s.name].scripts[0].sha256,
                 submitted_at=self.sweeps[s.name].submitted_at,
+                sweep=pulumi.Output.all(
+                    job_ids=self.sweeps[s.name].job_ids, elements=self.sweeps[s.name].elements
+                ).apply(functools.partial(sweep_outputs, s, sweeps[s.name])),
             )
             for s in workload.steps
         ]
@@ -217,3 +221,15 @@ class HpcEnvironment(pulumi.ComponentResource):
             ).to_dict()
         )
         self.register_outputs({"outputs": self.outputs})
+
+
+def sweep_outputs(step: Step, sweep: SweepScripts, found: dict[str, Any]) -> SweepOutputs:
+    """A swept step's `sweep` output (infra.outputs.SweepOutputs) from its SweepJob's array ids
+    (one per chunk, in chunk order) and element letters."""
+    assert step.sweep is not None  # only swept steps have SweepScripts
+    arrays = [
+        SweepArray(job_id=job_id, offset=chunk.offset, count=chunk.count)
+        for job_id, chunk in zip(found["job_ids"], sweep.chunks, strict=True)
+    ]
+    points = sum(chunk.count for chunk in sweep.chunks)
+    return SweepOutputs(points=points, arrays=tuple(arrays), elements=found["elements"], results=step.sweep.results)
