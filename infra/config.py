@@ -91,7 +91,8 @@ def parse_stack_config(stack: str, values: Mapping[str, Any], project_dir: Path)
     workload_source = config_path(model.workload_source, project_dir) if model.workload_source else None
     return StackConfig(stack=stack, workload=model.workload, workload_file=workload_file, openshift=target,
                        openshift_settings=settings, hpc=tuple(hpc), run_id=model.run_id, aws=aws, backfill=backfill,
-                       backfill_workload_file=backfill_workload_file, workload_source=workload_source)
+                       backfill_workload_file=backfill_workload_file, workload_source=workload_source,
+                       sweep_max_attempts=model.sweep.max_attempts)
 
 
 def _locate(value: Any, project_dir: Path, key: str) -> Path:

@@ -19,8 +19,9 @@ from pydantic import BeforeValidator, Field, StringConstraints, model_validator
 
 from infra.aws.settings import AwsConfigError
 from infra.aws.settings_parser import AwsModel
-from infra.config_schema import Bool, ConfigSection, OneLine, Problem, Rule, StepNames, validate_section
+from infra.config_schema import Bool, ConfigSection, OneLine, Problem, Rule, StepNames, WholeNumber, validate_section
 from infra.errors import AtlasConfigError
+from infra.hpc.arrays import MAX_ATTEMPTS as MAX_SWEEP_ATTEMPTS
 from infra.hpc.target import PROVENANCE_NOT_STATED, HpcConfigError
 from infra.hpc.target_parser import HpcTargetModel
 from infra.nodes.settings import BackfillModel
@@ -31,7 +32,7 @@ from infra.validation import is_dns_label, switched_off
 PROJECT = "atlas"
 RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
 # The sections whose values are structured (YAML objects) rather than strings.
-OBJECT_KEYS = frozenset({"openshift", "hpc", "aws", "backfill"})
+OBJECT_KEYS = frozenset({"openshift", "hpc", "aws", "backfill", "sweep"})
 # The error class each section's refusals carry (callers and tests tell them apart).
 SECTION_ERRORS: dict[str, type[AtlasConfigError]] = {
     "openshift": OpenShiftSettingsError,
@@ -100,6 +101,16 @@ def _environments(value: Any) -> Any:
 SWITCHABLE: dict[str, type[ConfigSection]] = {"openshift": OpenShiftModel, "aws": AwsModel, "backfill": BackfillModel}
 
 
+class SweepModel(ConfigSection):
+    """`atlas:sweep`: how a stack runs the workload's swept steps (docs/workloads.md, "Sweeps")."""
+
+    max_attempts: Annotated[int, WholeNumber(1, MAX_SWEEP_ATTEMPTS)] = Field(
+        1, description="How many times a sweep's point may run: above 1, `pulumi up --refresh` runs the points "
+        "that failed or were killed again, as one new array per chunk on LSF and Slurm (never a point that "
+        "succeeded or still runs); on Kubernetes the Indexed Job's backoffLimitPerIndex is one less.",
+        examples=[3])
+
+
 class StackModel(ConfigSection):
     """`atlas:*`: a stack's whole configuration; at least one of openshift, hpc and aws must be enabled."""
 
@@ -118,6 +129,7 @@ class StackModel(ConfigSection):
         "e.g. satori).")
     aws: AwsModel | None = Field(None, description="Rented AWS GPU instances.")
     backfill: BackfillModel | None = Field(None, description="Backfill that yields to real jobs.")
+    sweep: SweepModel = Field(default_factory=SweepModel, description="How swept steps run.")
 
     @model_validator(mode="before")
     @classmethod

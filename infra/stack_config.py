@@ -49,3 +49,5 @@ class StackConfig:
     # The definitions `workload` and `backfill.workload` name (infra/workload/load.py:locate_workload).
     workload_file: Path = Path("workloads/probe/workload.yaml")
     backfill_workload_file: Path | None = None
+    # How many times a sweep's point may run (`atlas:sweep.max_attempts`; 1: never again).
+    sweep_max_attempts: int = 1

@@ -34,6 +34,9 @@ WORDS = {
     UNKNOWN: "unknown",
 }
 FINISHED = frozenset({DONE, FAILED, KILLED, CANCELLED})
+# A retry's job name adds `-r<attempt>` to its chunk's (at most 63 characters: job_name_for's 57,
+# `-c9`, `-r9`), so a point runs at most nine times.
+MAX_ATTEMPTS = 9
 _RUN = re.compile(r"([PRDFKC?])(\d+)")
 
 

@@ -27,6 +27,7 @@ import pulumi
 from infra.hpc.job_script import PYTHON_DIR, SubmissionKey, SweepScripts, step_scripts, sweep_scripts
 from infra.hpc.pipeline import StagedFile, staged_file_entries, submit_pipeline, sweep_files
 from infra.hpc.providers import endpoint_inputs
+from infra.hpc.providers.sweep_job import Retry
 from infra.hpc.registry import scheduler_for
 from infra.hpc.ssh.resolve import resolve_endpoint
 from infra.hpc.target import PROVENANCE_NOT_STATED, HpcConfigError, HpcTarget
@@ -107,6 +108,7 @@ class HpcEnvironmentArgs:
     private_key: pulumi.Input[str] | None = None
     # What the environment is (config's `provenance`), carried into the outputs for the report.
     provenance: str = PROVENANCE_NOT_STATED
+    sweep_max_attempts: int = 1  # how many times a sweep's point may run (atlas:sweep.max_attempts)
 
 
 class HpcEnvironment(pulumi.ComponentResource):
@@ -176,6 +178,7 @@ class HpcEnvironment(pulumi.ComponentResource):
             wait_timeout_s=args.wait_timeout_s,
             scheduler_options=target.scheduler_options,
             sweeps=sweeps,
+            max_attempts=args.sweep_max_attempts,
         )
         self.jobs, self.completions, self.sweeps = pipeline.jobs, pipeline.completions, pipeline.sweeps
 
@@ -197,8 +200,10 @@ class HpcEnvironment(pulumi.ComponentResource):
                 script_sha256=sweeps[s.name].scripts[0].sha256,
                 submitted_at=self.sweeps[s.name].submitted_at,
                 sweep=pulumi.Output.all(
-                    job_ids=self.sweeps[s.name].job_ids, elements=self.sweeps[s.name].elements
-                ).apply(functools.partial(sweep_outputs, s, sweeps[s.name])),
+                    job_ids=self.sweeps[s.name].job_ids,
+                    elements=self.sweeps[s.name].elements,
+                    retries=self.sweeps[s.name].retries,
+                ).apply(functools.partial(sweep_outputs, s, sweeps[s.name], args.sweep_max_attempts)),
             )
             for s in workload.steps
         ]
@@ -223,13 +228,19 @@ class HpcEnvironment(pulumi.ComponentResource):
         self.register_outputs({"outputs": self.outputs})
 
 
-def sweep_outputs(step: Step, sweep: SweepScripts, found: dict[str, Any]) -> SweepOutputs:
+def sweep_outputs(step: Step, sweep: SweepScripts, max_attempts: int, found: dict[str, Any]) -> SweepOutputs:
     """A swept step's `sweep` output (infra.outputs.SweepOutputs) from its SweepJob's array ids
-    (one per chunk, in chunk order) and element letters."""
+    (one per chunk, in chunk order), retries and element letters."""
     assert step.sweep is not None  # only swept steps have SweepScripts
     arrays = [
         SweepArray(job_id=job_id, offset=chunk.offset, count=chunk.count)
         for job_id, chunk in zip(found["job_ids"], sweep.chunks, strict=True)
     ]
+    for entry in found.get("retries") or []:
+        retry = Retry.of(entry)
+        chunk = sweep.chunks[retry.chunk]
+        arrays.append(SweepArray(job_id=retry.job_id, offset=chunk.offset, count=len(retry.points),
+                                 points=retry.points))
     points = sum(chunk.count for chunk in sweep.chunks)
-    return SweepOutputs(points=points, arrays=tuple(arrays), elements=found["elements"], results=step.sweep.results)
+    return SweepOutputs(points=points, arrays=tuple(arrays), elements=found["elements"], results=step.sweep.results,
+                        max_attempts=max_attempts)

@@ -82,6 +82,7 @@ def _chunk_entries(sweep: SweepScripts) -> list[dict[str, Any]]:
             "offset": chunk.offset,
             "count": chunk.count,
             "after": chunk.after,
+            "parallel": chunk.parallel,
         }
         for chunk, script in zip(sweep.chunks, sweep.scripts, strict=True)
     ]
@@ -112,14 +113,16 @@ def submit_pipeline(
     depends_on: Sequence[pulumi.Resource] = (),
     scheduler_options: Mapping[str, str] | None = None,
     sweeps: Mapping[str, SweepScripts] | None = None,
+    max_attempts: int = 1,
 ) -> SubmittedPipeline:
     """`{name}-staged-files`: `files` and the folders the jobs write into, in the run directory
     (after `depends_on`). Then `{name}-<step>`: one BatchJob per step, once the files are in place,
     each chained to the steps whose outputs it reads by the scheduler's own dependency; then
     `{name}-<step>-done`: a BatchJobCompletion for each step in `wait_for_steps`, so the whole pipeline
     is in the queue before any step is awaited. A swept step (`sweeps`, job_script.sweep_scripts)
-    is one SweepJob instead, its chunks' arrays; the steps after it wait for every one of them
-    (`afterok:<array id>`, `done(<array id>)`: every element)."""
+    is one SweepJob instead, its chunks' arrays (and, with `max_attempts` above 1, its retries'); the
+    steps after it wait for every array holding a point's last attempt to succeed (`afterok:<array
+    id>`, `done(<array id>)`: every element) and for those it superseded to end (`afterany`, `ended`)."""
     sweeps = dict(sweeps or {})
     awaited_sweeps = sorted(set(wait_for_steps) & set(sweeps))
     if awaited_sweeps:
@@ -142,8 +145,12 @@ def submit_pipeline(
     for step in workload.steps:
         deps = workload.depends_on(step.name)
         after_ids = [jobs[d].job_id for d in deps if d in jobs]
-        # The arrays of the sweeps before it: every chunk's id.
-        array_ids = pulumi.Output.all(*[swept[d].job_ids for d in deps if d in swept]).apply(
+        # The arrays of the sweeps before it: those holding each point's last attempt, to succeed;
+        # those whose failed points ran again later, to end.
+        array_ids = pulumi.Output.all(*[swept[d].final_ids for d in deps if d in swept]).apply(
+            lambda lists: [i for ids in lists for i in ids]
+        )
+        ended_ids = pulumi.Output.all(*[swept[d].ended_ids for d in deps if d in swept]).apply(
             lambda lists: [i for ids in lists for i in ids]
         )
         has_arrays = any(d in swept for d in deps)
@@ -163,7 +170,9 @@ def submit_pipeline(
                 requested_queue=queue,
                 after_job_ids=after_ids,
                 after_array_ids=array_ids if has_arrays else None,
+                after_ended_ids=ended_ids if has_arrays else None,
                 after_definitions=definitions(step.name),
+                max_attempts=max_attempts,
                 poll_interval_s=poll_interval_s,
                 scheduler_options=scheduler_options,
                 opts=pulumi.ResourceOptions(parent=parent, depends_on=[staged]),
@@ -184,6 +193,7 @@ def submit_pipeline(
             requested_queue=queue,
             after_job_ids=after_ids,
             after_array_ids=array_ids if has_arrays else None,
+            after_ended_ids=ended_ids if has_arrays else None,
             after_definitions=definitions(step.name),
             poll_interval_s=poll_interval_s,
             scheduler_options=scheduler_options,

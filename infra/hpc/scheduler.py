@@ -182,6 +182,17 @@ class StatusQuery:
 
 
 @dataclass(frozen=True)
+class ArrayRequest:
+    """Some elements of an array script, submitted under another name: a retry of a sweep's failed
+    points (the script's own array directive and name are overridden on the command line, which
+    both schedulers let win over the script's)."""
+
+    job_name: str
+    indices: tuple[int, ...]  # the elements, as the scheduler counts them (from array_index_base)
+    parallel: int | None = None
+
+
+@dataclass(frozen=True)
 class StepRequest:
     """One step as the scheduler will be asked to run it: its spec and its whole job script
     (job_script.render_job_script), for the pre-flight check to ask about without submitting."""
@@ -332,7 +343,18 @@ class Scheduler(ABC):
     # --- submission, status, cancel (the providers) -------------------------------------------
 
     @abstractmethod
-    def submit_command(self, workdir: str, script: str, after: Sequence[str]) -> str: ...
+    def submit_command(
+        self,
+        workdir: str,
+        script: str,
+        after: Sequence[str],
+        *,
+        after_ended: Sequence[str] = (),
+        array: ArrayRequest | None = None,
+    ) -> str:
+        """The submission of `script` from `workdir`, once every job of `after` succeeded (an
+        array: every element) and every one of `after_ended` ended, whatever its outcome; `array`
+        submits only some elements of an array script, under another name."""
 
     @abstractmethod
     def parse_submission(self, result: RemoteResult) -> str: ...
@@ -497,3 +519,39 @@ def validate_job_ids(job_ids: Sequence[str]) -> list[str]:
     if bad:
         raise SchedulerError(f"job ids must be numbers, found {bad!r}")
     return list(job_ids)
+
+
+def validate_job_name(job_name: str) -> str:
+    if not JOB_NAME.match(job_name):
+        raise SchedulerError(f"job names must be at most 63 lower-case letters, digits and '-', found {job_name!r}")
+    return job_name
+
+
+def index_ranges(indices: Sequence[int]) -> str:
+    """`[3, 4, 5, 17]` as `3-5,17`: an index list both schedulers read (Slurm's --array, LSF's
+    name[...]) and the compact form a sweep's retried points take in state."""
+    ordered = sorted(set(indices))
+    if not ordered or ordered[0] < 0:
+        raise ValueError(f"an index list needs at least one index, none negative, found {list(indices)!r}")
+    runs: list[str] = []
+    start = previous = ordered[0]
+    for index in [*ordered[1:], None]:
+        if index is not None and index == previous + 1:
+            previous = index
+            continue
+        runs.append(str(start) if start == previous else f"{start}-{previous}")
+        if index is not None:
+            start = previous = index
+    return ",".join(runs)
+
+
+def parse_index_ranges(text: str) -> tuple[int, ...]:
+    """`index_ranges`' inverse; ValueError for text it did not write."""
+    indices: list[int] = []
+    for run in text.split(","):
+        match = re.fullmatch(r"(\d+)(?:-(\d+))?", run)
+        if match is None or (match.group(2) is not None and int(match.group(2)) < int(match.group(1))):
+            raise ValueError(f"{text!r} is not an index list (e.g. 3-5,17)")
+        first = int(match.group(1))
+        indices.extend(range(first, int(match.group(2) or first) + 1))
+    return tuple(indices)

@@ -58,6 +58,7 @@ class HpcKind(EnvironmentKind[HpcOutputs]):
                     wait_for_steps=hpc_config.wait_for if hpc_config.wait_for is not None else preparation_steps,
                     extra_files=context.source_files,
                     provenance=hpc_config.provenance,
+                    sweep_max_attempts=config.sweep_max_attempts,
                 ),
             )
             built[hpc_config.name] = Built(environment, environment.outputs)

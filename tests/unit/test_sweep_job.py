@@ -21,7 +21,7 @@ from infra.hpc.providers import sweep_job as sweep_module
 from infra.hpc.providers.sweep_job import SweepJobProvider
 from infra.hpc.registry import scheduler_for
 from infra.hpc.remote import RemoteResult
-from infra.hpc.scheduler import JobState, Phase
+from infra.hpc.scheduler import ArrayRequest, JobState, Phase, index_ranges, parse_index_ranges
 from infra.hpc.ssh.files import sha256_hex
 from infra.toolchain.pins import REPO_ROOT
 from infra.workload.load import load_workload
@@ -417,7 +417,8 @@ class Mocks(pulumi.runtime.Mocks):
             outputs.update(job_id=str(100 + len(self.resources)), queue="normal", submitted_at="t")
         if args.typ.endswith("SweepJob"):
             ids = [str(200 + i) for i in range(len(args.inputs["chunks"]))]
-            outputs.update(job_ids=ids, job_id=ids[0], submitted_at="t", elements="P6", state="pending")
+            outputs.update(job_ids=ids, job_id=ids[0], submitted_at="t", elements="P6", state="pending",
+                           retries=[], final_ids=ids, ended_ids=[])
         return f"{args.name}-id", outputs
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
@@ -476,7 +477,15 @@ def test_a_swept_step_is_one_sweep_job_and_the_next_step_waits_for_every_array(m
         assert sweep.inputs["table_path"] in staged and ".atlas/jobs/train.sbatch" in staged
         # A step before any sweep keeps the inputs it always had.
         assert "after_array_ids" not in by_name["s-inception-moments"].inputs
+        assert rank.inputs["after_ended_ids"] == []  # no point of the sweep ran again
         assert [s["job_id"] for s in out["steps"]][2] == "200"
+        assert out["steps"][2]["sweep"] == {
+            "points": 6,
+            "arrays": [{"job_id": "200", "offset": 0, "count": 6, "points": []}],
+            "elements": "P6",
+            "results": workload.steps[2].sweep.results,
+            "max_attempts": 1,
+        }
 
     return env.outputs.apply(check)
 
@@ -522,7 +531,7 @@ def test_a_swept_step_before_the_last_is_not_awaited_by_default(mocks: Mocks) ->
         "atlas:hpc.satori",
     )
     hpc = SimpleNamespace(name="satori", target=target, wait_for=None, provenance="")
-    config = SimpleNamespace(hpc=[hpc], stack="unit", run_id="1")
+    config = SimpleNamespace(hpc=[hpc], stack="unit", run_id="1", sweep_max_attempts=1)
     # make-hdf5 and inception-moments are awaited; train, a sweep before `rank`, is not (nor refused).
     built = HpcKind().build(SimpleNamespace(config=config, workload=sweep_then_report(), source_files=()))
 
@@ -615,3 +624,133 @@ def test_a_sites_array_limit_added_later_replaces_no_batch_job() -> None:
         )
 
     assert definition({"memory_unit": "MB"}) == definition({"memory_unit": "MB", "max_array_size": "500"})
+
+
+# --- retries: failed or killed points run again as one new array per chunk -------------------------
+
+
+@pytest.mark.parametrize(
+    ("indices", "text"),
+    [
+        ([0], "0"),
+        ([3, 4, 5, 17], "3-5,17"),
+        ([17, 3, 5, 4, 4], "3-5,17"),
+        ([1, 3, 5], "1,3,5"),
+        (range(0, 1000), "0-999"),
+    ],
+)
+def test_index_ranges_round_trip(indices: Any, text: str) -> None:
+    assert index_ranges(indices) == text
+    assert parse_index_ranges(text) == tuple(sorted(set(indices)))
+
+
+@pytest.mark.parametrize("bad", ["", "3-", "5-3", "a", "1,,2", "-1"])
+def test_parse_index_ranges_refuses_what_it_did_not_write(bad: str) -> None:
+    with pytest.raises(ValueError, match="is not an index list"):
+        parse_index_ranges(bad)
+
+
+def test_a_retry_submits_some_elements_of_the_chunk_script_under_its_own_name() -> None:
+    request = ArrayRequest("atlas-train-0123456789-r2", (3, 17, 18, 19), 2)
+    slurm = SLURM.submit_command("/run", ".atlas/jobs/train.sbatch", [], array=request)
+    assert slurm == ("cd -- /run && sbatch --parsable --array=3,17-19%2 --job-name=atlas-train-0123456789-r2 "
+                     ".atlas/jobs/train.sbatch")
+    lsf = LSF.submit_command("/run", ".atlas/jobs/train.lsf", [], array=replace(request, parallel=None))
+    assert lsf == "cd -- /run && bsub -J 'atlas-train-0123456789-r2[3,17-19]' < .atlas/jobs/train.lsf"
+    with pytest.raises(Exception, match="job names must be"):
+        SLURM.submit_command("/run", "s", [], array=replace(request, job_name="Bad Name"))
+
+
+def test_waiting_for_some_jobs_to_succeed_and_others_to_end() -> None:
+    slurm = SLURM.submit_command("/run", "s", ["7", "8"], after_ended=["5"])
+    assert " --dependency=afterok:7:8,afterany:5 " in slurm
+    assert "--dependency=afterany:5 " in SLURM.submit_command("/run", "s", [], after_ended=["5"]) + " "
+    lsf = LSF.submit_command("/run", "s", ["7"], after_ended=["5", "6"])
+    assert "-w 'done(7) && ended(5) && ended(6)'" in lsf
+
+
+def test_which_points_run_again() -> None:
+    letters = "DFKRP?CF"
+    assert sweep_module.retry_points(letters, [1] * 8, 1) == []  # no retry setting: none
+    assert sweep_module.retry_points(letters, [1] * 8, 2) == [1, 2, 7]  # failed and killed only
+    assert sweep_module.retry_points(letters, [1, 2, 1, 1, 1, 1, 1, 1], 2) == [2, 7]  # no attempts left for 1
+
+
+def test_a_points_last_array_says_what_the_steps_after_wait_for() -> None:
+    chunks = [
+        sweep_module.Chunk("a", "a.sbatch", "x", 0, 4, None),
+        sweep_module.Chunk("b", "b.sbatch", "x", 4, 2, None),
+    ]
+    retries = [sweep_module.Retry(0, "103", "a-r2", (1, 3)), sweep_module.Retry(0, "104", "a-r3", (3,))]
+    found = sweep_module.sweep_arrays(chunks, ["101", "102"], retries)
+    assert [(a.job_id, a.points) for a in found] == [
+        ("101", (0, 1, 2, 3)), ("102", (4, 5)), ("103", (1, 3)), ("104", (3,))
+    ]
+    # 101 still holds points 0 and 2; 103 point 1; 104 point 3: each must succeed. None ended only.
+    assert sweep_module.dependency_ids(found) == (["101", "102", "103", "104"], [])
+    every_point_again = [sweep_module.Retry(1, "105", "b-r2", (4, 5))]
+    assert sweep_module.dependency_ids(sweep_module.sweep_arrays(chunks, ["101", "102"], every_point_again)) == (
+        ["101", "105"], ["102"]
+    )
+    assert sweep_module.attempts_of(6, retries) == [1, 2, 1, 3, 1, 1]
+
+
+def retried_login(login: LoginNode) -> dict[str, Any]:
+    props, login.staged = sweep_props()
+    props.update(job_ids=["101", "102"], elements="D4R2", submitted_at="t", retries=[], max_attempts=2)
+    login.next_id = 150
+    # Point 1 failed, point 3 was killed by its owner; chunk 1's two points failed.
+    login.elements = {
+        "101": "101|0|COMPLETED|None\n101|1|FAILED|NonZeroExitCode\n101|2|COMPLETED|None\n101|3|CANCELLED|None\n",
+        "102": "102|0-1|FAILED|NonZeroExitCode\n",
+    }
+    return props
+
+
+def test_up_after_a_refresh_runs_failed_and_killed_points_again_as_one_array_per_chunk(login: LoginNode) -> None:
+    props = retried_login(login)
+    provider = SweepJobProvider()
+    olds = {**props, "elements": arrays.encode("DFDKFF")}  # what the refresh read
+    assert not provider.diff("101,102", {**olds, "max_attempts": 1}, {**props, "max_attempts": 1}).changes
+    diff = provider.diff("101,102", olds, props)
+    assert diff.changes and not diff.replaces
+    result = provider.update("101,102", olds, props)
+    submissions = [c for c in login.commands if "sbatch" in c]
+    first, second = (c["job_name"] for c in props["chunks"])
+    assert submissions == [
+        f"cd -- {RUN.run_dir} && sbatch --parsable --array=1,3%1 --job-name={first}-r2 .atlas/jobs/train.sbatch",
+        f"cd -- {RUN.run_dir} && sbatch --parsable --array=0-1%1 --job-name={second}-r2 .atlas/jobs/train.c1.sbatch",
+    ]
+    outs = result.outs
+    assert outs["job_ids"] == ["101", "102"]  # the chunks' arrays stay what they were
+    assert [(r["chunk"], r["points"]) for r in outs["retries"]] == [(0, "1,3"), (1, "4-5")]
+    # The new arrays answer nothing yet: their points are unknown until the next read, never the
+    # failure they had before.
+    retried_ids = [r["job_id"] for r in outs["retries"]]
+    assert retried_ids == ["151", "152"]
+    assert arrays.decode(outs["elements"]) == "D?D???"
+    assert outs["final_ids"] == ["101", *retried_ids] and outs["ended_ids"] == ["102"]
+    # Attempts used up: the next up runs nothing again.
+    assert not provider.diff("101,102", {**outs, "elements": arrays.encode("DFDFFF")}, props).changes
+
+
+def test_an_interrupted_retry_is_adopted_not_submitted_twice(login: LoginNode) -> None:
+    props = retried_login(login)
+    first = props["chunks"][0]["job_name"]
+    login.arrays_by_name = {f"{first}-r2": "140"}
+    result = SweepJobProvider().update("101,102", {**props, "elements": arrays.encode("DFDKFF")}, props)
+    submissions = [c for c in login.commands if "sbatch" in c]
+    assert len(submissions) == 1 and "-r2 .atlas/jobs/train.c1.sbatch" in submissions[0]
+    assert [r["job_id"] for r in result.outs["retries"]] == ["140", "151"]
+
+
+def test_delete_cancels_unfinished_retries_too(login: LoginNode) -> None:
+    props = retried_login(login)
+    first = props["chunks"][0]["job_name"]
+    retry = {"chunk": 0, "job_id": "140", "job_name": f"{first}-r2", "points": "1,3"}
+    props.update(elements=arrays.encode("DRDRFF"), retries=[retry])
+    login.elements["140"] = "140|1|RUNNING|None\n140|3|PENDING|None\n"
+    SweepJobProvider().delete("101,102", props)
+    # 101's own elements are finished (its points 1 and 3 run in 140); 102's failed: only 140 runs.
+    assert [c for c in login.commands if c.startswith("scancel")] == ["scancel 140"]
+    assert f"140 {first}-r2" in login.commands[-1]

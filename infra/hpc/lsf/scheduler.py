@@ -27,6 +27,7 @@ from infra.hpc.options import (
 from infra.hpc.remote import RemoteResult
 from infra.hpc.scheduler import (
     Argv,
+    ArrayRequest,
     BackfillJob,
     CancelOutcome,
     Directive,
@@ -40,7 +41,9 @@ from infra.hpc.scheduler import (
     StatusQuery,
     StepRequest,
     SubmittedStep,
+    index_ranges,
     validate_job_ids,
+    validate_job_name,
 )
 from infra.job_records import HpcNode, QueueJob, StepRecord
 
@@ -174,14 +177,30 @@ class LsfScheduler(Scheduler):
 
     # --- submission ---------------------------------------------------------------------------
 
-    def dependency_expression(self, after: Sequence[str]) -> str:
-        return " && ".join(f"done({job_id})" for job_id in validate_job_ids(after))
+    def dependency_expression(self, after: Sequence[str], after_ended: Sequence[str] = ()) -> str:
+        # done(): the job (an array: every element) ended DONE; ended(): DONE or EXIT.
+        conditions = [f"done({job_id})" for job_id in validate_job_ids(after)]
+        conditions += [f"ended({job_id})" for job_id in validate_job_ids(after_ended)]
+        return " && ".join(conditions)
 
-    def submit_command(self, workdir: str, script: str, after: Sequence[str]) -> str:
+    def submit_command(
+        self,
+        workdir: str,
+        script: str,
+        after: Sequence[str],
+        *,
+        after_ended: Sequence[str] = (),
+        array: ArrayRequest | None = None,
+    ) -> str:
         # The script goes on stdin: `bsub script` ignores #BSUB lines unless LSB_BSUB_PARSE_SCRIPT=Y.
+        # Options on the command line win over the script's #BSUB lines (a retry's -J).
         command = "bsub"
-        if after:
-            command += f" -w {shlex.quote(self.dependency_expression(after))}"
+        if after or after_ended:
+            command += f" -w {shlex.quote(self.dependency_expression(after, after_ended))}"
+        if array is not None:
+            throttle = f"%{array.parallel}" if array.parallel is not None else ""
+            name = f"{validate_job_name(array.job_name)}[{index_ranges(array.indices)}]{throttle}"
+            command += f" -J {shlex.quote(name)}"
         return f"cd -- {shlex.quote(workdir)} && {command} < {shlex.quote(script)}"
 
     def parse_submission(self, result: RemoteResult) -> str:

@@ -185,8 +185,8 @@ def check_dependencies(scheduler: Scheduler, run: Runner, step: str, after: Sequ
             )
 
 
-def _submit(job: JobCall, after: Sequence[str]) -> str:
-    command = job.scheduler.submit_command(job.run_dir, job.inputs.script_path, after)
+def _submit(job: JobCall, after: Sequence[str], after_ended: Sequence[str] = ()) -> str:
+    command = job.scheduler.submit_command(job.run_dir, job.inputs.script_path, after, after_ended=after_ended)
     try:
         # Not retried blindly: a submission that was sent but not answered may have happened.
         result = ssh.run_remote(job.conn, command, check=False, safe_to_retry=False)
@@ -290,6 +290,17 @@ def _formulas(definitions: object) -> set[str]:
     return {str(value).partition(":")[0] for value in values}
 
 
+def arrays_replaced(olds: Mapping[str, Any], news: Mapping[str, Any]) -> list[str]:
+    """The sweeps' arrays a job or sweep waits for, where they are other arrays now: those whose
+    every element must succeed (`after_array_ids`) and those that must only end, their failed
+    points run again by a later array (`after_ended_ids`); present only after a sweep."""
+    return [
+        key
+        for key in ("after_array_ids", "after_ended_ids")
+        if (olds.get(key) or news.get(key)) and dependency_replaced(olds, news, key, "after_definitions")
+    ]
+
+
 def dependency_replaced(
     olds: Mapping[str, Any], news: Mapping[str, Any], ids_key: str, definitions_key: str
 ) -> bool:
@@ -382,10 +393,7 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
         replaces = changed(olds, news, tuple(k for k in JOB_DEFINING_INPUTS if k != "after_job_ids"))
         if dependency_replaced(olds, news, "after_job_ids", "after_definitions"):
             replaces.append("after_job_ids")
-        if (olds.get("after_array_ids") or news.get("after_array_ids")) and dependency_replaced(
-            olds, news, "after_array_ids", "after_definitions"
-        ):
-            replaces.append("after_array_ids")
+        replaces += arrays_replaced(olds, news)
         if _options_changed(olds, news):
             replaces.append("scheduler_options")
         if is_unknown(news.get("ssh")) or not same_login(olds, news):
@@ -428,6 +436,7 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
         after = list(props.get("after_job_ids") or [])
         # A sweep's arrays are not checked like jobs (squeue lists their elements, not the array).
         arrays_before = list(props.get("after_array_ids") or [])
+        arrays_ended = list(props.get("after_ended_ids") or [])
         earlier = _earlier_submission(job)
         if earlier is not None:
             # An interrupted or dropped earlier `up` already submitted it.
@@ -436,7 +445,7 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
         else:
             _check_dependencies(job, after)
             submitted_at = utc_now()
-            job_id = _submit(job, after + arrays_before)
+            job_id = _submit(job, after + arrays_before, arrays_ended)
         job.board().invalidate([job_id])
         state = wait_until_finished(job, job_id) if job.inputs.wait else None
         return pulumi.dynamic.CreateResult(job_id, _outs(job, job_id, state, submitted_at))
@@ -505,6 +514,7 @@ class BatchJob(SshResource, module="hpc", name="BatchJob"):
         requested_queue: str | None = None,
         after_job_ids: pulumi.Input[Sequence[pulumi.Input[str]]] = (),
         after_array_ids: pulumi.Input[Sequence[str]] | None = None,
+        after_ended_ids: pulumi.Input[Sequence[str]] | None = None,
         after_definitions: Sequence[str] = (),
         wait: bool = False,
         wait_timeout_s: float = DEFAULT_WAIT_TIMEOUT_S,
@@ -513,7 +523,8 @@ class BatchJob(SshResource, module="hpc", name="BatchJob"):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """`after_job_ids`: the ids of the jobs this one waits for; `after_array_ids`: the arrays
-        of the sweeps it waits for (every element); `after_definitions`: those jobs' and sweeps'
+        of the sweeps it waits for (every element to succeed); `after_ended_ids`: the sweeps' arrays
+        whose failed points ran again later (to end); `after_definitions`: those jobs' and sweeps'
         `job_definition`s (what preview knows of them)."""
         script_sha256 = ssh.sha256_hex(script.encode())
         # Known in preview, unlike `job_id`: what this job's successors and completion compare.
@@ -552,4 +563,5 @@ class BatchJob(SshResource, module="hpc", name="BatchJob"):
         if after_array_ids is not None:
             # Only where a sweep comes before: every other job's inputs are what they always were.
             inputs["after_array_ids"] = after_array_ids
+            inputs["after_ended_ids"] = after_ended_ids if after_ended_ids is not None else []
         super().__init__(BatchJobProvider(), name, inputs, BATCH_JOB_OUTPUTS, opts)

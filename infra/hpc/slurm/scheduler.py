@@ -19,6 +19,7 @@ from infra.hpc.options import MAX_ARRAY_SIZE, array_size_help, array_size_option
 from infra.hpc.remote import RemoteResult
 from infra.hpc.scheduler import (
     Argv,
+    ArrayRequest,
     BackfillJob,
     CancelOutcome,
     Directive,
@@ -32,7 +33,9 @@ from infra.hpc.scheduler import (
     StatusQuery,
     StepRequest,
     SubmittedStep,
+    index_ranges,
     validate_job_ids,
+    validate_job_name,
 )
 from infra.hpc.slurm import jobs, nodes, preflight, records
 from infra.job_records import HpcNode, QueueJob, StepRecord
@@ -139,14 +142,28 @@ class SlurmScheduler(Scheduler):
 
     # --- submission ---------------------------------------------------------------------------
 
-    def dependency_option(self, after: Sequence[str]) -> str:
+    def dependency_option(self, after: Sequence[str], after_ended: Sequence[str] = ()) -> str:
         # Slurm silently drops a dependency on an unknown job: callers check the ids exist first.
-        return "--dependency=afterok:" + ":".join(validate_job_ids(after))
+        # A comma joins conditions that must all hold (afterok: succeeded; afterany: ended).
+        kinds = [("afterok", after), ("afterany", after_ended)]
+        return "--dependency=" + ",".join(f"{kind}:" + ":".join(validate_job_ids(ids)) for kind, ids in kinds if ids)
 
-    def submit_command(self, workdir: str, script: str, after: Sequence[str]) -> str:
+    def submit_command(
+        self,
+        workdir: str,
+        script: str,
+        after: Sequence[str],
+        *,
+        after_ended: Sequence[str] = (),
+        array: ArrayRequest | None = None,
+    ) -> str:
         command = "sbatch --parsable"
-        if after:
-            command += " " + shlex.quote(self.dependency_option(after))
+        if after or after_ended:
+            command += " " + shlex.quote(self.dependency_option(after, after_ended))
+        if array is not None:
+            throttle = f"%{array.parallel}" if array.parallel is not None else ""
+            command += f" --array={index_ranges(array.indices)}{throttle}"
+            command += f" --job-name={validate_job_name(array.job_name)}"
         return f"cd -- {shlex.quote(workdir)} && {command} {shlex.quote(script)}"
 
     def parse_submission(self, result: RemoteResult) -> str:
