@@ -521,6 +521,19 @@ def validate_job_ids(job_ids: Sequence[str]) -> list[str]:
     return list(job_ids)
 
 
+# What a dependency may name: a job or an array (`123`), or one element of an array (`123_4`, by
+# the scheduler's own index: a sweep's superseded arrays, infra/hpc/providers/sweep_job.py).
+DEPENDENCY_ID = re.compile(r"^[0-9]+(_[0-9]+)?$")
+
+
+def validate_dependency_ids(job_ids: Sequence[str]) -> list[tuple[str, str | None]]:
+    """Each id as (job or array, element index or None); SchedulerError for anything else."""
+    bad = [j for j in job_ids if not isinstance(j, str) or not DEPENDENCY_ID.match(j)]
+    if bad:
+        raise SchedulerError(f"dependencies must be job ids or array elements (123_4), found {bad!r}")
+    return [(j.partition("_")[0], j.partition("_")[2] or None) for j in job_ids]
+
+
 def validate_job_name(job_name: str) -> str:
     if not JOB_NAME.match(job_name):
         raise SchedulerError(f"job names must be at most 63 lower-case letters, digits and '-', found {job_name!r}")

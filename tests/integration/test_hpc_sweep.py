@@ -4,7 +4,8 @@ Starts its own Satori (ports from base 17600, state in a temporary directory), a
 does, and drives the SweepJob provider's create/read/delete the way the Pulumi engine calls
 them: every element of a split sweep run and its point's folder written, the step after it
 waiting for every array, an interrupted `up` adopting its arrays, an element killed outside Atlas
-seen by refresh, and destroy cancelling every running element.
+seen by refresh, destroy cancelling every running element, and failed points run again as new
+arrays (atlas:sweep.max_attempts) with the step after the sweep resubmitted to wait for them.
 """
 
 from __future__ import annotations
@@ -150,11 +151,14 @@ def read_until(props: dict[str, Any], job_id: str, done: Any, what: str, timeout
     return wait_until(reached, what, timeout, pause=POLL_S, detail=lambda: f"last read: {seen.get('elements')}")
 
 
-def after_sweep_job(target: dict[str, Any], scheduler: str, run_dir: str, array_ids: list[str]) -> dict[str, Any]:
-    """A BatchJob after the sweep, counting the points' folders, as the pipeline chains one."""
+def after_sweep_job(
+    target: dict[str, Any], scheduler: str, run_dir: str, array_ids: list[str], ended_ids: list[str] | None = None
+) -> dict[str, Any]:
+    """A BatchJob after the sweep, counting the points that wrote their out.txt, as the pipeline
+    chains one (`after_array_ids` to succeed, `after_ended_ids` to end)."""
     sched = scheduler_for(scheduler)
     name = f"atlas-it-after-{next(_counter)}-{int(time.time())}"
-    command = ("sh", "-c", "ls -d results/train/point-* | wc -l > results/count.txt")
+    command = ("sh", "-c", "ls results/train/point-*/out.txt | wc -l > results/count.txt")
     spec = JobSpec(job_name=name, step="rank", workdir=run_dir, log_dir="logs", command=command, queue="normal")
     script = render_job_script(sched, spec)
     path = f".atlas/jobs/rank{sched.script_suffix}"
@@ -176,6 +180,7 @@ def after_sweep_job(target: dict[str, Any], scheduler: str, run_dir: str, array_
         "requested_queue": "normal",
         "after_job_ids": [],
         "after_array_ids": array_ids,
+        "after_ended_ids": list(ended_ids or []),
         "wait": False,
         "poll_interval_s": POLL_S,
     }
@@ -253,3 +258,56 @@ def test_refresh_sees_an_element_killed_outside_and_destroy_cancels_every_runnin
     assert arrays.decode(gone["elements"]) == "KKK"  # as anyone but Atlas would see them after destroy
     retired = run(target, f"cat -- {props['run_dir']}/.atlas/retired-jobs").stdout
     assert f"{array_id} {props['chunks'][0]['job_name']}" in retired
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_failed_points_run_again_as_one_array_per_chunk_and_the_next_step_then_runs(
+    target: dict[str, Any], scheduler: str
+) -> None:
+    # Points 1 and 2 (one in each chunk of two) fail their first attempt and succeed the next.
+    body = (
+        'case "$ATLAS_SWEEP_INDEX" in 1|2) [ -e "$ATLAS_SWEEP_DIR/tried" ] || { touch "$ATLAS_SWEEP_DIR/tried"; '
+        'exit 3; } ;; esac\necho "attempt ok" > "$ATLAS_SWEEP_DIR/out.txt"\n'
+    )
+    props = make_sweep(target, scheduler, body, [1, 2, 3, 4], limit=2)
+    provider = SweepJobProvider()
+    created = provider.create({**props, "max_attempts": 2})
+    assert created.outs is not None
+    outs = {**props, "max_attempts": 2, **created.outs}
+    assert outs["final_ids"] == outs["job_ids"] and outs["ended_ids"] == []
+    after = after_sweep_job(target, scheduler, props["run_dir"], outs["final_ids"], outs["ended_ids"])
+    rank = BatchJobProvider().create(after)
+    first = read_until(outs, str(created.id), lambda s: not set(s) & {"P", "R", "?"}, "every first attempt to end")
+    assert arrays.decode(first["elements"]) == "DFFD" and first["state"] == "failed"
+    # Without a retry setting nothing runs again; with max_attempts 2 the update does.
+    assert not provider.diff(str(created.id), {**first, "max_attempts": 1}, {**props, "max_attempts": 1}).changes
+    diff = provider.diff(str(created.id), first, {**props, "max_attempts": 2})
+    assert diff.changes and not diff.replaces
+    updated = provider.update(str(created.id), first, {**props, "max_attempts": 2})
+    assert updated.outs is not None
+    retries = updated.outs["retries"]
+    assert [(r["chunk"], r["points"]) for r in retries] == [(0, "1"), (1, "2")]
+    assert [r["job_name"] for r in retries] == [f"{c['job_name']}-r2" for c in props["chunks"]]
+    # Each first array's failed point runs again and its other point is done: they need only end,
+    # the retries succeed.
+    assert updated.outs["final_ids"] == [r["job_id"] for r in retries]
+    assert updated.outs["ended_ids"] == outs["job_ids"]
+    # The step after the sweep, replaced as the engine does when its arrays change: it waits for the retries.
+    BatchJobProvider().delete(str(rank.id), {**after, **(rank.outs or {})})
+    after = after_sweep_job(target, scheduler, props["run_dir"], updated.outs["final_ids"], updated.outs["ended_ids"])
+    rank = BatchJobProvider().create(after)
+    done = read_until({**outs, **updated.outs}, str(created.id), lambda s: s == "DDDD", "every point done")
+    assert done["state"] == "succeeded"
+    # A point's last attempt is its state; its earlier one left its log beside the new one.
+    logs = run(target, f"ls -- {props['run_dir']}/logs").stdout.split()
+    for retry in retries:
+        assert any(name.startswith(f"train.{retry['job_id']}_") for name in logs), (retry, logs)
+    # Attempts used up for nobody: no further retry is asked for.
+    assert not provider.diff(str(created.id), done, {**props, "max_attempts": 2}).changes
+
+    def rank_done() -> bool:
+        state = BatchJobProvider().read(str(rank.id), after).outs or {}
+        return state.get("state") == "succeeded"
+
+    wait_until(rank_done, "the step after the sweep to succeed", 60, pause=POLL_S)
+    assert run(target, f"cat -- {props['run_dir']}/results/count.txt").stdout.strip() == "4"

@@ -686,13 +686,28 @@ def test_a_points_last_array_says_what_the_steps_after_wait_for() -> None:
     assert [(a.job_id, a.points) for a in found] == [
         ("101", (0, 1, 2, 3)), ("102", (4, 5)), ("103", (1, 3)), ("104", (3,))
     ]
-    # 101 still holds points 0 and 2; 103 point 1; 104 point 3: each must succeed. None ended only.
-    assert sweep_module.dependency_ids(found) == (["101", "102", "103", "104"], [])
-    every_point_again = [sweep_module.Retry(1, "105", "b-r2", (4, 5))]
-    assert sweep_module.dependency_ids(sweep_module.sweep_arrays(chunks, ["101", "102"], every_point_again)) == (
-        ["101", "105"], ["102"]
-    )
     assert sweep_module.attempts_of(6, retries) == [1, 2, 1, 3, 1, 1]
+    # 101's points 1 and 3 and 103's point 3 ran again: those arrays need only end. Of their own
+    # points' latest attempts, 101's point 2 still runs: its element must succeed (Slurm's 101_2);
+    # point 0 is done already; 103's point 1 failed for good (a retry keeps its chunk's element
+    # indices: element 1), so it blocks as a failed step would.
+    assert sweep_module.dependency_ids(found, "DFRPDD", base=0) == (
+        ["101_2", "102", "103_1", "104"], ["101", "103"]
+    )
+    # LSF counts elements from 1.
+    assert sweep_module.dependency_ids(found, "DFRPDD", base=1)[0] == ["101_3", "102", "103_2", "104"]
+    # Nothing ran again: every array must succeed whole.
+    untouched = sweep_module.sweep_arrays(chunks, ["101", "102"], [])
+    assert sweep_module.dependency_ids(untouched, "DFRPDD", base=0) == (["101", "102"], [])
+
+
+def test_dependencies_on_array_elements_as_each_scheduler_spells_them() -> None:
+    slurm = SLURM.submit_command("/r", "s", ["7", "101_2"], after_ended=["101"])
+    assert "--dependency=afterok:7:101_2,afterany:101 " in slurm
+    lsf = LSF.submit_command("/r", "s", ["7", "101_3"], after_ended=["101"])
+    assert "-w 'done(7) && done(101[3]) && ended(101)'" in lsf
+    with pytest.raises(Exception, match="dependencies must be job ids or array elements"):
+        SLURM.submit_command("/r", "s", ["101[3]"])
 
 
 def retried_login(login: LoginNode) -> dict[str, Any]:
@@ -729,7 +744,8 @@ def test_up_after_a_refresh_runs_failed_and_killed_points_again_as_one_array_per
     retried_ids = [r["job_id"] for r in outs["retries"]]
     assert retried_ids == ["151", "152"]
     assert arrays.decode(outs["elements"]) == "D?D???"
-    assert outs["final_ids"] == ["101", *retried_ids] and outs["ended_ids"] == ["102"]
+    # 101's points 0 and 2 are done and its 1 and 3 run again, 102's both: those need only end.
+    assert outs["final_ids"] == retried_ids and outs["ended_ids"] == ["101", "102"]
     # Attempts used up: the next up runs nothing again.
     assert not provider.diff("101,102", {**outs, "elements": arrays.encode("DFDFFF")}, props).changes
 

@@ -42,6 +42,7 @@ from infra.hpc.scheduler import (
     StepRequest,
     SubmittedStep,
     index_ranges,
+    validate_dependency_ids,
     validate_job_ids,
     validate_job_name,
 )
@@ -179,8 +180,12 @@ class LsfScheduler(Scheduler):
 
     def dependency_expression(self, after: Sequence[str], after_ended: Sequence[str] = ()) -> str:
         # done(): the job (an array: every element) ended DONE; ended(): DONE or EXIT.
-        conditions = [f"done({job_id})" for job_id in validate_job_ids(after)]
-        conditions += [f"ended({job_id})" for job_id in validate_job_ids(after_ended)]
+        # An array's element is `<array>[<index>]`, as LSF names it.
+        conditions = [
+            f"{kind}({job if element is None else f'{job}[{element}]'})"
+            for kind, ids in (("done", after), ("ended", after_ended))
+            for job, element in validate_dependency_ids(ids)
+        ]
         return " && ".join(conditions)
 
     def submit_command(

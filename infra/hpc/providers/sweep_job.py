@@ -154,13 +154,27 @@ def retry_points(letters: str, attempts: Sequence[int], max_attempts: int) -> li
     return [p for p, letter in enumerate(letters) if letter in RETRIED and attempts[p] < max_attempts]
 
 
-def dependency_ids(arrays_: Sequence[ArrayToRead]) -> tuple[list[str], list[str]]:
-    """What a step after the sweep waits for: (`final_ids`) the arrays holding some point's last
-    attempt, to succeed, and (`ended_ids`) those every one of whose points ran again later, to
-    end, whatever they did (their failed elements would never let `afterok`/`done` hold)."""
-    holding = set(last_arrays(arrays_).values())
-    final = [a.job_id for a in arrays_ if a.job_id in holding]
-    ended = [a.job_id for a in arrays_ if a.job_id not in holding]
+def dependency_ids(arrays_: Sequence[ArrayToRead], letters: str, base: int) -> tuple[list[str], list[str]]:
+    """What a step after the sweep waits for, so that it runs once every point's latest attempt
+    succeeded: (`final_ids`) each array none of whose points ran again later, to succeed as a
+    whole; (`ended_ids`) each array some of whose points ran again later, to end, whatever its
+    elements did (its superseded failures would never let `afterok`/`done` hold), with, in
+    `final_ids`, its elements that still hold a point's latest attempt not yet done, one by one
+    (`<array>_<index>`, the scheduler's index: Slurm's `afterok:<array>_<index>`, LSF's
+    `done(<array>[<index>])`)."""
+    last = last_arrays(arrays_)
+    final: list[str] = []
+    ended: list[str] = []
+    for array in arrays_:
+        if all(last[p] == array.job_id for p in array.points):
+            final.append(array.job_id)
+            continue
+        ended.append(array.job_id)
+        final += [
+            f"{array.job_id}_{p - array.chunk.offset + base}"
+            for p in array.points
+            if last[p] == array.job_id and letters[p] != arrays.DONE
+        ]
     return final, ended
 
 
@@ -304,7 +318,9 @@ def element_states(
 def _outs(
     call: SweepCall, job_ids: Sequence[str], letters: str, submitted_at: str, retries: Sequence[Retry] = ()
 ) -> dict[str, Any]:
-    final_ids, ended_ids = dependency_ids(sweep_arrays(call.chunks, job_ids, retries))
+    final_ids, ended_ids = dependency_ids(
+        sweep_arrays(call.chunks, job_ids, retries), letters, call.scheduler.array_index_base
+    )
     return {
         **call.props,
         "job_ids": list(job_ids),

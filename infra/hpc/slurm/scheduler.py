@@ -34,6 +34,7 @@ from infra.hpc.scheduler import (
     StepRequest,
     SubmittedStep,
     index_ranges,
+    validate_dependency_ids,
     validate_job_ids,
     validate_job_name,
 )
@@ -145,8 +146,13 @@ class SlurmScheduler(Scheduler):
     def dependency_option(self, after: Sequence[str], after_ended: Sequence[str] = ()) -> str:
         # Slurm silently drops a dependency on an unknown job: callers check the ids exist first.
         # A comma joins conditions that must all hold (afterok: succeeded; afterany: ended).
-        kinds = [("afterok", after), ("afterany", after_ended)]
-        return "--dependency=" + ",".join(f"{kind}:" + ":".join(validate_job_ids(ids)) for kind, ids in kinds if ids)
+        # An array's element is `<array>_<task>`, as Slurm names it.
+        kinds = [("afterok", validate_dependency_ids(after)), ("afterany", validate_dependency_ids(after_ended))]
+        return "--dependency=" + ",".join(
+            f"{kind}:" + ":".join(job if element is None else f"{job}_{element}" for job, element in ids)
+            for kind, ids in kinds
+            if ids
+        )
 
     def submit_command(
         self,
