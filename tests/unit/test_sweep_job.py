@@ -770,3 +770,24 @@ def test_delete_cancels_unfinished_retries_too(login: LoginNode) -> None:
     # 101's own elements are finished (its points 1 and 3 run in 140); 102's failed: only 140 runs.
     assert [c for c in login.commands if c.startswith("scancel")] == ["scancel 140"]
     assert f"140 {first}-r2" in login.commands[-1]
+
+
+def test_lsf_history_of_an_array_by_element_index() -> None:
+    query = LSF.array_history_query("77")
+    assert query is not None and query.command == "bhist -l 77"
+    blocks = [
+        "Job <77[1]>, Job Name <atlas-train-0123456789[1]>, User <atlas>, Command <...>\n"
+        "Thu Dec  3 17:57:56: Submitted from host <vm>, to Queue <normal>, CWD <$HOME/run>;\n"
+        "Thu Dec  3 17:57:58: Dispatched 1 Task(s) on Host(s) <vm>;\n"
+        "Thu Dec  3 17:58:01: Done successfully. The CPU time used is 1.0 seconds;\n",
+        "Job <77[2]>, Job Name <atlas-train-0123456789[2]>, User <atlas>, Command <...>\n"
+        "Thu Dec  3 17:57:56: Submitted from host <vm>, to Queue <normal>, CWD <$HOME/run>;\n"
+        "Thu Dec  3 17:57:58: Dispatched 1 Task(s) on Host(s) <vm>;\n"
+        "Thu Dec  3 17:58:01: Exited with exit code 3. The CPU time used is 1.0 seconds;\n",
+        "Job <77[3]>, Job Name <atlas-train-0123456789[3]>, User <atlas>, Command <...>\n"
+        "Thu Dec  3 17:57:56: Submitted from host <vm>, to Queue <normal>, CWD <$HOME/run>;\n"
+        "Thu Dec  3 17:58:00: Exited; job has been forced to exit with exit code 130.\n",
+    ]
+    states = query.parse(ok(("\n" + "-" * 78 + "\n\n").join(blocks)))
+    assert "".join(arrays.letter_of(states[str(i)]) for i in (1, 2, 3)) == "DFK"
+    assert query.parse(ok(stderr="77: No matching job found", exit_code=255)) == {}

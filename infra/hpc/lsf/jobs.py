@@ -165,14 +165,25 @@ def parse_bjobs_text(result: RemoteResult) -> dict[str, JobState]:
 
 def _bhist_blocks(result: RemoteResult) -> list[str]:
     text = re.sub(r"\n {2,}", "", result.stdout)  # bhist wraps long lines with indentation
-    return re.split(r"\n(?=Job <\d+>)", text)
+    return re.split(r"\n(?=Job <\d+(?:\[\d+\])?>)", text)
 
 
 def parse_bhist_long(result: RemoteResult) -> dict[str, JobState]:
     """`bhist -l`: blocks starting `Job <id>, Job Name <name>` with the final event in them."""
+    return _bhist_states(result, re.compile(r"Job <(\d+)>(?:, Job Name <([^>]*)>)?"))
+
+
+def parse_array_bhist(result: RemoteResult) -> dict[str, JobState]:
+    """`bhist -l <array id>`: one block per element (`Job <77[3]>, Job Name <name[3]>`), keyed by
+    the element's index, for the elements `bjobs` forgot (past CLEAN_PERIOD)."""
+    return _bhist_states(result, re.compile(r"Job <\d+\[(\d+)\]>(?:, Job Name <([^>]*)>)?"))
+
+
+def _bhist_states(result: RemoteResult, head_pattern: re.Pattern[str]) -> dict[str, JobState]:
+    """Each block's final event as a JobState, keyed by `head_pattern`'s first group."""
     states: dict[str, JobState] = {}
     for block in _bhist_blocks(result):
-        head = re.match(r"Job <(\d+)>(?:, Job Name <([^>]*)>)?", block.strip())
+        head = head_pattern.match(block.strip())
         if not head:
             continue
         queue = re.search(r"to Queue <([^>]*)>", block)

@@ -248,6 +248,11 @@ class LsfScheduler(Scheduler):
         command = f"bjobs -a -o {shlex.quote(fields)} -json {validate_job_ids([array_id])[0]}"
         return StatusQuery(command, jobs.parse_array_bjobs)
 
+    def array_history_query(self, array_id: str) -> StatusQuery | None:
+        # bjobs forgets a finished job after CLEAN_PERIOD (an hour by default); bhist reads the
+        # event log, one block per element.
+        return StatusQuery(f"bhist -l {validate_job_ids([array_id])[0]}", jobs.parse_array_bhist)
+
     def parse_bjobs_json(self, result: RemoteResult) -> dict[str, JobState]:
         return jobs.parse_bjobs_json(result)
 
