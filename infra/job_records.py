@@ -1,9 +1,9 @@
 """What a scheduler says of a workload's jobs and its nodes, in one vocabulary for every environment.
 
-A step's lifecycle (`StepRecord`, built by `step_record`), a node's GPUs (`HpcNode`) and a job in
-a queue (`QueueJob`): the schedulers of infra/hpc read their own output into these, and the report
-(infra/compare) and the monitor (infra/monitor, infra/nodes) read only these. Plain frozen
-dataclasses, no NumPy: the stack program and the HPC side import this module.
+A step's lifecycle (`StepRecord`, built by `step_record`), a sweep's element's (`ElementRecord`), a
+node's GPUs (`HpcNode`) and a job in a queue (`QueueJob`): the schedulers of infra/hpc read their
+own output into these, and the report (infra/compare) and the monitor (infra/monitor, infra/nodes)
+read only these. Plain frozen dataclasses, no NumPy: the stack program and the HPC side import this module.
 
 Times are Unix seconds (float). A value a source did not give is None (or empty), never a zero.
 """
@@ -63,6 +63,32 @@ def step_record(
     lifecycle = (requested_at, scheduled_at, started_at, finished_at, exit_code, pending_reason)
     placement = (gpus_requested, gpus_allocated, node, simulated)
     return StepRecord(step, job, state, *lifecycle, *placement, argv, source)  # in field order
+
+
+@dataclass(frozen=True)
+class ElementRecord:
+    """One element of a sweep (an array's element, an Indexed Job's index) mapped to its point:
+    its last attempt's lifecycle as the scheduler recorded it. `phase` is the scheduler-neutral
+    state (infra.hpc.scheduler.Phase's value: pending, running, succeeded, failed, cancelled,
+    unknown); a cancelled element was killed (by its owner, an admin, or Atlas's destroy).
+
+    `requested_at`: the array submitted / the Indexed Job created. `started_at`, `finished_at`: the
+    element's (the container's) start and end."""
+
+    point: int  # the sweep's point (0-based), through the array's offset or its retry's points
+    job: str  # how the scheduler names the element: `123_4` (Slurm), `123[5]` (LSF), the pod
+    state: str  # the native state
+    phase: str
+    requested_at: float | None
+    started_at: float | None
+    finished_at: float | None
+    exit_code: int | None
+    node: str
+    source: str  # which command or API these times came from
+    simulated: bool = False
+    attempt: int = 1  # 1: the point's first array; n: its (n-1)-th retry
+    array: str = ""  # the array's id, the Indexed Job's name
+    index: int = -1  # the element's index as the scheduler counts it (LSF from 1), the completion index
 
 
 @dataclass(frozen=True)

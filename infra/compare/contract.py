@@ -1,13 +1,17 @@
 """Reading what a workload asks the report to measure: the stack's `atlas.report` output into a
-`ReportContract`, and a log's text into the workload's own throughput reading. Pure."""
+`ReportContract`, and a log's text into the workload's own throughput reading; its swept steps'
+sweeps from the workload's definition (the one file read here)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from infra.compare.records import Missing, ReportContract, ThroughputReading, ThroughputSpec
+from infra.outputs import RunOutputs
 
 
 def report_contract(outputs: Mapping[str, Any] | None) -> ReportContract:
@@ -41,3 +45,25 @@ def read_throughput(text: str, spec: ThroughputSpec, source: str) -> ThroughputR
             return Missing(f"not measured: {source}: `value` of {line.strip()!r} is not a number")
         return ThroughputReading(value, spec.unit, source, line.strip())
     return Missing(f"not measured: no line of {source} matches report.throughput.pattern {spec.pattern!r}")
+
+
+# Where a shipped workload's definition is, when the stack outputs name no file.
+WORKLOADS = Path(__file__).resolve().parents[2] / "workloads"
+
+
+def with_sweep_definitions(contract: ReportContract, run: RunOutputs, workloads: Path = WORKLOADS) -> ReportContract:
+    """The contract with the swept steps' sweeps of the workload the run ran: the definition the
+    stack outputs name (`atlas.definition`), else the shipped workload of that name, as the
+    monitor and `nodes` load it. One that cannot be read leaves them out, saying why."""
+    path = Path(run.definition) if run.definition else workloads / run.workload / "workload.yaml"
+    if not path.is_file():
+        return dataclasses.replace(contract, definition_note=f"the workload's definition {path} is not there")
+    from infra.workload.load import load_workload
+    from infra.workload.model import WorkloadError
+
+    try:
+        workload = load_workload(path)
+    except WorkloadError as error:
+        return dataclasses.replace(contract, definition_note=f"the workload's definition does not load: {error}")
+    sweeps = tuple((step.name, step.sweep) for step in workload.steps if step.sweep is not None)
+    return dataclasses.replace(contract, sweeps=sweeps)

@@ -3,7 +3,8 @@
 The commands run through the caller's `runner` (one SSH connection) and the files come through
 `RemoteFiles` (SFTP) into the report's raw/ folder, so the report keeps what it was computed
 from. Which commands, and how their answers read, is the scheduler's own (infra.hpc.registry
-gives it: `collect_step_records`, one live query, and the history only for jobs it forgot); the
+gives it: `collect_step_records`, one live query, and the history only for jobs it forgot; a
+sweep's elements `collect_sweep_records`, one query per array, in infra.compare.sweep_records); the
 files are read by `infra.compare.run_files`.
 """
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from infra.compare.records import DEFAULT_CONTRACT, EnvironmentRecords, Missing, ReportContract, StepRecord
 from infra.compare.remote_files import RemoteFiles
 from infra.compare.run_files import collect_logs, collect_telemetry, staged_files
+from infra.compare.sweep_records import collect_hpc_sweeps
 from infra.hpc.registry import scheduler_for
 from infra.hpc.remote import Runner
 from infra.hpc.scheduler import SubmittedStep
@@ -47,6 +49,9 @@ def collect_hpc(
     if steps:
         records = scheduler.collect_step_records(runner, steps, outputs.host, argv)
     training, throughput = collect_logs(contract, outputs.logs.path, files, raw_dir, where, argv)
+    sweeps = collect_hpc_sweeps(
+        scheduler, runner, outputs, files, raw_dir, dict(contract.sweeps), contract.definition_note
+    )
 
     return EnvironmentRecords(
         name=name,
@@ -63,4 +68,5 @@ def collect_hpc(
         cost_profile="satori",
         # Stack outputs from before Atlas recorded it say nothing: never taken for real.
         provenance=outputs.provenance,
+        sweeps=sweeps,
     )

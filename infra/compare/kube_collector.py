@@ -18,6 +18,7 @@ from infra.compare.kube_records import records_from_api
 from infra.compare.records import DEFAULT_CONTRACT, EnvironmentRecords, Missing, ReportContract
 from infra.compare.remote_files import ApiGet, RemoteFiles
 from infra.compare.run_files import collect_logs, collect_telemetry
+from infra.compare.sweep_records import PodLog, collect_kube_sweeps
 from infra.kubeapi import KubeForbiddenError
 from infra.outputs import KubernetesOutputs
 
@@ -31,20 +32,26 @@ def collect_kubernetes(
     monitor_files: MonitorFilesFor | None = None,
     raw_dir: Path | None = None,
     contract: ReportContract = DEFAULT_CONTRACT,
+    pod_log: PodLog | None = None,
 ) -> EnvironmentRecords:
     """Read the namespace's Jobs, pods and events and the pods' nodes through `get` (an API GET;
     nodes the identity may not read are left out, and the records say so); with `monitor_files`,
     the sampler's telemetry and the training log from the results and logs PVCs, through the run's
-    monitor (nothing to read on simulated nodes: no container ran)."""
+    monitor (nothing to read on simulated nodes: no container ran). A swept step's elements are its
+    Indexed Job's pods among those read; its metric is read from each element's log (`pod_log`, a
+    plain-text GET)."""
     namespace = urllib.parse.quote(outputs.namespace)
     jobs = get(f"/apis/batch/v1/namespaces/{namespace}/jobs")
     pods = get(f"/api/v1/namespaces/{namespace}/pods")
     events = get(f"/api/v1/namespaces/{namespace}/events")
     node_names = sorted({str(n) for p in pods.get("items", []) if (n := (p.get("spec") or {}).get("nodeName"))})
     nodes, nodes_unread = read_nodes(get, node_names)
-    records = dataclasses.replace(
-        records_from_api(name, outputs, jobs, pods, events, nodes, nodes_unread), measured_step=contract.step
+    records = records_from_api(name, outputs, jobs, pods, events, nodes, nodes_unread)
+    simulated = frozenset(n.name for n in records.nodes if n.simulated)
+    sweeps = collect_kube_sweeps(
+        outputs, jobs, pods, simulated, dict(contract.sweeps), pod_log, contract.definition_note
     )
+    records = dataclasses.replace(records, measured_step=contract.step, sweeps=sweeps)
     if (
         monitor_files is None
         or raw_dir is None

@@ -6,7 +6,7 @@ cost parameters that are assumptions and scaling projections say so (`kind`).
 
 This module builds the Report; each dimension is computed in its own module: step_metrics.py
 (steps, elasticity), performance.py, economics.py, data_access.py, scalability.py,
-comparability.py.
+comparability.py, sweeps.py (each swept step).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from infra.compare.records import EnvironmentRecords, Missing
 from infra.compare.report_model import EnvironmentMetrics, Report, StepMetrics, Value
 from infra.compare.scalability import scalability
 from infra.compare.step_metrics import elasticity, step_metrics
+from infra.compare.sweeps import sweep_metrics
 
 
 def environment_metrics(
@@ -55,6 +56,7 @@ def environment_metrics(
         data_access=data_access(records),
         scalability=scalability(records.gpus, perf.images_per_s),
         notes=records.notes,
+        sweeps=tuple(sweep_metrics(record) for record in records.sweeps),
     )
 
 

@@ -13,8 +13,10 @@ import numpy.typing as npt
 
 # A step's record is the schedulers' vocabulary (infra/job_records.py, no NumPy there); the
 # collectors here import it with the rest of the records.
+from infra.job_records import ElementRecord as ElementRecord
 from infra.job_records import StepRecord as StepRecord
 from infra.job_records import step_record as step_record
+from infra.workload.model import Sweep
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -143,6 +145,10 @@ class ReportContract:
     step: str = "train"
     training_log: bool = True
     throughput: ThroughputSpec | None = None
+    # Each swept step's sweep (its points' values, its metric), from the workload's definition
+    # (infra.compare.contract.with_sweep_definitions); `definition_note` says why none was loaded.
+    sweeps: tuple[tuple[str, Sweep], ...] = ()
+    definition_note: str = ""
 
 
 DEFAULT_CONTRACT = ReportContract()
@@ -154,6 +160,31 @@ class ThroughputReading:
     unit: str
     source: str  # the file and where it was read
     line: str  # the line it was read from, as written
+
+
+@dataclass(frozen=True)
+class MetricReading:
+    """A sweep's metric at one point: the number, where it was read (the file, the line), or
+    None and why not."""
+
+    point: int
+    value: float | None
+    source: str  # the file and line it was read from, or why it was not
+
+
+@dataclass(frozen=True)
+class SweepRecord:
+    """One swept step on one side: every point's element record (its last attempt), the metric
+    read at each point, and what could not be read. `definition`: the step's sweep as the
+    workload's definition declares it (its points' values, its metric), where it was loaded."""
+
+    step: str
+    points: int
+    elements: tuple[ElementRecord, ...]  # by point; a point no array ran has none
+    arrays: tuple[str, ...]  # the scheduler objects read: array ids, the Indexed Job's name
+    notes: tuple[str, ...]  # what could not be read, and why
+    metric: tuple[MetricReading, ...] | Missing
+    definition: Sweep | None = None
 
 
 @dataclass(frozen=True)
@@ -184,6 +215,8 @@ class EnvironmentRecords:
     measured_step: str = "train"
     # The workload's own throughput line, where its definition declares one.
     throughput: ThroughputReading | Missing = field(default_factory=lambda: Missing(NO_THROUGHPUT_LINE))
+    # Each swept step's records (infra/compare/sweeps.py reads them), in the workload's order.
+    sweeps: tuple[SweepRecord, ...] = ()
 
 
 def without_records(

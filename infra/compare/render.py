@@ -12,7 +12,7 @@ import dataclasses
 import datetime as dt
 import html
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
@@ -20,7 +20,7 @@ from typing import Any
 from rich.table import Table
 
 from infra.compare.charts import Chart
-from infra.compare.report_model import EnvironmentMetrics, Report, Value
+from infra.compare.report_model import EnvironmentMetrics, Report, SweepMetrics, Value
 
 Cell = Value | str
 
@@ -196,11 +196,50 @@ def report_tables(report: Report) -> tuple[Section, ...]:
     )
     return (
         Section("Elasticity", elasticity, ("elasticity-lifecycle", "elasticity")),
+        *sweep_sections(report),
         Section("Performance", performance, ("performance",)),
         Section("Economics", economics, ("economics",)),
         Section("Data access", data, ("data-access",)),
         Section("Scalability", scalability, ("scalability",)),
     )
+
+
+def sweep_sections(report: Report) -> tuple[Section, ...]:
+    """One section per swept step, every side that ran it side by side: its elements by state, run
+    time and queue wait per element, makespan and best point."""
+    envs = report.environments
+    steps = list(dict.fromkeys(s.step for e in envs for s in e.sweeps))
+    sections = []
+    for step in steps:
+        found = [next((s for s in e.sweeps if s.step == step), None) for e in envs]
+        absent = [e.steps_reason or "no such sweep" for e in envs]
+
+        def row(label: str, cell: Callable[[SweepMetrics], Cell]) -> TableRow:
+            return _sweep_row(label, found, absent, cell)  # noqa: B023 - called before the next step
+
+        rows = (
+            row("points", lambda s: str(s.points)),
+            row("elements by state", lambda s: ", ".join(f"{word} {n}" for word, n in s.states) or "none"),
+            row("run time per element (median)", lambda s: s.run_time_median),
+            row("run time per element (p95)", lambda s: s.run_time_p95),
+            row("queue wait per element (median)", lambda s: s.queue_wait_median),
+            row("queue wait per element (p95)", lambda s: s.queue_wait_p95),
+            row("makespan (first request to the last element's end)", lambda s: s.makespan),
+            row("best point by the metric", lambda s: s.best_point),
+            row("  its values", lambda s: s.best_values),
+            row("  its metric", lambda s: s.best_metric),
+            row("metric read at", lambda s: s.metric_read),
+            row("scheduler objects read", lambda s: ", ".join(s.arrays) or "none"),
+            row("not read", lambda s: "; ".join(s.notes) or "nothing left out"),
+        )
+        sections.append(Section(f"Sweep: {step}", rows, ()))
+    return tuple(sections)
+
+
+def _sweep_row(
+    label: str, found: Sequence[SweepMetrics | None], absent: Sequence[str], cell: Callable[[SweepMetrics], Cell]
+) -> TableRow:
+    return TableRow(label, tuple(cell(s) if s else why for s, why in zip(found, absent, strict=True)))
 
 
 def _column_title(env: EnvironmentMetrics) -> str:

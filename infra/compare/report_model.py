@@ -129,6 +129,28 @@ class Scalability:
 
 
 @dataclass(frozen=True)
+class SweepMetrics:
+    """One swept step on one side (infra/compare/sweeps.py): its elements by state, each element's
+    run time and queue wait (median, p95: their `note` says over how many elements), the makespan
+    (the first request to the last element's end) and the best point by the declared metric."""
+
+    step: str
+    points: int
+    states: tuple[tuple[str, int], ...]  # (state, elements), in the order of infra.compare.sweeps.STATES
+    run_time_median: Value
+    run_time_p95: Value
+    queue_wait_median: Value
+    queue_wait_p95: Value
+    makespan: Value
+    best_point: Value  # the point's index (unit "point")
+    best_metric: Value  # its metric's value
+    best_values: str  # its values as the definition declares them (`lr=0.1, seed=1`), or why not known
+    metric_read: str  # "5 of 6 points" and what the metric is, or why it was not read
+    arrays: tuple[str, ...]  # the scheduler objects read
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class EnvironmentMetrics:
     name: str
     kind: str
@@ -144,6 +166,8 @@ class EnvironmentMetrics:
     notes: tuple[str, ...]
     # What the environment is where its name does not say (records.provenance): shown beside it.
     provenance: str = ""
+    # Each swept step's figures (infra/compare/sweeps.py), in the workload's order.
+    sweeps: tuple[SweepMetrics, ...] = ()
 
     @property
     def label(self) -> str:

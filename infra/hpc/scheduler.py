@@ -17,6 +17,7 @@ What crosses to the report and the monitor is scheduler-neutral data: `StepRecor
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from abc import ABC, abstractmethod
@@ -27,8 +28,8 @@ from typing import Any, ClassVar
 
 from infra.doctor import Finding
 from infra.hpc.remote import RemoteResult, Runner
-from infra.job_records import HpcNode, QueueJob, StepRecord, step_record
-from infra.outputs import HpcOutputs
+from infra.job_records import ElementRecord, HpcNode, QueueJob, StepRecord, step_record
+from infra.outputs import HpcOutputs, SweepOutputs
 
 JOB_ID = re.compile(r"^[0-9]{1,12}$")
 # Job names Atlas gives its jobs: scheduler-safe everywhere (LSF, Slurm, file names).
@@ -450,6 +451,87 @@ class Scheduler(ABC):
         if not self.record_query_answered(live):
             raise SchedulerError(f"`{command}` exited {live.exit_code}: {live.stderr.strip()[:500]}")
         return self.step_records(steps, live, None, host, {})
+
+    # --- a sweep's records (infra/compare/hpc_collector.py) --------------------------------------
+
+    @abstractmethod
+    def array_record_queries(self, array_id: str) -> list[str]:
+        """Commands each answering for every element of one array (times under TZ=UTC), asked in
+        order until every element is known: the live one, then where finished elements are kept."""
+
+    @abstractmethod
+    def array_element_records(
+        self, array_id: str, answer: RemoteResult, command: str, host: str, year: int
+    ) -> dict[int, ElementRecord]:
+        """One `array_record_queries` answer as records by the element's index as the scheduler
+        counts it (from `array_index_base`), their `point` not yet set; UnsupportedOutput where
+        the command did not answer. `year`: the submission's, for a scheduler that prints none."""
+
+    def collect_sweep_records(
+        self, runner: Runner, sweep: SweepOutputs, host: str, year: int
+    ) -> tuple[tuple[ElementRecord, ...], tuple[str, ...]]:
+        """Every point's record, one query per array (the next of `array_record_queries` only for
+        an array some of whose elements the last did not know), and a note for each array no
+        query answered. A point's record is its last attempt's (arrays in submission order:
+        chunks, then retries); a point whose last array does not know it is UNKNOWN, saying so."""
+        by_point: dict[int, ElementRecord] = {}
+        attempts: dict[int, int] = {}
+        notes = []
+        for array in sweep.arrays:
+            found: dict[int, ElementRecord] = {}
+            failures = []
+            for command in self.array_record_queries(array.job_id):
+                try:
+                    answer = self.array_element_records(array.job_id, runner(command), command, host, year)
+                except UnsupportedOutput as error:
+                    failures.append(f"`{command}`: {str(error)[:200] or 'no answer'}")
+                    continue
+                for index, record in answer.items():
+                    found.setdefault(index, record)
+                if len(found) >= array.count:
+                    break
+            if failures and not found:
+                notes.append(f"array {array.job_id}: no query answered ({'; '.join(failures)})")
+            for position in range(array.count):
+                point = array.point_of(position)
+                if point is None:
+                    continue
+                attempts[point] = attempts.get(point, 0) + 1
+                seen = found.get(position + self.array_index_base)
+                by_point[point] = (
+                    dataclasses.replace(
+                        seen,
+                        point=point,
+                        attempt=attempts[point],
+                        array=array.job_id,
+                        index=position + self.array_index_base,
+                    )
+                    if seen is not None
+                    else ElementRecord(
+                        point=point,
+                        job=f"{array.job_id} element {position + self.array_index_base}",
+                        state="UNKNOWN",
+                        phase=Phase.UNKNOWN.value,
+                        requested_at=None,
+                        started_at=None,
+                        finished_at=None,
+                        exit_code=None,
+                        node="",
+                        source=f"no query of array {array.job_id} knows the element",
+                        attempt=attempts[point],
+                        array=array.job_id,
+                        index=position + self.array_index_base,
+                    )
+                )
+        return tuple(by_point[p] for p in sorted(by_point)), tuple(notes)
+
+    def array_log_name(self, step: str, array_id: str, index: int) -> str:
+        """An element's log file name, `array_log_placeholder` filled in (LSF `%J_%I`, Slurm
+        `%A_%a`: the array's id, the element's index), as render_array_script names it."""
+        name = self.array_log_placeholder
+        for placeholder, value in (("%A", array_id), ("%J", array_id), ("%a", str(index)), ("%I", str(index))):
+            name = name.replace(placeholder, value)
+        return f"{step}.{name}"
 
     # --- the monitor's reads (infra/monitor/hpc.py) --------------------------------------------
 

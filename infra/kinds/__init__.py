@@ -128,10 +128,11 @@ def collect_environments(
 ) -> list[EnvironmentRecords]:
     """Each environment's own records; one that cannot be reached is kept, with why (and told to
     `unreachable(name, reason)` where given)."""
-    from infra.compare.contract import contract_from_report
+    from infra.compare.contract import contract_from_report, with_sweep_definitions
     from infra.hpc.ssh import SshError
 
-    contract = contract_from_report(outputs.run.report)
+    # The swept steps' sweeps (their metric, their points' values) are the definition's.
+    contract = with_sweep_definitions(contract_from_report(outputs.run.report), outputs.run)
     result = []
     for name, env in sorted(outputs.environments.items()):
         kind = kind_of(env)

@@ -106,7 +106,7 @@ class KubernetesKind(EnvironmentKind[KubernetesOutputs]):
         from infra.compare.remote_files import MonitorFiles
         api = api_for(access, outputs, timeout_s=60.0)
         files = functools.partial(MonitorFiles, api.get, api.download)
-        return collect_kubernetes(name, outputs, api.get, files, raw_dir, contract)
+        return collect_kubernetes(name, outputs, api.get, files, raw_dir, contract, pod_log=api.text)
 
     def unreachable(self, name: str, outputs: KubernetesOutputs, reason: str) -> EnvironmentRecords:
         from infra.compare.records import without_records

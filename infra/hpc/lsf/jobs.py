@@ -82,7 +82,8 @@ def _int_or_none(text: str) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def _state(record: Mapping[str, str]) -> JobState:
+def state_of_record(record: Mapping[str, str]) -> JobState:
+    """One bjobs record (upper-case keys, text values) as a job state."""
     stat = record.get("STAT", "")
     exit_code = _int_or_none(record.get("EXIT_CODE", ""))
     if stat in ("DONE", "PDONE") and exit_code is None:
@@ -137,7 +138,7 @@ def parse_bjobs_json(result: RemoteResult) -> dict[str, JobState]:
     for record in records:
         if "ERROR" in record or not record.get("JOBID"):
             continue  # "Job <N> is not found"
-        state = _state({k: str(v) for k, v in record.items()})
+        state = state_of_record({k: str(v) for k, v in record.items()})
         states[state.job_id] = state
     return states
 
@@ -150,7 +151,7 @@ def parse_bjobs_text(result: RemoteResult) -> dict[str, JobState]:
         if len(parts) != len(TEXT_FIELDS) or not parts[0].strip().isdigit():
             continue
         record = {f.upper(): ("" if v.strip() == "-" else v.strip()) for f, v in zip(TEXT_FIELDS, parts, strict=True)}
-        state = _state(record)
+        state = state_of_record(record)
         states[state.job_id] = state
     if not states and result.exit_code != 0:
         # 255 with only "Job <N> is not found" lines: none of the ids is known. 255 with anything
@@ -268,6 +269,13 @@ def parse_array_bjobs(result: RemoteResult) -> dict[str, JobState]:
 
 
 def _records(result: RemoteResult) -> list[JobState]:
+    return [state_of_record(record) for record in bjobs_json_records(result)]
+
+
+def bjobs_json_records(result: RemoteResult) -> list[dict[str, str]]:
+    """`bjobs -o ... -json`'s records as text, every one (an array's elements share its JOBID);
+    an ERROR record ("Job <N> is not found") is none, as is no output at all. UnsupportedOutput
+    for an answer that is not bjobs' JSON."""
     text = result.stdout.strip()
     if not text.startswith("{"):
         if result.exit_code in (0, 255) and not text:
@@ -280,7 +288,7 @@ def _records(result: RemoteResult) -> list[JobState]:
     if not isinstance(records, list):
         raise unreadable_answer("bjobs -json", text)
     return [
-        _state({k: str(v) for k, v in record.items()})
+        {k: str(v) for k, v in record.items()}
         for record in records
         if isinstance(record, dict) and record.get("JOBID") and "ERROR" not in record
     ]

@@ -8,15 +8,18 @@ is what the report needs beyond them: times as Unix seconds, the pending reason,
 from __future__ import annotations
 
 import datetime as dt
+import re
 import shlex
 from collections.abc import Sequence
 
 from infra.hpc.lsf.jobs import (
+    bjobs_json_records,
     bjobs_records,
     lsf_short,
     parse_bhist_event_times,
     parse_bhist_long,
     parse_bjobs_json,
+    state_of_record,
 )
 from infra.hpc.remote import RemoteResult
 from infra.hpc.scheduler import (
@@ -27,7 +30,7 @@ from infra.hpc.scheduler import (
     job_step_record,
     unknown_step_record,
 )
-from infra.job_records import StepRecord
+from infra.job_records import ElementRecord, StepRecord
 
 LSF_FIELDS = "jobid stat queue exit_code job_name submit_time start_time finish_time exit_reason pend_reason exec_host"
 # The commands, less their job ids; the records name them as their source.
@@ -114,3 +117,92 @@ def lsf_step_records(
         else:
             result.append(unknown_step_record(step, "neither bjobs nor bhist knows the job", argv))
     return tuple(result)
+
+
+# --- a sweep's elements: one query per array -------------------------------------------------------
+
+# An element's JOB_NAME is the array's name and its index (`name[3]`); its JOBID the array's.
+_ELEMENT_NAME = re.compile(r"\[(\d+)\]$")
+# `bhist -l <array id>` prints one block per element, headed `Job <123[4]>`.
+_BHIST_ELEMENT = re.compile(r"^\s*Job <(\d+)\[(\d+)\]>")
+
+
+def array_record_queries(array_id: str) -> list[str]:
+    """An array's elements, each command for the whole array (LSF 10.1: an array's id names every
+    element), asked in order until every element is known: `bjobs` (what mbatchd holds,
+    CLEAN_PERIOD after the end), then `bhist -l` (the event log)."""
+    ids = shlex.quote(array_id)
+    return [f"{BJOBS_QUERY} {ids}", f"{BHIST_QUERY} {ids}"]
+
+
+def lsf_array_records(
+    array_id: str, answer: RemoteResult, command: str, host: str, year: int
+) -> dict[int, ElementRecord]:
+    """One of `array_record_queries`' answers as records by the element's index (from 1); the
+    point is the caller's. `year`: the submission's (LSF prints none). UnsupportedOutput where
+    the command did not answer."""
+    source = f"LSF: `{command}` on {host}"
+    if command.startswith(BHIST_QUERY):
+        return _bhist_array_records(array_id, answer, source)
+    found: dict[int, ElementRecord] = {}
+    for record in bjobs_json_records(answer):
+        match = _ELEMENT_NAME.search(record.get("JOB_NAME", ""))
+        if record.get("JOBID") != array_id or match is None:
+            continue
+        state = state_of_record(record)
+        submitted = lsf_short(state.submit_time, year)
+        started = lsf_short(state.start_time, year)
+        finished = lsf_short(state.finish_time, year) if state.phase.finished else None
+        if finished is not None and submitted is not None and finished < submitted:
+            finished = lsf_short(state.finish_time, year + 1)
+        index = int(match.group(1))
+        found[index] = ElementRecord(
+            point=-1,
+            job=f"{array_id}[{index}]",
+            state=state.native_state,
+            phase=state.phase.value,
+            requested_at=submitted,
+            started_at=started,
+            finished_at=finished,
+            exit_code=state.exit_code,
+            node=record.get("EXEC_HOST", ""),
+            source=source,
+        )
+    return found
+
+
+def _bhist_array_records(array_id: str, answer: RemoteResult, source: str) -> dict[int, ElementRecord]:
+    """`bhist -l <array id>`: each element's block, its state and times as for a job (this year's
+    events print no year: the current one is taken, as for a step)."""
+    if answer.exit_code != 0 and "No matching job found" not in answer.stderr:
+        raise UnsupportedOutput(answer.stderr.strip() or f"exit {answer.exit_code}")
+    this_year = dt.datetime.now(dt.UTC).year
+    found: dict[int, ElementRecord] = {}
+    text = re.sub(r"\n {2,}", "", answer.stdout)
+    for block in re.split(r"\n(?=Job <\d+\[\d+\]>)", text):
+        head = _BHIST_ELEMENT.match(block)
+        if not head or head.group(1) != array_id:
+            continue
+        index = int(head.group(2))
+        # The block read as one job's: its head without the index, for the job parsers.
+        plain = RemoteResult(answer.command, 0, block.replace(f"Job <{array_id}[{index}]>", f"Job <{array_id}>", 1), "")
+        state = parse_bhist_long(plain).get(array_id)
+        if state is None:
+            continue
+        times = {
+            kind: lsf_short(when, printed or this_year)
+            for kind, (when, printed) in parse_bhist_event_times(plain).get(array_id, {}).items()
+        }
+        found[index] = ElementRecord(
+            point=-1,
+            job=f"{array_id}[{index}]",
+            state=state.native_state,
+            phase=state.phase.value,
+            requested_at=times.get("submitted"),
+            started_at=times.get("started"),
+            finished_at=times.get("finished"),
+            exit_code=state.exit_code,
+            node="",
+            source=source,
+        )
+    return found

@@ -46,7 +46,7 @@ from infra.hpc.scheduler import (
     validate_job_ids,
     validate_job_name,
 )
-from infra.job_records import HpcNode, QueueJob, StepRecord
+from infra.job_records import ElementRecord, HpcNode, QueueJob, StepRecord
 
 # LSF prints other lines before the answer ("LSF is processing your request. Please wait ..."):
 # search, never take the first line.
@@ -300,6 +300,16 @@ class LsfScheduler(Scheduler):
         argv: Argv,
     ) -> tuple[StepRecord, ...]:
         return records.lsf_step_records(steps, live, history, host, argv)
+
+    # --- a sweep's records ------------------------------------------------------------------------
+
+    def array_record_queries(self, array_id: str) -> list[str]:
+        return records.array_record_queries(validate_job_ids([array_id])[0])
+
+    def array_element_records(
+        self, array_id: str, answer: RemoteResult, command: str, host: str, year: int
+    ) -> dict[int, ElementRecord]:
+        return records.lsf_array_records(array_id, answer, command, host, year)
 
     # --- the monitor's reads --------------------------------------------------------------------
 

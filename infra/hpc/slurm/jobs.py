@@ -78,7 +78,7 @@ def _exit_code_from_status(status: int | None) -> int | None:
     return status >> 8
 
 
-def _exit_code_from_text(text: str) -> int | None:
+def exit_code_from_text(text: str) -> int | None:
     """sacct's `ExitCode` and scontrol's `ExitCode=`: `code:signal`."""
     match = re.fullmatch(r"(\d+):(\d+)", text.strip())
     if not match:
@@ -176,7 +176,7 @@ def parse_sacct(result: RemoteResult) -> dict[str, JobState]:
             job_id=job_id,
             phase=slurm_phase(native),
             native_state=native,
-            exit_code=_exit_code_from_text(exit_text) if slurm_phase(native).finished else None,
+            exit_code=exit_code_from_text(exit_text) if slurm_phase(native).finished else None,
             queue=queue,
             name=name,
             submit_time=submit if submit != "Unknown" else "",
@@ -195,7 +195,7 @@ def parse_sacct(result: RemoteResult) -> dict[str, JobState]:
 # its state and reason. Without -r, pending elements share one line (`%K` `3-9%2`); both are read.
 ARRAY_FORMAT = "%F|%K|%T|%r"
 ARRAY_SACCT_FIELDS = "JobID,State,ExitCode"
-_ELEMENT_ID = re.compile(r"^(\d+)_(\[?[0-9,\-:%]+\]?)$")
+ELEMENT_ID = re.compile(r"^(\d+)_(\[?[0-9,\-:%]+\]?)$")
 
 
 def expand_indices(text: str) -> list[int]:
@@ -262,11 +262,11 @@ def parse_array_sacct(result: RemoteResult) -> dict[str, JobState]:
         parts = line.strip().split("|")
         if len(parts) != 3:
             continue
-        match = _ELEMENT_ID.match(parts[0])
+        match = ELEMENT_ID.match(parts[0])
         if not match:
             continue
         native = parts[1]
-        state = JobState(match.group(1), slurm_phase(native), native, exit_code=_exit_code_from_text(parts[2]))
+        state = JobState(match.group(1), slurm_phase(native), native, exit_code=exit_code_from_text(parts[2]))
         for index in expand_indices(match.group(2)):
             states[str(index)] = state
     return states

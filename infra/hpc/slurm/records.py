@@ -20,18 +20,25 @@ from infra.hpc.scheduler import (
     JobState,
     SubmittedStep,
     UnsupportedOutput,
+    has_text,
     job_step_record,
     unknown_step_record,
+    unreadable_answer,
 )
 from infra.hpc.slurm.jobs import (
+    ELEMENT_ID,
     SACCT_FIELDS,
     STATUS_FIELDS,
+    exit_code_from_text,
+    expand_indices,
     parse_sacct,
     sacct_command,
+    slurm_phase,
     squeue_field_rows,
     state_from_fields,
+    time_text,
 )
-from infra.job_records import StepRecord
+from infra.job_records import ElementRecord, StepRecord
 from infra.timeparse import iso_utc
 
 # What Slurm allocated, where the site accounts GPUs (AccountingStorageTRES=gres/gpu, which
@@ -162,3 +169,90 @@ def _requested_gpus(row: Mapping[str, str]) -> int | None:
 def _text(value: str) -> str:
     """squeue's field as written, its unset values (`N/A`, `(null)`) empty."""
     return "" if value in ("N/A", "(null)", "None") else value
+
+
+# --- a sweep's elements: one query per array -------------------------------------------------------
+
+# squeue's fields for an array's elements (`-r`: one line each): the array's id and the element's
+# index first, then what a step's record reads.
+ARRAY_SQUEUE_FIELDS = ("ArrayJobID", "ArrayTaskID", *STATUS_FIELDS, "NodeList")
+ARRAY_SQUEUE_QUERY = (
+    "TZ=UTC squeue -h -r -t all -O " + shlex.quote(",".join(f"{f}:|" for f in ARRAY_SQUEUE_FIELDS)) + " -j"
+)
+
+
+def array_record_queries(array_id: str) -> list[str]:
+    """An array's elements, each command for the whole array, asked in order until every element
+    is known: slurmdbd's accounting (`sacct -X -P`: every element, pending ones as one line), the
+    controller (`squeue -r`: what it holds, MinJobAge after the end) and, without slurmdbd, the
+    job-completion log (`sacct -c`: finished elements)."""
+    ids = shlex.quote(array_id)
+    return [
+        f"TZ=UTC sacct -n -P -X -o {SACCT_FIELDS} -j {ids}",
+        f"{ARRAY_SQUEUE_QUERY} {ids}",
+        f"TZ=UTC sacct -c -n -P -o {SACCT_FIELDS} -j {ids}",
+    ]
+
+
+def slurm_array_records(array_id: str, answer: RemoteResult, command: str, host: str) -> dict[int, ElementRecord]:
+    """One of `array_record_queries`' answers as records by the element's index (from 0); the
+    point is the caller's. UnsupportedOutput where the command did not answer (no accounting)."""
+    source = f"Slurm: `{command}` on {host}"
+    if command.startswith(ARRAY_SQUEUE_QUERY):
+        return _squeue_array_records(array_id, answer, source)
+    if answer.exit_code != 0:
+        raise UnsupportedOutput(answer.stderr.strip() or f"exit {answer.exit_code}")
+    found: dict[int, ElementRecord] = {}
+    for line in answer.stdout.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != 8:
+            continue
+        match = ELEMENT_ID.match(parts[0])
+        if not match or match.group(1) != array_id:
+            continue
+        _, name, queue, native_text, exit_text, submit, start, end = parts
+        native = native_text.split(" ")[0]  # "CANCELLED by 1001"
+        phase = slurm_phase(native)
+        state = JobState(
+            parts[0],
+            phase,
+            native,
+            exit_code=exit_code_from_text(exit_text) if phase.finished else None,
+            queue=queue,
+            name=name,
+            submit_time=time_text(submit),
+            start_time=time_text(start) if native != "PENDING" else "",
+            finish_time=time_text(end) if phase.finished else "",
+        )
+        for index in expand_indices(match.group(2)):
+            found[index] = _element(f"{array_id}_{index}", state, "", source)
+    if not found and has_text(answer.stdout):
+        raise unreadable_answer("sacct", answer.stdout)
+    return found
+
+
+def _squeue_array_records(array_id: str, answer: RemoteResult, source: str) -> dict[int, ElementRecord]:
+    found: dict[int, ElementRecord] = {}
+    for row in squeue_field_rows(answer, ARRAY_SQUEUE_FIELDS):
+        if row["ArrayJobID"] != array_id:
+            continue
+        state = state_from_fields(row)
+        for index in expand_indices(row["ArrayTaskID"]) if row["ArrayTaskID"] not in ("N/A", "") else ():
+            found[index] = _element(f"{array_id}_{index}", state, _text(row["NodeList"]), source)
+    return found
+
+
+def _element(job: str, state: JobState, node: str, source: str) -> ElementRecord:
+    times = _slurm_times(state)
+    return ElementRecord(
+        point=-1,  # the caller maps the index to the sweep's point
+        job=job,
+        state=state.native_state,
+        phase=state.phase.value,
+        requested_at=times["requested_at"],
+        started_at=times["started_at"],
+        finished_at=times["finished_at"],
+        exit_code=state.exit_code,
+        node=node,
+        source=source,
+    )

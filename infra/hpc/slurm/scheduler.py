@@ -39,7 +39,7 @@ from infra.hpc.scheduler import (
     validate_job_name,
 )
 from infra.hpc.slurm import jobs, nodes, preflight, records
-from infra.job_records import HpcNode, QueueJob, StepRecord
+from infra.job_records import ElementRecord, HpcNode, QueueJob, StepRecord
 
 PARSABLE = re.compile(r"^(\d+)(?:;\S+)?$")
 SUBMITTED = re.compile(r"Submitted batch job (\d+)")
@@ -268,6 +268,16 @@ class SlurmScheduler(Scheduler):
         argv: Argv,
     ) -> tuple[StepRecord, ...]:
         return records.slurm_step_records(steps, live, history, host, argv)
+
+    # --- a sweep's records ------------------------------------------------------------------------
+
+    def array_record_queries(self, array_id: str) -> list[str]:
+        return records.array_record_queries(validate_job_ids([array_id])[0])
+
+    def array_element_records(
+        self, array_id: str, answer: RemoteResult, command: str, host: str, year: int
+    ) -> dict[int, ElementRecord]:
+        return records.slurm_array_records(array_id, answer, command, host)
 
     # --- the monitor's reads --------------------------------------------------------------------
 

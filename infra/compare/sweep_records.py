@@ -1,0 +1,317 @@
+"""A swept step's records on one side: every point's element (one query per array, the scheduler's
+or the API's) and the sweep's metric read at each point. The figures are infra/compare/sweeps.py's.
+
+The metric is the step's declared one (model.Sweep.metric): the last match of `pattern` in the
+element's own log (HPC: `<logs>/<step>.<array>_<index>`; Kubernetes: the pod's log through the
+API), or the number `file` holds in the point's results folder (`<results>/point-<index>`). What
+cannot be read is a `MetricReading` with no value and the reason, never a zero. `read_metric` is
+pure; the collectors give it the files' text.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import posixpath
+import re
+import urllib.parse
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from infra.compare.records import ElementRecord, MetricReading, Missing, SweepRecord
+from infra.compare.remote_files import RemoteFiles
+from infra.hpc.remote import Runner
+from infra.hpc.scheduler import Phase, Scheduler
+from infra.kubeapi import KubeRequestError
+from infra.outputs import HpcOutputs, KubernetesOutputs, SweepOutputs
+from infra.timeparse import rfc3339
+from infra.workload.model import Sweep, SweepMetric
+
+NO_DEFINITION = "not measured: the workload's definition was not loaded, so the sweep's metric is not known"
+NO_METRIC = "not measured: the sweep declares no metric (sweep.metric)"
+# The Indexed Job's pods carry their index here (Kubernetes 1.24+: label and annotation).
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+def read_metric(point: int, text: str, metric: SweepMetric, where: str) -> MetricReading:
+    """The metric at one point from its text: with `pattern`, the first group of its last match in
+    the log; with `file`, the number the file holds (surrounding blanks allowed)."""
+    if metric.pattern is not None:
+        pattern = re.compile(metric.pattern)
+        for line in reversed(text.splitlines()):
+            match = pattern.search(line)
+            if match is None:
+                continue
+            try:
+                return MetricReading(point, float(match.group(1)), f"{where}: {line.strip()[:200]}")
+            except (IndexError, ValueError):
+                return MetricReading(point, None, f"not measured: {where}: {line.strip()[:200]!r} holds no number")
+        return MetricReading(point, None, f"not measured: no line of {where} matches sweep.metric.pattern")
+    try:
+        return MetricReading(point, float(text.strip()), where)
+    except ValueError:
+        return MetricReading(point, None, f"not measured: {where} holds {text.strip()[:80]!r}, not a number")
+
+
+def _metric_of(definition: Sweep | None, why: str) -> SweepMetric | Missing:
+    if definition is None:
+        return Missing(f"{NO_DEFINITION} ({why})" if why else NO_DEFINITION)
+    return definition.metric if definition.metric is not None else Missing(NO_METRIC)
+
+
+# --- an HPC side -------------------------------------------------------------------------------------
+
+
+def _year_of(submitted_at: str) -> int:
+    """The year LSF does not print: the submission's (stack outputs), else this one."""
+    return int(submitted_at[:4]) if submitted_at[:4].isdigit() else dt.datetime.now(dt.UTC).year
+
+
+def collect_hpc_sweeps(
+    scheduler: Scheduler,
+    runner: Runner,
+    outputs: HpcOutputs,
+    files: RemoteFiles,
+    raw_dir: Path,
+    definitions: Mapping[str, Sweep],
+    definition_note: str = "",
+) -> tuple[SweepRecord, ...]:
+    """Each swept step of an HPC side: its elements through the scheduler's array queries, its
+    metric from each element's log or its point's folder (SFTP)."""
+    found = []
+    for step in outputs.steps:
+        if step.sweep is None:
+            continue
+        year = _year_of(step.submitted_at)
+        elements, notes = scheduler.collect_sweep_records(runner, step.sweep, outputs.host, year)
+        definition = definitions.get(step.name)
+        metric = _metric_of(definition, definition_note)
+        readings: tuple[MetricReading, ...] | Missing = metric if isinstance(metric, Missing) else ()
+        if not isinstance(metric, Missing):
+            where = f"on {outputs.login} (SFTP)"
+            folder = raw_dir / "sweeps" / step.name
+            folder.mkdir(parents=True, exist_ok=True)
+            readings = tuple(
+                _read_hpc_metric(element, metric, scheduler, step.name, outputs, step.sweep, files, folder, where)
+                for element in elements
+            )
+        found.append(
+            SweepRecord(
+                step=step.name,
+                points=step.sweep.points,
+                elements=elements,
+                arrays=tuple(a.job_id for a in step.sweep.arrays),
+                notes=notes,
+                metric=readings,
+                definition=definition,
+            )
+        )
+    return tuple(found)
+
+
+def _read_hpc_metric(
+    element: ElementRecord,
+    metric: SweepMetric,
+    scheduler: Scheduler,
+    step: str,
+    outputs: HpcOutputs,
+    sweep: SweepOutputs,
+    files: RemoteFiles,
+    folder: Path,
+    where: str,
+) -> MetricReading:
+    if metric.pattern is not None:
+        remote = posixpath.join(outputs.logs.path, scheduler.array_log_name(step, element.array, element.index))
+    else:
+        assert metric.file is not None  # parse_sweep: a metric has a pattern or a file
+        remote = posixpath.join(outputs.run_dir, sweep.results, f"point-{element.point}", metric.file)
+    local = folder / f"point-{element.point}.{'log' if metric.pattern is not None else 'metric'}"
+    if not files.fetch(remote, local):
+        return MetricReading(element.point, None, f"not measured: no {remote} {where}")
+    return read_metric(element.point, local.read_text(errors="replace"), metric, f"{remote} {where}")
+
+
+# --- the Kubernetes side ------------------------------------------------------------------------------
+
+PodLog = Callable[[str], str]  # an API GET of a pod's log path -> its text
+
+
+def kube_sweep_elements(
+    sweep: SweepOutputs,
+    jobs: Mapping[str, Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
+    simulated_nodes: frozenset[str],
+    source: str,
+) -> tuple[tuple[ElementRecord, ...], tuple[str, ...]]:
+    """Every point's record from the Indexed Jobs (`jobs` by name) and their pods: the Job's
+    creation is the request, the pod's container start and finish the element's; the last pod of
+    an index (the latest created: earlier ones failed and were retried) is its record. A point
+    whose last Job holds no pod of its index is UNKNOWN, saying so."""
+    by_point: dict[int, ElementRecord] = {}
+    attempts: dict[int, int] = {}
+    notes = []
+    for array in sweep.arrays:
+        job = jobs.get(array.job_id)
+        if job is None:
+            notes.append(f"Indexed Job {array.job_id}: not found in the API (deleted, or never created)")
+        requested = rfc3339(((job or {}).get("metadata") or {}).get("creationTimestamp"))
+        last: dict[int, Mapping[str, Any]] = {}
+        for pod in pods:
+            meta = pod.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            if (labels.get("batch.kubernetes.io/job-name") or labels.get("job-name")) != array.job_id:
+                continue
+            text = (meta.get("annotations") or {}).get(COMPLETION_INDEX) or labels.get(COMPLETION_INDEX)
+            if text is None or not str(text).isdigit():
+                continue
+            index = int(text)
+            if index not in last or meta.get("creationTimestamp", "") >= (last[index].get("metadata") or {}).get(
+                "creationTimestamp", ""
+            ):
+                last[index] = pod
+        for position in range(array.count):
+            point = array.point_of(position)
+            if point is None:
+                continue
+            attempts[point] = attempts.get(point, 0) + 1
+            ran = last.get(position)
+            by_point[point] = (
+                _pod_element(point, ran, requested, array.job_id, position, attempts[point], simulated_nodes, source)
+                if ran is not None
+                else ElementRecord(
+                    point=point,
+                    job=f"{array.job_id} index {position}",
+                    state="NotFound",
+                    phase=Phase.UNKNOWN.value,
+                    requested_at=requested,
+                    started_at=None,
+                    finished_at=None,
+                    exit_code=None,
+                    node="",
+                    source=f"no pod of {array.job_id} has completion index {position}",
+                    attempt=attempts[point],
+                    array=array.job_id,
+                    index=position,
+                )
+            )
+    return tuple(by_point[p] for p in sorted(by_point)), tuple(notes)
+
+
+POD_PHASES = {
+    "Pending": Phase.PENDING,
+    "Running": Phase.RUNNING,
+    "Succeeded": Phase.SUCCEEDED,
+    "Failed": Phase.FAILED,
+    "Unknown": Phase.UNKNOWN,
+}
+
+
+def _pod_element(
+    point: int,
+    pod: Mapping[str, Any],
+    requested: float | None,
+    job: str,
+    index: int,
+    attempt: int,
+    simulated_nodes: frozenset[str],
+    source: str,
+) -> ElementRecord:
+    status = pod.get("status") or {}
+    started = finished = None
+    exit_code: int | None = None
+    reason = ""
+    for container in status.get("containerStatuses") or ():
+        state = container.get("state") or {}
+        if state.get("terminated"):
+            started = rfc3339(state["terminated"].get("startedAt"))
+            finished = rfc3339(state["terminated"].get("finishedAt"))
+            exit_code = state["terminated"].get("exitCode")
+            reason = str(state["terminated"].get("reason") or "")
+        elif state.get("running"):
+            started = rfc3339(state["running"].get("startedAt"))
+    native = str(status.get("phase") or "Unknown")
+    phase = POD_PHASES.get(native, Phase.UNKNOWN)
+    # A container ended by a signal it did not ask for (143 = SIGTERM, 137 = SIGKILL): killed.
+    if phase is Phase.FAILED and exit_code in (137, 143) and reason != "OOMKilled":
+        phase = Phase.CANCELLED
+    node = str((pod.get("spec") or {}).get("nodeName") or "")
+    return ElementRecord(
+        point=point,
+        job=str((pod.get("metadata") or {}).get("name", "")),
+        state=native + (f" ({reason})" if reason else ""),
+        phase=phase.value,
+        requested_at=requested,
+        started_at=started,
+        finished_at=finished,
+        exit_code=exit_code,
+        node=node,
+        source=source,
+        simulated=node in simulated_nodes,
+        attempt=attempt,
+        array=job,
+        index=index,
+    )
+
+
+def collect_kube_sweeps(
+    outputs: KubernetesOutputs,
+    jobs: Mapping[str, Any],
+    pods: Mapping[str, Any],
+    simulated_nodes: frozenset[str],
+    definitions: Mapping[str, Sweep],
+    pod_log: PodLog | None,
+    definition_note: str = "",
+) -> tuple[SweepRecord, ...]:
+    """Each swept step of the Kubernetes side: its Indexed Jobs' pods (already read with the
+    namespace's pods: no query per element), its metric from each element's pod log (`pod_log`)."""
+    namespace = urllib.parse.quote(outputs.namespace)
+    source = (
+        f"Kubernetes API {outputs.api_url}: GET /apis/batch/v1/namespaces/{namespace}/jobs "
+        f"(the Indexed Job's creationTimestamp), /api/v1/namespaces/{namespace}/pods ({COMPLETION_INDEX}, "
+        "containerStatuses[].state startedAt/finishedAt)"
+    )
+    by_name = {j["metadata"]["name"]: j for j in jobs.get("items", [])}
+    found = []
+    for step in outputs.steps:
+        if step.sweep is None:
+            continue
+        elements, notes = kube_sweep_elements(step.sweep, by_name, pods.get("items", []), simulated_nodes, source)
+        definition = definitions.get(step.name)
+        metric = _metric_of(definition, definition_note)
+        readings: tuple[MetricReading, ...] | Missing = metric if isinstance(metric, Missing) else ()
+        if not isinstance(metric, Missing):
+            readings = tuple(_read_kube_metric(e, metric, namespace, pod_log, step.sweep) for e in elements)
+        found.append(
+            SweepRecord(
+                step=step.name,
+                points=step.sweep.points,
+                elements=elements,
+                arrays=tuple(a.job_id for a in step.sweep.arrays),
+                notes=notes,
+                metric=readings,
+                definition=definition,
+            )
+        )
+    return tuple(found)
+
+
+def _read_kube_metric(
+    element: ElementRecord, metric: SweepMetric, namespace: str, pod_log: PodLog | None, sweep: SweepOutputs
+) -> MetricReading:
+    if element.simulated:
+        return MetricReading(element.point, None, "not measured: simulated node, no container ran")
+    if metric.pattern is None:
+        return MetricReading(
+            element.point,
+            None,
+            f"not measured: the report does not read the results volume's {sweep.results}/point-{element.point} "
+            "(the run's monitor serves its telemetry and logs only)",
+        )
+    if pod_log is None or element.state == "NotFound":
+        return MetricReading(element.point, None, "not measured: no pod log to read")
+    path = f"/api/v1/namespaces/{namespace}/pods/{urllib.parse.quote(element.job)}/log"
+    try:
+        text = pod_log(path)
+    except (OSError, ValueError, KubeRequestError) as error:
+        return MetricReading(element.point, None, f"not measured: GET {path}: {error}")
+    return read_metric(element.point, text, metric, f"GET {path} (the pod's log)")
