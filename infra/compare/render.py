@@ -79,8 +79,10 @@ def format_value(value: Value, sources: Sources, with_note: bool = True) -> str:
         text = _bytes(number) + "/s"
     elif value.unit in ("USD", "USD/GPU-h"):
         text = f"${number:,.4g}" + ("" if value.unit == "USD" else "/GPU-h")
+    elif value.unit == "point":
+        text = f"point {number:.0f}"
     else:
-        text = f"{_significant(number)} {value.unit}"
+        text = f"{_significant(number)} {value.unit}".rstrip()
     marks = []
     if value.simulated:
         marks.append("simulated")
@@ -222,8 +224,10 @@ def sweep_sections(report: Report) -> tuple[Section, ...]:
             row("elements by state", lambda s: ", ".join(f"{word} {n}" for word, n in s.states) or "none"),
             row("run time per element (median)", lambda s: s.run_time_median),
             row("run time per element (p95)", lambda s: s.run_time_p95),
+            row("  over", lambda s: s.run_time_p95.note if s.run_time_p95.measured else "no element"),
             row("queue wait per element (median)", lambda s: s.queue_wait_median),
             row("queue wait per element (p95)", lambda s: s.queue_wait_p95),
+            row("  over", lambda s: s.queue_wait_p95.note if s.queue_wait_p95.measured else "no element"),
             row("makespan (first request to the last element's end)", lambda s: s.makespan),
             row("best point by the metric", lambda s: s.best_point),
             row("  its values", lambda s: s.best_values),

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from infra.compare.records import ElementRecord, Missing, SweepRecord
 from infra.compare.report_model import SweepMetrics, Value, missing
+from infra.compare.sweep_records import NO_METRIC
 from infra.workload.sweep import point_at, value_text
 
 # The elements' states as the report words them, in this order (infra.hpc.scheduler.Phase's values).
@@ -130,11 +131,11 @@ def sweep_metrics(record: SweepRecord) -> SweepMetrics:
 def _best(record: SweepRecord) -> tuple[Value, Value, str, str]:
     """The best point among the succeeded elements' metric readings, by the metric's goal (a tie:
     the lowest index); what was read, in words."""
-    if isinstance(record.metric, Missing):
-        nothing = missing("point", record.metric.reason)
-        return nothing, missing("", record.metric.reason), "not known: no best point", record.metric.reason
-    assert record.definition is not None and record.definition.metric is not None  # a reading needs both
-    goal = record.definition.metric.goal
+    declared = record.definition.metric if record.definition is not None else None
+    why = record.metric.reason if isinstance(record.metric, Missing) else NO_METRIC
+    if isinstance(record.metric, Missing) or declared is None:
+        return missing("point", why), missing("", why), "not known: no best point", why
+    goal = declared.goal
     succeeded = {e.point for e in record.elements if e.phase == "succeeded"}
     values = [r for r in record.metric if r.value is not None and r.point in succeeded]
     unread = [r for r in record.metric if r.value is None]

@@ -203,11 +203,11 @@ def slurm_array_records(array_id: str, answer: RemoteResult, command: str, host:
     if answer.exit_code != 0:
         raise UnsupportedOutput(answer.stderr.strip() or f"exit {answer.exit_code}")
     found: dict[int, ElementRecord] = {}
+    read = False
     for line in answer.stdout.splitlines():
         parts = line.strip().split("|")
-        if len(parts) != 8:
-            continue
-        match = ELEMENT_ID.match(parts[0])
+        match = ELEMENT_ID.match(parts[0]) if len(parts) == 8 else None
+        read = read or match is not None
         if not match or match.group(1) != array_id:
             continue
         _, name, queue, native_text, exit_text, submit, start, end = parts
@@ -226,7 +226,7 @@ def slurm_array_records(array_id: str, answer: RemoteResult, command: str, host:
         )
         for index in expand_indices(match.group(2)):
             found[index] = _element(f"{array_id}_{index}", state, "", source)
-    if not found and has_text(answer.stdout):
+    if not read and has_text(answer.stdout):
         raise unreadable_answer("sacct", answer.stdout)
     return found
 
