@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 
 from infra.compare.records import ElementRecord, Missing, SweepRecord
 from infra.compare.report_model import SweepMetrics, Value, missing
@@ -28,6 +29,14 @@ STATES = (
     ("unknown", "unknown"),
 )
 FINISHED = frozenset({"succeeded", "failed", "cancelled"})
+
+
+def state_counts(phases: Iterable[str], points: int) -> tuple[tuple[str, int], ...]:
+    """How many elements are in each state, in the words and order of `STATES` (none left out but
+    empty ones); points with no element (`points` beyond the phases given) count as unknown."""
+    counts = Counter(phase if phase in dict(STATES) else "unknown" for phase in phases)
+    counts["unknown"] += max(0, points - sum(counts.values()))
+    return tuple((word, counts[state]) for state, word in STATES if counts[state])
 
 
 def nearest_rank(values: Sequence[float], percent: float) -> float:
@@ -102,9 +111,7 @@ def _metric_text(record: SweepRecord) -> str:
 def sweep_metrics(record: SweepRecord) -> SweepMetrics:
     """One swept step's figures on one side."""
     elements = record.elements
-    counts = {state: sum(1 for e in elements if e.phase == state) for state, _ in STATES}
-    counts["unknown"] += record.points - len(elements)  # points no array ran
-    states = tuple((word, counts[state]) for state, word in STATES if counts[state])
+    states = state_counts([e.phase for e in elements], record.points)
     run_median, run_p95 = _spread(elements, "started_at", "finished_at", "run (start and end)", record.points)
     wait_median, wait_p95 = _spread(
         elements, "requested_at", "started_at", "queue wait (request and start)", record.points

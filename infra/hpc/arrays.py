@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from infra.hpc.scheduler import JobState, Phase
+from infra.outputs import SweepOutputs
 
 PENDING = "P"
 RUNNING = "R"
@@ -37,6 +38,16 @@ FINISHED = frozenset({DONE, FAILED, KILLED, CANCELLED})
 # A retry's job name adds `-r<attempt>` to its chunk's (at most 63 characters: job_name_for's 57,
 # `-c9`, `-r9`), so a point runs at most nine times.
 MAX_ATTEMPTS = 9
+# A letter as a phase (infra.hpc.scheduler.Phase's value): what the report and monitor count by.
+PHASES = {
+    PENDING: Phase.PENDING.value,
+    RUNNING: Phase.RUNNING.value,
+    DONE: Phase.SUCCEEDED.value,
+    FAILED: Phase.FAILED.value,
+    KILLED: Phase.CANCELLED.value,
+    CANCELLED: Phase.CANCELLED.value,
+    UNKNOWN: Phase.UNKNOWN.value,
+}
 _RUN = re.compile(r"([PRDFKC?])(\d+)")
 
 
@@ -110,3 +121,20 @@ def counts(states: str) -> dict[str, int]:
 
 def unfinished(states: str) -> bool:
     return any(letter not in FINISHED for letter in states)
+
+
+def sweep_letters(sweep: SweepOutputs, seen: Mapping[str, Mapping[str, JobState]], base: int) -> str:
+    """A sweep's letter per point now: each array's elements as `array_elements_query` answered
+    (`seen` by array id, then by the element's index counted from `base`), the later array of a
+    point (its retry) winning, merged with the letters the stack outputs hold (`merge`)."""
+    try:
+        previous = decode(sweep.elements)
+    except ValueError:
+        previous = ""
+    found: dict[int, str] = {}
+    for array in sweep.arrays:
+        for key, state in seen.get(array.job_id, {}).items():
+            point = array.point_of(int(key) - base) if key.isdigit() else None
+            if point is not None:
+                found[point] = letter_of(state)
+    return merge(previous, found, sweep.points)

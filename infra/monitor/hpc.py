@@ -6,7 +6,9 @@ One poll of an environment is two remote commands, whatever the number of jobs:
    own record query, read by the same parser (the scheduler's `record_query`, `live_step_records`);
 2. one script printing, in marked sections, the nodes' GPUs and the queue (the scheduler's
    `monitor_sections`: Slurm `sinfo -N -O ...`; LSF `lsload -gpu`, `lsload -gpuload`,
-   `bhosts -w`) and the last lines of each running step's telemetry and of the training log.
+   `bhosts -w`), the last lines of each running step's telemetry and of the training log, and
+   each swept step's arrays, one query per array (`array_elements_query`: `squeue -r -j <id>`,
+   `bjobs -a ... <id>`), read into its elements by state.
 A poll happens no more often than the interval (the site's `poll_interval_seconds`, what site
 admins ask for); between polls the last answer is served. A poll that fails is not retried
 sooner than `backoff_s` (one interval, then twice as long each time, at most 10 minutes): until
@@ -25,10 +27,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from infra.compare.sweeps import state_counts
+from infra.hpc.arrays import PHASES, sweep_letters
 from infra.hpc.polling import backoff_s
 from infra.hpc.registry import scheduler_for
 from infra.hpc.remote import RemoteResult, Runner
-from infra.hpc.scheduler import Scheduler, SubmittedStep
+from infra.hpc.scheduler import JobState, Scheduler, SchedulerError, Sections, SubmittedStep, UnsupportedOutput
 from infra.monitor.hpc_reads import (
     TELEMETRY_LINES,
     iterations_per_second,
@@ -36,7 +40,7 @@ from infra.monitor.hpc_reads import (
     parse_telemetry_tail,
     sections_script,
 )
-from infra.monitor.model import HpcPoll, StepRecord, StepTelemetry
+from infra.monitor.model import HpcPoll, StepRecord, StepTelemetry, SweepView
 from infra.outputs import HpcOutputs
 
 
@@ -87,7 +91,44 @@ class HpcSource:
         logs_dir = self.outputs.logs.path
         if running and logs_dir:
             sections.append(("log", f"tail -q -n 2 -- {shlex.quote(logs_dir)}/*_log.jsonl"))
+        # A swept step's elements: one query per array, in the same script (SweepJob's refresh query).
+        scheduler = self.scheduler_of()
+        for batch_step in self.outputs.steps:
+            for array in batch_step.sweep.arrays if batch_step.sweep is not None else ():
+                sections.append((f"sweep {array.job_id}", scheduler.array_elements_query(array.job_id).command))
         return sections
+
+    def sweep_views(self, sections: Sections) -> tuple[SweepView, ...]:
+        """Each swept step's elements by state from the poll script's `sweep <array id>` sections;
+        an array whose query did not answer leaves its unfinished points unknown, saying why."""
+        scheduler = self.scheduler_of()
+        views = []
+        for step in self.outputs.steps:
+            if step.sweep is None:
+                continue
+            seen: dict[str, dict[str, JobState]] = {}
+            failed = []
+            for array in step.sweep.arrays:
+                query = scheduler.array_elements_query(array.job_id)
+                code, text = sections.get(f"sweep {array.job_id}", (-1, ""))
+                try:
+                    seen[array.job_id] = query.parse(RemoteResult(query.command, code, text, text))  # 2>&1
+                except (UnsupportedOutput, SchedulerError) as error:
+                    failed.append(f"array {array.job_id}: {str(error)[:200] or f'exit {code}'}")
+            letters = sweep_letters(step.sweep, seen, scheduler.array_index_base)
+            views.append(
+                SweepView(
+                    step=step.name,
+                    points=step.sweep.points,
+                    states=state_counts([PHASES[letter] for letter in letters], step.sweep.points),
+                    source=f"{self.outputs.login}: one query per array "
+                    f"({scheduler.array_elements_query(step.sweep.arrays[0].job_id).command} ...)"
+                    if step.sweep.arrays
+                    else "the stack outputs (no array submitted)",
+                    note="; ".join(failed),
+                )
+            )
+        return tuple(views)
 
     def poll(self, force: bool = False) -> HpcPoll:
         """The last answer if younger than the interval; otherwise ask the scheduler (two commands).
@@ -143,6 +184,7 @@ class HpcSource:
                     telemetry[step] = parsed
         rate, stamp = iterations_per_second(sections.get("log", (-1, ""))[1])
         queue, queue_error = scheduler.read_queue(sections, time.gmtime(self.wall()).tm_year)
+        sweeps = self.sweep_views(sections)
         return HpcPoll(
             at=self.wall(),
             steps=steps,
@@ -154,4 +196,5 @@ class HpcSource:
             node_error=node_error,
             queue=tuple(queue),
             queue_error=queue_error,
+            sweeps=sweeps,
         )

@@ -81,6 +81,7 @@ class HpcEnvironmentSource(EnvironmentSource):
             estimate=estimate,
             notes=notes,
             provenance=outputs.provenance,
+            sweeps=poll.sweeps,
         )
 
     def _node_view(self, node: HpcNode, poll: HpcPoll, now: float, idle: IdleTracker) -> NodeView:

@@ -20,12 +20,14 @@ from infra.compare.kube_records import (
     NOT_EXECUTED,
     records_from_api,
 )
-from infra.compare.records import StepRecord
+from infra.compare.records import NodeRecord, StepRecord
 from infra.compare.report_model import MOCK_GPU
+from infra.compare.sweep_records import kube_sweep_elements
+from infra.compare.sweeps import state_counts
 from infra.hpc.scheduler import Phase
 from infra.monitor.estimate import RunningJob, estimate_wait
 from infra.monitor.kube import KubeCache
-from infra.monitor.model import REAL, SIMULATED_NODE, EnvironmentView, NodeView, StepView
+from infra.monitor.model import REAL, SIMULATED_NODE, EnvironmentView, NodeView, StepView, SweepView
 from infra.monitor.sources import EnvironmentSource, ViewContext, step_view
 from infra.outputs import PROVENANCE_NOT_STATED, KubernetesOutputs
 from infra.timeparse import rfc3339
@@ -94,7 +96,33 @@ class KubeSource(EnvironmentSource):
             estimate=estimate,
             notes=tuple(cache.notes) + (tuple(records.notes) if records.notes else ()),
             provenance=kube_provenance(steps, node_views),
+            sweeps=self._sweeps({"items": cache.items("jobs")}, ns_pods, records.nodes),
         )
+
+    def _sweeps(
+        self, jobs: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], nodes: Sequence[NodeRecord]
+    ) -> tuple[SweepView, ...]:
+        """Each swept step's elements by state: its Indexed Job's pods in the cache, read as the
+        report reads them (infra.compare.sweep_records)."""
+        by_name = {j["metadata"]["name"]: j for j in jobs.get("items", [])}
+        simulated = frozenset(n.name for n in nodes if n.simulated)
+        views = []
+        for step in self.outputs.steps:
+            if step.sweep is None:
+                continue
+            jobs_read = ", ".join(a.job_id for a in step.sweep.arrays) or "-"
+            source = f"the watch cache's Indexed Job(s) {jobs_read} and their pods"
+            elements, notes = kube_sweep_elements(step.sweep, by_name, pods, simulated, source)
+            views.append(
+                SweepView(
+                    step.name,
+                    step.sweep.points,
+                    state_counts([e.phase for e in elements], step.sweep.points),
+                    source,
+                    "; ".join(notes),
+                )
+            )
+        return tuple(views)
 
     def _node_view(self, node: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> NodeView:
         allocatable = (node.get("status") or {}).get("allocatable") or {}

@@ -83,6 +83,18 @@ class WaitEstimate:
 
 
 @dataclass(frozen=True)
+class SweepView:
+    """One swept step's elements by state now (the report's words: succeeded, failed, killed or
+    cancelled, running, pending, unknown), and where they were read."""
+
+    step: str
+    points: int
+    states: tuple[tuple[str, int], ...]
+    source: str
+    note: str = ""  # what could not be read, and why
+
+
+@dataclass(frozen=True)
 class EnvironmentView:
     name: str
     kind: str  # kubernetes | hpc
@@ -95,6 +107,7 @@ class EnvironmentView:
     estimate: WaitEstimate | None = None
     notes: tuple[str, ...] = ()
     provenance: str = PROVENANCE_NOT_STATED
+    sweeps: tuple[SweepView, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -132,3 +145,4 @@ class HpcPoll:
     node_error: str = ""
     queue: tuple[QueueJob, ...] = ()
     queue_error: str = ""
+    sweeps: tuple[SweepView, ...] = ()

@@ -19,7 +19,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from infra.monitor.model import EnvironmentView, Snapshot, StepView, WaitEstimate
+from infra.monitor.model import EnvironmentView, Snapshot, StepView, SweepView, WaitEstimate
 
 PHASE_STYLE = {
     "running": "bold green",
@@ -150,11 +150,27 @@ def nodes_table(env: EnvironmentView) -> Table:
     return table
 
 
+def sweep_states(sweep: SweepView) -> str:
+    return ", ".join(f"{word} {n}" for word, n in sweep.states) or "no elements"
+
+
+def sweeps_table(env: EnvironmentView) -> Table:
+    """Each swept step's elements by state."""
+    table = Table(box=None, pad_edge=False, show_edge=False)
+    for column in ("sweep", "points", "elements by state", "not read"):
+        table.add_column(column, overflow="fold")
+    for sweep in env.sweeps:
+        table.add_row(sweep.step, str(sweep.points), sweep_states(sweep), sweep.note or "-")
+    return table
+
+
 def environment_panel(env: EnvironmentView, now: float) -> Panel:
     title = f"[bold]{env.name}[/bold]  {env.platform}  ({env.provenance})"
     if env.error:
         return Panel(Text(f"cannot read: {env.error}", style="red"), title=title, title_align="left")
     parts: list[RenderableType] = [steps_table(env)] if env.steps else [Text("no steps in the outputs", style="dim")]
+    if env.sweeps:
+        parts += [Text(""), sweeps_table(env)]
     if any(n.gpus_total for n in env.nodes):
         parts += [Text(""), nodes_table(env)]
     parts.append(Text(estimate_text(env.estimate), style="cyan"))
@@ -227,6 +243,23 @@ def html_page(snapshot: Snapshot, refresh_s: float | None = None) -> str:
             for n in env.nodes
             if n.gpus_total
         )
+        sweep_rows = _rows(
+            "<tr>"
+            + _cell(name, w.step, "sweep", w.step, w.step)
+            + _cell(name, w.step, "points", w.points, str(w.points))
+            + "".join(
+                _cell(name, w.step, f"elements_{word.replace(' ', '_')}", n, f"{word} {n}") for word, n in w.states
+            )
+            + _cell(name, w.step, "not_read", w.note, w.note or "-")
+            + "</tr>"
+            for w in env.sweeps
+        )
+        sweeps_html = (
+            "<table><thead><tr><th>sweep</th><th>points</th><th colspan='6'>elements by state</th></tr></thead>"
+            f"<tbody>{sweep_rows}</tbody></table>"
+            if env.sweeps
+            else ""
+        )
         estimate = env.estimate
         estimate_html = (
             f'<p class="estimate" data-env="{html.escape(name)}" data-field="estimate_s" '
@@ -239,7 +272,7 @@ def html_page(snapshot: Snapshot, refresh_s: float | None = None) -> str:
             f"<small>{html.escape(env.platform)} ({html.escape(env.provenance)})</small></h2>"
             "<table><thead><tr><th>step</th><th>job</th><th>state</th><th>node</th><th>elapsed</th>"
             "<th>queue wait</th><th>it/s</th><th>CPU</th><th>mem</th><th>GPU use</th></tr></thead>"
-            f"<tbody>{step_rows}</tbody></table>"
+            f"<tbody>{step_rows}</tbody></table>{sweeps_html}"
             "<table><thead><tr><th>node</th><th>state</th><th>GPUs allocated</th><th>GPUs</th><th>free</th>"
             "<th>GPU use</th><th>use from</th></tr></thead>"
             f"<tbody>{node_rows}</tbody></table>{estimate_html}"

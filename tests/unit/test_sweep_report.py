@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from infra.compare import cost_files, metrics, render
 from infra.compare.hpc_collector import collect_hpc
@@ -36,7 +37,13 @@ from infra.hpc.registry import scheduler_for
 from infra.hpc.remote import RemoteResult
 from infra.hpc.scheduler import UnsupportedOutput
 from infra.hpc.slurm.records import slurm_array_records
-from infra.outputs import SweepArray, SweepOutputs
+from infra.monitor.hpc import HpcSource
+from infra.monitor.hpc_reads import EXIT, SECTION
+from infra.monitor.kube_view import KubeSource
+from infra.monitor.model import EnvironmentView, Snapshot
+from infra.monitor.render import html_page, terminal_view
+from infra.monitor.sources import IdleTracker, ViewContext
+from infra.outputs import KubernetesOutputs, SweepArray, SweepOutputs, read_environment
 from infra.timeparse import iso_utc
 from infra.workload.model import Sweep, SweepMetric
 from tests.support import hpc_outputs
@@ -519,3 +526,139 @@ def test_the_markdown_section_of_a_sweep_matches_its_golden_file() -> None:
     ]
     slurm_sweep = data["environments"][1]["sweeps"][0]
     assert slurm_sweep["makespan"]["value"] is None and slurm_sweep["makespan"]["kind"] == "not-measured"
+
+
+# --- the monitor: a sweep's elements by state per side ------------------------------------------------
+
+
+def swept_outputs(scheduler: str, arrays: list[dict[str, Any]], points: int) -> dict[str, Any]:
+    return {
+        "scheduler": scheduler,
+        "host": "login",
+        "user": "atlas",
+        "run_dir": "run",
+        "logs": {"path": "run/logs"},
+        "steps": [
+            {
+                "name": "train",
+                "job_id": arrays[0]["job_id"],
+                "sweep": {"points": points, "arrays": arrays, "elements": f"P{points}", "results": "results/train"},
+            }
+        ],
+    }
+
+
+def sections_answer(script: str, answers: dict[str, tuple[int, str]]) -> str:
+    """What the poll script prints for its `sweep <id>` sections (the others answer nothing)."""
+    out = []
+    for name, (code, text) in answers.items():
+        if f"'{name}'" in script or f" {name};" in script:
+            out += [f"{SECTION} {name}", text, f"{EXIT} {code}"]
+    return "\n".join(out) + "\n"
+
+
+def test_the_monitor_reads_a_sweeps_arrays_in_its_poll_script_and_counts_elements_by_state() -> None:
+    arrays = [
+        {"job_id": "41", "offset": 0, "count": 4},
+        {"job_id": "61", "offset": 4, "count": 2},
+        {"job_id": "51", "offset": 0, "count": 1, "points": [1]},  # point 1 retried, now running
+    ]
+    answers = {
+        "sweep 41": (0, "41|0|COMPLETED|None\n41|1|FAILED|NonZeroExitCode\n41|2|CANCELLED|None\n41|3|RUNNING|None"),
+        "sweep 61": (0, "61|0|PENDING|JobArrayTaskLimit\n61|1|PENDING|JobArrayTaskLimit"),
+        "sweep 51": (0, "51|0|RUNNING|None"),
+    }
+    commands: list[str] = []
+
+    def runner(command: str) -> RemoteResult:
+        commands.append(command)
+        return answer(sections_answer(command, answers) if SECTION in command else "")
+
+    source = HpcSource("satori-slurm", hpc_outputs(swept_outputs("slurm", arrays, 6)), runner, 30.0)
+    poll = source.poll()
+    assert source.calls == 2  # the status query and one script, whatever the number of arrays
+    assert commands[1].count("squeue -h -r -t all -j ") == 3
+    (view,) = poll.sweeps
+    assert (view.step, view.points, view.note) == ("train", 6, "")
+    assert view.states == (("succeeded", 1), ("killed or cancelled", 1), ("running", 2), ("pending", 2))
+    assert view.source.startswith("atlas@login:22: one query per array (squeue -h -r -t all -j 41 ")
+
+    answers["sweep 61"] = (1, "slurm_load_jobs error: Unable to contact slurm controller")
+    failing = HpcSource("satori-slurm", hpc_outputs(swept_outputs("slurm", arrays, 6)), runner, 30.0)
+    (view,) = failing.poll().sweeps
+    assert view.states == (("succeeded", 1), ("killed or cancelled", 1), ("running", 2), ("unknown", 2))
+    assert view.note.startswith("array 61: ") and "Unable to contact slurm controller" in view.note
+    snapshot = Snapshot(0.0, "local", "probe", "1", 30.0, (EnvironmentView(
+        "satori-slurm", "hpc", "Slurm over SSH", (), (), 0.0, "test", sweeps=(view,)),))  # fmt: skip
+    page = html_page(snapshot)
+    assert 'data-field="elements_running" data-value="2">running 2</td>' in page
+    console = Console(record=True, width=160)
+    console.print(terminal_view(snapshot))
+    assert "running 2, unknown 2" in console.export_text()
+
+
+def test_the_monitor_counts_an_lsf_sweeps_elements_by_their_name_index() -> None:
+    arrays = [{"job_id": "77", "offset": 0, "count": 3}]
+    records = [dict(r, JOB_NAME=r.get("JOB_NAME", "")) for r in BJOBS_ARRAY["RECORDS"][:3]]
+    answers = {"sweep 77": (0, json.dumps({"COMMAND": "bjobs", "JOBS": 3, "RECORDS": records}))}
+
+    def runner(command: str) -> RemoteResult:
+        return answer(sections_answer(command, answers) if SECTION in command else '{"RECORDS": []}')
+
+    source = HpcSource("satori", hpc_outputs(swept_outputs("lsf", arrays, 3)), runner, 30.0)
+    (view,) = source.poll().sweeps
+    assert view.states == (("succeeded", 1), ("failed", 1), ("killed or cancelled", 1))
+
+
+class CacheOf:
+    """What KubeSource reads of its watch cache, from fixed lists."""
+
+    def __init__(self, **items: list[dict[str, Any]]) -> None:
+        self.lists, self.notes = items, []
+
+    def items(self, name: str) -> list[dict[str, Any]]:
+        return self.lists.get(name, [])
+
+    def error(self, name: str) -> str:
+        return ""
+
+    def synced_at(self) -> float:
+        return T0
+
+
+def test_the_monitor_counts_the_indexed_jobs_pods_by_state() -> None:
+    outputs = read_environment(
+        KubernetesOutputs,
+        {
+            "gpus_requested": 0,
+            "flavour": "openshift",
+            "namespace": "atlas",
+            "telemetry": {"path": "telemetry", "pvc": "results"},
+            "logs": {"path": "logs", "pvc": "logs"},
+            "steps": [
+                {
+                    "name": "train",
+                    "job": "train-sweep",
+                    "sweep": {
+                        "points": 3,
+                        "arrays": [{"job_id": "train-sweep", "offset": 0, "count": 3}],
+                        "elements": "P3",
+                        "results": "results/train",
+                    },
+                }
+            ],
+        },
+        "openshift",
+    )
+    job = {"metadata": {"name": "train-sweep", "namespace": "atlas", "creationTimestamp": "2026-12-05T10:00:00Z"}}
+    pods = [
+        pod("p0", 0, "2026-12-05T10:00:01Z", "Succeeded", 0, start="2026-12-05T10:00:04Z", end="2026-12-05T10:00:14Z"),
+        pod("p1", 1, "2026-12-05T10:00:01Z", "Failed", 2, start="2026-12-05T10:00:04Z", end="2026-12-05T10:00:06Z"),
+    ]
+    for p in pods:
+        p["metadata"]["namespace"] = "atlas"
+    source = KubeSource("openshift", outputs, CacheOf(jobs=[job], pods=pods))  # type: ignore[arg-type]
+    view = source.view(T0 + 60, ViewContext(None, IdleTracker(5.0)))
+    (sweep,) = view.sweeps
+    assert sweep.states == (("succeeded", 1), ("failed", 1), ("unknown", 1))
+    assert sweep.source == "the watch cache's Indexed Job(s) train-sweep and their pods"
