@@ -15,7 +15,7 @@ from pathlib import Path
 from infra.compare.records import DEFAULT_CONTRACT, EnvironmentRecords, Missing, ReportContract, StepRecord
 from infra.compare.remote_files import RemoteFiles
 from infra.compare.run_files import collect_logs, collect_telemetry, staged_files
-from infra.compare.sweep_records import collect_hpc_sweeps
+from infra.compare.sweep_records import collect_hpc_sweeps, with_sweep_steps
 from infra.hpc.registry import scheduler_for
 from infra.hpc.remote import Runner
 from infra.hpc.scheduler import SubmittedStep
@@ -59,7 +59,7 @@ def collect_hpc(
         platform=f"{scheduler.label} over SSH",
         gpus=outputs.gpus_requested,
         gpu_product=None,
-        steps=records,
+        steps=with_sweep_steps(records, sweeps),
         telemetry=telemetry,
         training=training,
         throughput=throughput,

@@ -18,7 +18,7 @@ from infra.compare.kube_records import records_from_api
 from infra.compare.records import DEFAULT_CONTRACT, EnvironmentRecords, Missing, ReportContract
 from infra.compare.remote_files import ApiGet, RemoteFiles
 from infra.compare.run_files import collect_logs, collect_telemetry
-from infra.compare.sweep_records import PodLog, collect_kube_sweeps
+from infra.compare.sweep_records import PodLog, collect_kube_sweeps, with_sweep_steps
 from infra.kubeapi import KubeForbiddenError
 from infra.outputs import KubernetesOutputs
 
@@ -51,7 +51,9 @@ def collect_kubernetes(
     sweeps = collect_kube_sweeps(
         outputs, jobs, pods, simulated, dict(contract.sweeps), pod_log, contract.definition_note
     )
-    records = dataclasses.replace(records, measured_step=contract.step, sweeps=sweeps)
+    records = dataclasses.replace(
+        records, measured_step=contract.step, sweeps=sweeps, steps=with_sweep_steps(records.steps, sweeps)
+    )
     if (
         monitor_files is None
         or raw_dir is None

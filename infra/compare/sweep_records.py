@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from infra.compare.records import ElementRecord, MetricReading, Missing, SweepRecord
+from infra.compare.records import ElementRecord, MetricReading, Missing, StepRecord, SweepRecord, step_record
 from infra.compare.remote_files import RemoteFiles
 from infra.hpc.remote import Runner
 from infra.hpc.scheduler import Phase, Scheduler
@@ -57,6 +57,53 @@ def _metric_of(definition: Sweep | None, why: str) -> SweepMetric | Missing:
     if definition is None:
         return Missing(f"{NO_DEFINITION} ({why})" if why else NO_DEFINITION)
     return definition.metric if definition.metric is not None else Missing(NO_METRIC)
+
+
+def with_sweep_steps(
+    steps: tuple[StepRecord, ...] | Missing, sweeps: Sequence[SweepRecord]
+) -> tuple[StepRecord, ...] | Missing:
+    """The steps' records with each swept step's made from its elements: requested at the first
+    request, started at the first start, finished at the last end once every point's element has
+    ended (so `compare --wait` and the wall time wait for the whole sweep), its state the elements
+    by state. The scheduler's record of a swept step's id alone is one array's, not the sweep's."""
+    if isinstance(steps, Missing):
+        return steps
+    by_step = {s.step: s for s in sweeps}
+    return tuple(_sweep_step(record, by_step[record.step]) if record.step in by_step else record for record in steps)
+
+
+def _sweep_step(record: StepRecord, sweep: SweepRecord) -> StepRecord:
+    elements = sweep.elements
+    finished = len(elements) == sweep.points and all(e.phase in FINISHED_PHASES for e in elements)
+    counts: dict[str, int] = {}
+    for e in elements:
+        counts[e.phase] = counts.get(e.phase, 0) + 1
+
+    def first(values: Sequence[float | None]) -> float | None:
+        known = [v for v in values if v is not None]
+        return min(known) if known else None
+
+    ends = [e.finished_at for e in elements if e.finished_at is not None]
+    return step_record(
+        record.step,
+        ", ".join(sweep.arrays) or record.job,
+        "sweep: " + ", ".join(f"{phase} {n}" for phase, n in sorted(counts.items())),
+        "; ".join(dict.fromkeys(e.source for e in elements if e.source and not e.source.startswith("no "))),
+        requested_at=first([e.requested_at for e in elements]),
+        scheduled_at=first([e.started_at for e in elements]),
+        started_at=first([e.started_at for e in elements]),
+        finished_at=max(ends) if finished and ends else None,
+        exit_code=None,
+        pending_reason=record.pending_reason,
+        gpus_requested=record.gpus_requested,
+        gpus_allocated=record.gpus_allocated,
+        node=", ".join(dict.fromkeys(e.node for e in elements if e.node)),
+        simulated=any(e.simulated for e in elements),
+        argv=record.argv,
+    )
+
+
+FINISHED_PHASES = frozenset({Phase.SUCCEEDED.value, Phase.FAILED.value, Phase.CANCELLED.value})
 
 
 # --- an HPC side -------------------------------------------------------------------------------------

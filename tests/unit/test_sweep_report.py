@@ -19,6 +19,7 @@ import pytest
 from rich.console import Console
 
 from infra.compare import cost_files, metrics, render
+from infra.compare.collect import unfinished_steps
 from infra.compare.hpc_collector import collect_hpc
 from infra.compare.records import (
     DEFAULT_CONTRACT,
@@ -481,6 +482,15 @@ def test_an_hpc_sides_sweep_is_collected_with_its_metric_from_each_elements_log(
     figures = sweep_metrics(swept)
     # Point 3's element is still running: only succeeded points are ranked.
     assert figures.best_point.value == 0.0 and figures.best_values == "lr=1e-4, seed=0"
+    # The swept step's own record is the sweep's: the first request and start, no end while any
+    # element has not ended (so `compare --wait` waits for the whole sweep).
+    assert not isinstance(records.steps, Missing)
+    (step,) = records.steps
+    assert (step.job, step.requested_at, _since(step.started_at), step.finished_at) == ("41", T0, 2.0, None)
+    assert step.state == "sweep: cancelled 1, failed 1, pending 2, running 1, succeeded 1"
+    assert unfinished_steps([records]) == [
+        "satori-slurm/train (sweep: cancelled 1, failed 1, pending 2, running 1, succeeded 1)"
+    ]
     without = collect_hpc("satori-slurm", outputs, runner, LocalFiles(home), tmp_path / "raw2", DEFAULT_CONTRACT)
     assert isinstance(without.sweeps[0].metric, Missing)
     assert without.sweeps[0].metric.reason.startswith("not measured: the workload's definition was not loaded")
