@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from infra.compare.sweeps import state_counts
-from infra.hpc.arrays import PHASES, sweep_letters
+from infra.hpc.arrays import PHASES, summary, sweep_letters
 from infra.hpc.polling import backoff_s
 from infra.hpc.registry import scheduler_for
 from infra.hpc.remote import RemoteResult, Runner
@@ -126,6 +126,7 @@ class HpcSource:
                     if step.sweep.arrays
                     else "the stack outputs (no array submitted)",
                     note="; ".join(failed),
+                    phase=summary(letters).value,
                 )
             )
         return tuple(views)

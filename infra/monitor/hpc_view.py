@@ -8,6 +8,7 @@ are any, else from the scheduler's own index (LSF's `lsload -gpu`), else it is n
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -49,7 +50,13 @@ class HpcEnvironmentSource(EnvironmentSource):
             ):
                 rate = poll.iterations_per_s
             note = "" if telemetry is not None else ("no sampler readings yet" if record in running_steps else "")
-            steps.append(step_view(record, scheduler.phase_of(record.state), now, telemetry, note, rate))
+            view = step_view(record, scheduler.phase_of(record.state), now, telemetry, note, rate)
+            sweep = next((w for w in poll.sweeps if w.step == record.step), None)
+            if sweep is not None:
+                # A swept step's id is its first array's: the row shows the sweep, not one element.
+                states = ", ".join(f"{word} {n}" for word, n in sweep.states)
+                view = dataclasses.replace(view, phase=sweep.phase, native_state=f"sweep: {states}")
+            steps.append(view)
         node_views = [self._node_view(node, poll, now, context.idle) for node in poll.nodes]
         estimate = None
         if context.shape is not None and poll.nodes:

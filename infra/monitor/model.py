@@ -92,6 +92,7 @@ class SweepView:
     states: tuple[tuple[str, int], ...]
     source: str
     note: str = ""  # what could not be read, and why
+    phase: str = "unknown"  # the sweep as one phase (infra.hpc.arrays.summary): its step's row shows it
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from infra.hpc.scheduler import UnsupportedOutput
 from infra.hpc.slurm.records import slurm_array_records
 from infra.monitor.hpc import HpcSource
 from infra.monitor.hpc_reads import EXIT, SECTION
+from infra.monitor.hpc_view import HpcEnvironmentSource
 from infra.monitor.kube_view import KubeSource
 from infra.monitor.model import EnvironmentView, Snapshot
 from infra.monitor.render import html_page, terminal_view
@@ -592,6 +593,12 @@ def test_the_monitor_reads_a_sweeps_arrays_in_its_poll_script_and_counts_element
     assert (view.step, view.points, view.note) == ("train", 6, "")
     assert view.states == (("succeeded", 1), ("killed or cancelled", 1), ("running", 2), ("pending", 2))
     assert view.source.startswith("atlas@login:22: one query per array (squeue -h -r -t all -j 41 ")
+    # The swept step's row is its sweep's (its id alone is its first array's).
+    typed = hpc_outputs(swept_outputs("slurm", arrays, 6))
+    environment = HpcEnvironmentSource("satori-slurm", typed, HpcSource("satori-slurm", typed, runner, 30.0))
+    (row,) = environment.view(T0, ViewContext(None, IdleTracker(5.0))).steps
+    assert (row.name, row.phase) == ("train", "running")
+    assert row.native_state == "sweep: succeeded 1, killed or cancelled 1, running 2, pending 2"
 
     answers["sweep 61"] = (1, "slurm_load_jobs error: Unable to contact slurm controller")
     failing = HpcSource("satori-slurm", hpc_outputs(swept_outputs("slurm", arrays, 6)), runner, 30.0)
