@@ -54,15 +54,6 @@ class SweepArray:
     # A retry: the sweep's points it runs again, in element order (empty: offset .. offset+count-1).
     points: tuple[int, ...] = ()
 
-    def point_of(self, position: int) -> int | None:
-        """The sweep's point the element at `position` (0-based in this array, whatever index the
-        scheduler counts from) runs; None outside the array."""
-        if not 0 <= position < self.count:
-            return None
-        if self.points:
-            return self.points[position] if position < len(self.points) else None
-        return self.offset + position
-
 
 @dataclass(frozen=True)
 class SweepOutputs:

@@ -10,6 +10,7 @@ pure; the collectors give it the files' text.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import posixpath
 import re
@@ -216,32 +217,86 @@ def kube_sweep_elements(
                 "creationTimestamp", ""
             ):
                 last[index] = pod
-        for position in range(array.count):
-            point = array.point_of(position)
-            if point is None:
-                continue
+        # A retry Job runs a table of just its points, indexed from 0 (docs/architecture.md, "Sweeps").
+        points = dict(enumerate(array.points)) if array.points else {i: array.offset + i for i in range(array.count)}
+        status = (job or {}).get("status") or {}
+        completed, failed = _indexes(status.get("completedIndexes")), _indexes(status.get("failedIndexes"))
+        ended = job is not None and _job_ended(status)
+        for position, point in points.items():
             attempts[point] = attempts.get(point, 0) + 1
             ran = last.get(position)
-            by_point[point] = (
+            element = (
                 _pod_element(point, ran, requested, array.job_id, position, attempts[point], simulated_nodes, source)
                 if ran is not None
-                else ElementRecord(
-                    point=point,
-                    job=f"{array.job_id} index {position}",
-                    state="NotFound",
-                    phase=Phase.UNKNOWN.value,
-                    requested_at=requested,
-                    started_at=None,
-                    finished_at=None,
-                    exit_code=None,
-                    node="",
-                    source=f"no pod of {array.job_id} has completion index {position}",
-                    attempt=attempts[point],
-                    array=array.job_id,
-                    index=position,
+                else None
+            )
+            if element is not None:
+                # The Job's own account of an index beats its last pod's: completedIndexes, failedIndexes
+                # (out of attempts); a failed pod of an index in neither, while the Job runs, is a retry to come.
+                if position in completed:
+                    element = dataclasses.replace(element, phase=Phase.SUCCEEDED.value)
+                elif position not in failed and element.phase == Phase.FAILED.value and not ended:
+                    element = dataclasses.replace(
+                        element, phase=Phase.PENDING.value, state=f"{element.state}, retry to come"
+                    )
+            elif position in completed or position in failed:
+                done = position in completed
+                phase, what = (Phase.SUCCEEDED, "completedIndexes") if done else (Phase.FAILED, "failedIndexes")
+                why = f"the Job's {what} holds it; its pod is gone"
+                element = _no_pod(point, array.job_id, position, attempts[point], requested, source, phase, why)
+            elif ended:
+                why = "the Job ended before this index ran (deleted, suspended, a deadline)"
+                element = _no_pod(
+                    point, array.job_id, position, attempts[point], requested, source, Phase.CANCELLED, why
                 )
+            by_point[point] = element or _no_pod(
+                point,
+                array.job_id,
+                position,
+                attempts[point],
+                requested,
+                source,
+                Phase.UNKNOWN,
+                f"no pod of {array.job_id} has completion index {position}",
             )
     return tuple(by_point[p] for p in sorted(by_point)), tuple(notes)
+
+
+def _indexes(text: Any) -> set[int]:
+    """A Job's `status.completedIndexes` or `failedIndexes` (`1,3-5`); what is not such text reads
+    as none."""
+    found: set[int] = set()
+    for part in str(text or "").split(","):
+        low, dash, high = part.strip().partition("-")
+        if low.isdigit() and (not dash or high.isdigit()):
+            found.update(range(int(low), int(high or low) + 1))
+    return found
+
+
+def _job_ended(status: Mapping[str, Any]) -> bool:
+    return any(
+        c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in status.get("conditions") or ()
+    )
+
+
+def _no_pod(
+    point: int, job: str, index: int, attempt: int, requested: float | None, source: str, phase: Phase, why: str
+) -> ElementRecord:
+    return ElementRecord(
+        point=point,
+        job=f"{job} index {index}",
+        state=f"no pod: {why}",
+        phase=phase.value,
+        requested_at=requested,
+        started_at=None,
+        finished_at=None,
+        exit_code=None,
+        node="",
+        source=source,
+        attempt=attempt,
+        array=job,
+        index=index,
+    )
 
 
 POD_PHASES = {
@@ -354,7 +409,7 @@ def _read_kube_metric(
             f"not measured: the report does not read the results volume's {sweep.results}/point-{element.point} "
             "(the run's monitor serves its telemetry and logs only)",
         )
-    if pod_log is None or element.state == "NotFound":
+    if pod_log is None or element.state.startswith("no pod"):
         return MetricReading(element.point, None, "not measured: no pod log to read")
     path = f"/api/v1/namespaces/{namespace}/pods/{urllib.parse.quote(element.job)}/log"
     try:

@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 
-from infra.hpc.scheduler import JobState, Phase
+from infra.hpc.scheduler import JobState, Phase, array_points
 from infra.outputs import SweepOutputs
 
 PENDING = "P"
@@ -133,8 +133,9 @@ def sweep_letters(sweep: SweepOutputs, seen: Mapping[str, Mapping[str, JobState]
         previous = ""
     found: dict[int, str] = {}
     for array in sweep.arrays:
+        points = array_points(array)
         for key, state in seen.get(array.job_id, {}).items():
-            point = array.point_of(int(key) - base) if key.isdigit() else None
+            point = points.get(int(key) - base) if key.isdigit() else None
             if point is not None:
                 found[point] = letter_of(state)
     return merge(previous, found, sweep.points)

@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 from infra.doctor import Finding
 from infra.hpc.remote import RemoteResult, Runner
 from infra.job_records import ElementRecord, HpcNode, QueueJob, StepRecord, step_record
-from infra.outputs import HpcOutputs, SweepOutputs
+from infra.outputs import HpcOutputs, SweepArray, SweepOutputs
 
 JOB_ID = re.compile(r"^[0-9]{1,12}$")
 # Job names Atlas gives its jobs: scheduler-safe everywhere (LSF, Slurm, file names).
@@ -492,10 +492,7 @@ class Scheduler(ABC):
                     break
             if failures and not found:
                 notes.append(f"array {array.job_id}: no query answered ({'; '.join(failures)})")
-            for position in range(array.count):
-                point = array.point_of(position)
-                if point is None:
-                    continue
+            for position, point in array_points(array).items():
                 attempts[point] = attempts.get(point, 0) + 1
                 seen = found.get(position + self.array_index_base)
                 by_point[point] = (
@@ -576,6 +573,16 @@ class Scheduler(ABC):
         """Whether the cluster would accept each step's request (GPUs per node, nodes, time,
         memory) in the target's queue, asked in one command that submits nothing; `environment`
         names the workload's overrides a fix points at. None: nothing to ask."""
+
+
+def array_points(array: SweepArray) -> dict[int, int]:
+    """An array's elements by position (the element's index less `array_index_base`) -> the
+    sweep's point it runs: a chunk's element at position i runs `offset + i`; a retry runs its
+    chunk's script with the indices of just its points (`--array=3,17`, `name[4,18]`), so each of
+    its elements is at its point's position in the chunk."""
+    if array.points:
+        return {point - array.offset: point for point in array.points}
+    return {position: array.offset + position for position in range(array.count)}
 
 
 def job_step_record(step: SubmittedStep, state: JobState, source: str, argv: Argv, **given: Any) -> StepRecord:

@@ -36,7 +36,7 @@ from infra.compare.sweeps import nearest_rank, sweep_metrics
 from infra.hpc.lsf.records import lsf_array_records
 from infra.hpc.registry import scheduler_for
 from infra.hpc.remote import RemoteResult
-from infra.hpc.scheduler import UnsupportedOutput
+from infra.hpc.scheduler import UnsupportedOutput, array_points
 from infra.hpc.slurm.records import slurm_array_records
 from infra.monitor.hpc import HpcSource
 from infra.monitor.hpc_reads import EXIT, SECTION
@@ -217,7 +217,8 @@ def test_every_point_is_read_with_one_query_per_array_and_a_retry_is_the_points_
         "51": {},
         "61": {},
     }
-    retry_sacct = "51_0|atlas-train-r1|normal|COMPLETED|0:0|2026-12-05T10:01:00|2026-12-05T10:01:05|2026-12-05T10:01:09"
+    # A retry keeps its chunk's indices: point 1 of the chunk at offset 0 is element 1.
+    retry_sacct = "51_1|atlas-train-r1|normal|COMPLETED|0:0|2026-12-05T10:01:00|2026-12-05T10:01:05|2026-12-05T10:01:09"
     chunk_sacct = "61_0|atlas-train-c1|normal|COMPLETED|0:0|2026-12-05T10:00:00|2026-12-05T10:00:40|2026-12-05T10:00:50"
 
     def runner(command: str) -> RemoteResult:
@@ -245,13 +246,28 @@ def test_every_point_is_read_with_one_query_per_array_and_a_retry_is_the_points_
     assert [r.point for r in records] == list(range(7))
     retried = records[1]
     assert (retried.job, retried.phase, retried.attempt, retried.array, retried.index) == (
-        "51_0",
+        "51_1",
         "succeeded",
         2,
         "51",
-        0,
+        1,
     )
     assert (records[6].job, records[6].array, records[6].index) == ("61_0", "61", 0)
+
+
+@pytest.mark.parametrize(
+    ("array", "points"),
+    [
+        (SweepArray("41", 0, 3), {0: 0, 1: 1, 2: 2}),
+        (SweepArray("61", 1000, 2), {0: 1000, 1: 1001}),
+        (SweepArray("51", 1000, 2, points=(1003, 1017)), {3: 1003, 17: 1017}),
+    ],
+    ids=["chunk", "second chunk", "retry keeps its chunk's indices"],
+)
+def test_an_arrays_elements_map_to_points_through_its_offset_or_its_retried_points(
+    array: SweepArray, points: dict[int, int]
+) -> None:
+    assert array_points(array) == points
 
 
 def test_without_accounting_the_live_query_answers_and_an_element_nobody_knows_is_unknown() -> None:
@@ -300,7 +316,10 @@ def pod(name: str, index: int, created: str, phase: str, exit_code: int | None =
 
 
 def test_the_indexed_jobs_pods_are_its_elements_and_the_last_pod_of_an_index_its_record() -> None:
-    job = {"metadata": {"name": "train-sweep", "creationTimestamp": "2026-12-05T10:00:00Z"}}
+    job = {
+        "metadata": {"name": "train-sweep", "creationTimestamp": "2026-12-05T10:00:00Z"},
+        "status": {"completedIndexes": "0-1", "failedIndexes": "2"},
+    }
     pods = [
         pod("p0", 0, "2026-12-05T10:00:01Z", "Succeeded", 0, start="2026-12-05T10:00:04Z", end="2026-12-05T10:00:14Z"),
         pod("p1a", 1, "2026-12-05T10:00:01Z", "Failed", 1, start="2026-12-05T10:00:04Z", end="2026-12-05T10:00:06Z"),
@@ -320,6 +339,28 @@ def test_the_indexed_jobs_pods_are_its_elements_and_the_last_pod_of_an_index_its
     ]
     assert all(r.requested_at == T0 for r in records)  # the Job's creation is every element's request
     assert (_since(records[1].started_at), _since(records[1].finished_at)) == (9.0, 19.0)
+    # The Job's own account beats its last pod's: a failed pod whose index is in neither
+    # completedIndexes nor failedIndexes while the Job runs is a retry to come; once the Job ended,
+    # an index that never ran was ended with it.
+    running = {**job, "status": {"completedIndexes": "0-1"}}
+    retrying = [
+        pod("p2", 2, "2026-12-05T10:00:01Z", "Failed", 1, start="2026-12-05T10:00:04Z", end="2026-12-05T10:00:08Z")
+    ]
+    records, _ = kube_sweep_elements(sweep, {"train-sweep": running}, retrying, frozenset(), "the API")
+    assert [r.phase for r in records] == ["succeeded", "succeeded", "pending", "unknown", "unknown"]
+    assert records[2].state == "Failed, retry to come"
+    ended = {
+        **job,
+        "status": {
+            "completedIndexes": "0-1",
+            "failedIndexes": "2",
+            "conditions": [{"type": "Failed", "status": "True"}],
+        },
+    }
+    records, _ = kube_sweep_elements(sweep, {"train-sweep": ended}, retrying, frozenset(), "the API")
+    assert [r.phase for r in records] == ["succeeded", "succeeded", "failed", "cancelled", "cancelled"]
+    assert records[3].state == "no pod: the Job ended before this index ran (deleted, suspended, a deadline)"
+    assert records[0].state == "no pod: the Job's completedIndexes holds it; its pod is gone"
     gone, gone_notes = kube_sweep_elements(sweep, {}, [], frozenset(), "the API")
     assert gone_notes == ("Indexed Job train-sweep: not found in the API (deleted, or never created)",)
     assert {r.phase for r in gone} == {"unknown"}
@@ -577,7 +618,7 @@ def test_the_monitor_reads_a_sweeps_arrays_in_its_poll_script_and_counts_element
     answers = {
         "sweep 41": (0, "41|0|COMPLETED|None\n41|1|FAILED|NonZeroExitCode\n41|2|CANCELLED|None\n41|3|RUNNING|None"),
         "sweep 61": (0, "61|0|PENDING|JobArrayTaskLimit\n61|1|PENDING|JobArrayTaskLimit"),
-        "sweep 51": (0, "51|0|RUNNING|None"),
+        "sweep 51": (0, "51|1|RUNNING|None"),  # a retry keeps its chunk's indices
     }
     commands: list[str] = []
 
@@ -667,7 +708,10 @@ def test_the_monitor_counts_the_indexed_jobs_pods_by_state() -> None:
         },
         "openshift",
     )
-    job = {"metadata": {"name": "train-sweep", "namespace": "atlas", "creationTimestamp": "2026-12-05T10:00:00Z"}}
+    job = {
+        "metadata": {"name": "train-sweep", "namespace": "atlas", "creationTimestamp": "2026-12-05T10:00:00Z"},
+        "status": {"completedIndexes": "0", "failedIndexes": "1"},
+    }
     pods = [
         pod("p0", 0, "2026-12-05T10:00:01Z", "Succeeded", 0, start="2026-12-05T10:00:04Z", end="2026-12-05T10:00:14Z"),
         pod("p1", 1, "2026-12-05T10:00:01Z", "Failed", 2, start="2026-12-05T10:00:04Z", end="2026-12-05T10:00:06Z"),
