@@ -4,7 +4,8 @@ Starts its own Satori (ports from base 17800, or ATLAS_TEST_HPC_SWEEP_REPORT_POR
 temporary directory), submits a sweep's arrays as the SweepJob provider does (one point failing
 on purpose, one killed by hand outside Atlas), collects the side as `atlas compare` does and
 checks that every element's record agrees with the scheduler's own answer, that it took one
-query per array, and that the best point is the one the metric says.
+query per array, that the best point is the one the metric says, and that the monitor counts the
+same elements by state.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from infra.hpc.providers.sweep_job import SweepJobProvider
 from infra.hpc.registry import scheduler_for
 from infra.hpc.remote import RemoteResult
 from infra.hpc.target import PROVENANCE_NOT_STATED
+from infra.monitor.hpc import HpcSource
 from infra.outputs import HpcOutputs, read_environment
 from infra.timeparse import iso_utc
 from infra.workload.model import Workload
@@ -268,6 +270,10 @@ def test_a_sweeps_records_agree_with_the_scheduler_and_the_best_point_is_the_met
     ends = [e.finished_at for e in swept.elements if e.finished_at is not None]
     assert figures.makespan.value == max(ends) - requested
     assert figures.run_time_median.note == f"over {len(ends)} of 5 element(s)"
+    # The monitor counts the same elements by state, in its poll's two commands.
+    monitor = HpcSource(scheduler, outputs, runner, 30.0)
+    (view,) = monitor.poll().sweeps
+    assert view.states == figures.states and view.note == "" and monitor.calls == 2
     # The swept step's own record spans the sweep: `compare --wait` and the wall time wait for all of it.
     assert not isinstance(records.steps, Missing)
     (step,) = records.steps
