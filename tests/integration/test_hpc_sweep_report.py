@@ -124,7 +124,7 @@ def read_until(props: dict[str, Any], job_id: str, done: Any, what: str, timeout
         seen.update(SweepJobProvider().read(job_id, props).outs or {})
         return dict(seen) if done(arrays.decode(seen["elements"])) else None
 
-    return wait_until(reached, what, timeout, pause=POLL_S, detail=lambda: f"last read: {seen.get('elements')}")
+    return dict(wait_until(reached, what, timeout, pause=POLL_S, detail=lambda: f"last read: {seen.get('elements')}"))
 
 
 def own_answer(
@@ -145,8 +145,11 @@ def own_answer(
     year = dt.datetime.now(dt.UTC).year
     for line in out.splitlines():
         name, state, start, end = (part.strip() for part in line.split("|"))
-        index = int(name.rsplit("[", 1)[1].rstrip("]"))
-        found[index] = (state, _lsf_time(start, year), _lsf_time(end.removesuffix(" L"), year))
+        found[int(name.rsplit("[", 1)[1].rstrip("]"))] = (
+            state,
+            _lsf_time(start, year),
+            _lsf_time(end.removesuffix(" L"), year),
+        )
     return found
 
 

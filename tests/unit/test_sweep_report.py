@@ -145,7 +145,7 @@ def _since(value: float | None) -> float | None:
 
 # --- LSF: bjobs of the array, bhist -l for the elements bjobs forgot ---------------------------------
 
-BJOBS_ARRAY = {
+BJOBS_ARRAY: dict[str, Any] = {
     "COMMAND": "bjobs",
     "JOBS": 4,
     "RECORDS": [
@@ -161,6 +161,7 @@ BJOBS_ARRAY = {
         {"JOBID": "424242", "ERROR": "Job <424242> is not found"},
     ],
 }  # fmt: skip
+BJOBS_ARRAY_RECORDS: list[dict[str, str]] = BJOBS_ARRAY["RECORDS"]
 BHIST_ARRAY = """\
 Job <77[4]>, Job Name <atlas-train-c0[4]>, User <atlas>, Project <default>, Command <#!/bin/bash;
                      #BSUB -J atlas-train-c0[1-4]%2>
@@ -657,8 +658,7 @@ def test_the_monitor_reads_a_sweeps_arrays_in_its_poll_script_and_counts_element
 
 def test_the_monitor_counts_an_lsf_sweeps_elements_by_their_name_index() -> None:
     arrays = [{"job_id": "77", "offset": 0, "count": 3}]
-    records = [dict(r, JOB_NAME=r.get("JOB_NAME", "")) for r in BJOBS_ARRAY["RECORDS"][:3]]
-    answers = {"sweep 77": (0, json.dumps({"COMMAND": "bjobs", "JOBS": 3, "RECORDS": records}))}
+    answers = {"sweep 77": (0, json.dumps({**BJOBS_ARRAY, "RECORDS": BJOBS_ARRAY_RECORDS[:3]}))}
 
     def runner(command: str) -> RemoteResult:
         return answer(sections_answer(command, answers) if SECTION in command else '{"RECORDS": []}')
@@ -672,7 +672,8 @@ class CacheOf:
     """What KubeSource reads of its watch cache, from fixed lists."""
 
     def __init__(self, **items: list[dict[str, Any]]) -> None:
-        self.lists, self.notes = items, []
+        self.lists: dict[str, list[dict[str, Any]]] = items
+        self.notes: list[str] = []
 
     def items(self, name: str) -> list[dict[str, Any]]:
         return self.lists.get(name, [])
