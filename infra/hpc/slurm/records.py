@@ -185,7 +185,9 @@ def array_record_queries(array_id: str) -> list[str]:
     """An array's elements, each command for the whole array, asked in order until every element
     is known: slurmdbd's accounting (`sacct -X -P`: every element, pending ones as one line), the
     controller (`squeue -r`: what it holds, MinJobAge after the end) and, without slurmdbd, the
-    job-completion log (`sacct -c`: finished elements)."""
+    job-completion log (`sacct -c`). Slurm 22.05's `sacct -c` does not read the log's ArrayJobId
+    and ArrayTaskId ("Unknown type ArrayJobId"): it prints one line per array under the array's
+    id, naming no element, which the parser leaves out; a later Slurm's `<array>_<task>` is read."""
     ids = shlex.quote(array_id)
     return [
         f"TZ=UTC sacct -n -P -X -o {SACCT_FIELDS} -j {ids}",
