@@ -287,6 +287,25 @@ def test_without_accounting_the_live_query_answers_and_an_element_nobody_knows_i
     assert [r.phase for r in records] == ["succeeded", "failed", "cancelled", "pending", "unknown"]
     assert records[4].source == "no query of array 41 knows the element" and records[4].job == "41 element 4"
 
+    # Past MinJobAge without slurmdbd: Slurm 22.05's `sacct -c` (recorded on the local Satori)
+    # prints one line under the array's id, naming no element: every point unknown, and why.
+    jobcomp = answer(
+        "41|atlas-train-c0|normal|FAILED|3:0|2026-12-05T11:32:49|2026-12-05T11:32:49|2026-12-05T11:32:49\n",
+        0,
+        "sacct: error: Unknown type ArrayJobId: 41\nsacct: error: Unknown type ArrayTaskId: 1\n",
+    )
+
+    def forgotten(command: str) -> RemoteResult:
+        if command == JOBCOMP_QUERY:
+            return jobcomp
+        if command == SQUEUE_QUERY:
+            return answer("", 1, "slurm_load_jobs error: Invalid job id specified")
+        return answer("", 1, "Slurm accounting storage is disabled")
+
+    records, notes = SLURM.collect_sweep_records(forgotten, sweep, "login", 2026)
+    assert {r.phase for r in records} == {"unknown"}
+    assert len(notes) == 1 and "sacct printed nothing Atlas can read (first line: '41|atlas-train-c0|" in notes[0]
+
     def silent(command: str) -> RemoteResult:
         return answer("", 1, "slurm_load_jobs error: Unable to contact slurm controller")
 

@@ -187,7 +187,7 @@ def array_record_queries(array_id: str) -> list[str]:
     controller (`squeue -r`: what it holds, MinJobAge after the end) and, without slurmdbd, the
     job-completion log (`sacct -c`). Slurm 22.05's `sacct -c` does not read the log's ArrayJobId
     and ArrayTaskId ("Unknown type ArrayJobId"): it prints one line per array under the array's
-    id, naming no element, which the parser leaves out; a later Slurm's `<array>_<task>` is read."""
+    id, naming no element: not an answer about elements (UnsupportedOutput, named in the report's note)."""
     ids = shlex.quote(array_id)
     return [
         f"TZ=UTC sacct -n -P -X -o {SACCT_FIELDS} -j {ids}",
