@@ -5,8 +5,8 @@ data from a folder that is not there yet (`--data_root data-late`), and a step a
 that lists the points' folders. `atlas:sweep.max_attempts` is 2. Then, as a user would:
 
 1. `pulumi up`: each side submits the sweep as one array; the step after it waits for it.
-2. The first point succeeds, the second fails (its data is missing); `pulumi refresh` shows it
-   failed in the stack's outputs, one query per array, and the step after it still waiting.
+2. The first point succeeds, the second fails (its data is missing); `pulumi refresh` reads it
+   failed (one query per array, into the checkpoint), and the step after it still waits.
 3. The user fixes the cause (the folder, a link to the data) and runs `pulumi up --refresh`: one
    new array of just the failed point per side, the step after the sweep resubmitted to wait for
    it; the point succeeds, then the step after it runs.
@@ -92,6 +92,17 @@ def step_of(outputs: dict[str, Any], side: str, name: str) -> dict[str, Any]:
     return next(s for s in outputs["environments"][side]["steps"] if s["name"] == name)
 
 
+def sweep_state(proj: PulumiProject, side: str) -> dict[str, Any]:
+    """The side's SweepJob as the checkpoint holds it (what `pulumi refresh` read: a refresh does
+    not run the program, so the stack's outputs change only with the next `up`)."""
+    export = json.loads(proj.run("stack", "export", "-s", STACK).stdout)
+    (found,) = [
+        r["outputs"] for r in export["deployment"]["resources"]
+        if r["type"].endswith(":SweepJob") and r["urn"].endswith(f"::{side}-train")
+    ]
+    return dict(found)
+
+
 def queue_holds(satori_env: Layout, side: str, job_ids: list[str]) -> list[str]:
     """What the side's scheduler still lists pending or running of these jobs or arrays."""
     if side == "satori":
@@ -126,8 +137,9 @@ def test_a_failed_point_runs_again_after_the_user_fixes_it_and_the_next_step_the
     proj.run("refresh", "--yes", "--skip-preview", "-s", STACK)
     refreshed = proj.outputs(STACK)
     for side in HPC:
-        sweep = step_of(refreshed, side, "train")["sweep"]
-        assert arrays.decode(sweep["elements"]) == "DF", (side, sweep)
+        state = sweep_state(proj, side)
+        assert arrays.decode(state["elements"]) == "DF", (side, state["elements"], state["counts"])
+        assert state["state"] == "failed" and state["retries"] == []
         # The step after the sweep waits: its array has a failed element.
         after = step_of(refreshed, side, "list-points")
         assert queue_holds(satori_env, side, [after["job_id"]]), (side, after)
@@ -156,10 +168,13 @@ def test_a_failed_point_runs_again_after_the_user_fixes_it_and_the_next_step_the
         wait_until(lambda side=side: listed(side), f"{side}: the step after the sweep to run", 180, pause=2)
         text = ssh(satori_env, f"cat {retried['environments'][side]['run_dir']}/results/points.txt")
         assert "point-0/" in text and "point-1/" in text, (side, text)
-    proj.run("refresh", "--yes", "--skip-preview", "-s", STACK)
+    # Another `up --refresh` sees every point done: nothing runs again, and the outputs say so.
+    again = proj.run("up", "--yes", "--skip-preview", "--refresh", "-s", STACK).stdout
+    assert "-r3" not in again and "runs points" not in again, again
     final = proj.outputs(STACK)
     for side in HPC:
-        assert arrays.decode(step_of(final, side, "train")["sweep"]["elements"]) == "DD", side
+        sweep = step_of(final, side, "train")["sweep"]
+        assert arrays.decode(sweep["elements"]) == "DD" and len(sweep["arrays"]) == 2, (side, sweep)
 
     proj.run("destroy", "--yes", "-s", STACK)
     for side in HPC:
