@@ -39,6 +39,7 @@ from infra.openshift.pipeline import TrainingPipeline, TrainingPipelineArgs
 from infra.openshift.settings import OpenShiftSettings, RequiredQuota
 from infra.openshift.settings_parser import check_workload_fits
 from infra.openshift.staging import DataStaging, DataStagingArgs
+from infra.openshift.sweep_completion import sweep_outputs_from
 from infra.openshift.target import KubernetesTarget
 from infra.outputs import FilesAt, KubernetesOutputs, KubeStep
 from infra.telemetry.bundle import pod_tools
@@ -68,6 +69,8 @@ class OpenShiftEnvironmentArgs:
     # The workload's code, for a workload that runs in Atlas's runtime image (no `build`): the files
     # the HPC side stages too (infra/hpc/components.py:workload_source_files), in one ConfigMap.
     source_files: tuple[StagedFile, ...] = ()
+    # How many times a point of a sweep may run (the stack's atlas:sweep.max_attempts).
+    sweep_max_attempts: int = 1
 
 
 class OpenShiftEnvironment(pulumi.ComponentResource):
@@ -80,8 +83,14 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
         target = args.target
         settings = args.settings
         self.staged_source = args.source_files
+        self.sweep_max_attempts = args.sweep_max_attempts
         if (args.definition is None) != (settings is None):
             raise ValueError("OpenShiftEnvironmentArgs: pass both definition and settings, or neither")
+        if args.sweep_max_attempts < 1:
+            raise ValueError(
+                f"atlas:sweep.max_attempts: {args.sweep_max_attempts} attempts; a point runs at least once "
+                "(use 1 or more)"
+            )
         run_id = check_label_value(args.run_id or args.stack, "run_id")
         identity = RunIdentity(
             stack=check_label_value(args.stack, "stack"), run_id=run_id, workload=args.workload
@@ -195,7 +204,10 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
         )
         self.pipeline = TrainingPipeline(
             f"{name}-pipeline",
-            TrainingPipelineArgs(workload, steps, settings, context, access, [*before_pods, *self.staging.ready]),
+            TrainingPipelineArgs(
+                workload, steps, settings, context, access, [*before_pods, *self.staging.ready],
+                sweep_max_attempts=self.sweep_max_attempts,
+            ),
             opts=component,
         )
         monitor_url: pulumi.Input[str] = ""
@@ -223,7 +235,7 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
                 namespace=values["namespace"],
                 api_url=values["api_url"],
                 image=values["image"],
-                steps=tuple(KubeStep(**s) for s in values["steps"]),
+                steps=tuple(kube_step(s) for s in values["steps"]),
                 gpu_product=settings.gpu.product,
                 telemetry=FilesAt(pvc=values["telemetry_pvc"], path=f"{files['telemetry'][1]}/"),
                 logs=FilesAt(pvc=values["logs_pvc"], path=f"{files['logs'][1]}/"),
@@ -369,3 +381,9 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
         # is unknown, and the Jobs would show as changing in the preview. They wait for it instead.
         self.tools_ready.append(self.tools_config_map)
         return SourceVolume(tools_config_map_name(identity), items)
+
+
+def kube_step(entry: dict[str, Any]) -> KubeStep:
+    """One entry of the pipeline's `steps` (a swept step's with its `sweep`) as the outputs' KubeStep."""
+    sweep = entry.get("sweep")
+    return KubeStep(**{**entry, "sweep": sweep_outputs_from(sweep) if sweep is not None else None})

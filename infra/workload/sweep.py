@@ -259,17 +259,17 @@ def selector_lines(sweep: Sweep, table: str, index_expression: str) -> list[str]
 
 
 def refuse_unrun_sweeps(steps: tuple[Step, ...], sides: tuple[str, ...]) -> None:
-    """`pulumi up` runs a sweep on the LSF and Slurm sides (one SweepJob, its arrays); the
-    OpenShift side's Indexed Job and AWS's arrays are rendered, not yet submitted: a stack with
-    one of those `sides` (their config keys) is refused rather than running the step once
-    without its points."""
+    """`pulumi up` runs a sweep on the LSF and Slurm sides (one SweepJob, its arrays) and on the
+    OpenShift side (one Indexed Job); AWS's arrays are rendered, not yet submitted: a stack with
+    an AWS side (`sides`: the config keys of the sides that do not run sweeps, `atlas:aws`) is
+    refused rather than running the step once without its points."""
     if not sides:
         return
     for i, step in enumerate(steps):
         if step.sweep is not None:
             raise WorkloadError(
-                f"steps[{i}].sweep: {', '.join(sides)} does not run sweeps yet (issue 32: the Indexed Job and "
-                "AWS's arrays are rendered, not yet submitted; the LSF and Slurm sides run them); see them with "
+                f"steps[{i}].sweep: {', '.join(sides)} does not run sweeps yet (issue 32: AWS's arrays are "
+                "rendered, not yet submitted; the LSF, Slurm and OpenShift sides run them); see them with "
                 f"`scripts/workload check`, and remove {', '.join(sides)} from the stack or run the step without "
                 "`sweep:` until then"
             )

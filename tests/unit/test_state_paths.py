@@ -38,6 +38,8 @@ PICKLED_PROVIDER_PATHS = (
     "infra.aws.providers.instance.InstanceProvider",
     # A swept step's arrays (issue 32).
     "infra.hpc.providers.sweep_job.SweepJobProvider",
+    # A swept step's Indexed Job on the OpenShift side (issue 32).
+    "infra.openshift.sweep_completion.SweepCompletionProvider",
 )
 
 # `pulumi-python:<this>`: a resource's type is part of its URN; a changed one would create the
@@ -48,6 +50,7 @@ DYNAMIC_RESOURCE_TYPES = {
     "dynamic/hpc:JobCompletion",
     "dynamic/hpc:SweepJob",
     "dynamic/openshift:JobCompletion",
+    "dynamic/openshift:SweepCompletion",
     "dynamic/aws:DataBucket",
     "dynamic/aws:StagedObjects",
     "dynamic/aws:InstanceRole",

@@ -243,14 +243,16 @@ def test_an_environments_override_may_not_set_what_each_point_sets() -> None:
         parse_workload(raw)
 
 
-def test_the_stack_program_refuses_a_sweep_on_the_sides_that_do_not_run_them_yet() -> None:
+def test_the_stack_program_refuses_a_sweep_on_aws_alone() -> None:
     with pytest.raises(
-        WorkloadError, match=r"^steps\[2\]\.sweep: atlas:openshift, atlas:aws does not run sweeps yet .* remove"
+        WorkloadError,
+        match=r"^steps\[2\]\.sweep: atlas:aws does not run sweeps yet \(issue 32: AWS's arrays are rendered, not yet "
+        r"submitted; the LSF, Slurm and OpenShift sides run them\).* remove atlas:aws from the stack",
     ):
-        refuse_unrun_sweeps(PROBE_SWEEP.steps, ("atlas:openshift", "atlas:aws"))
-    # The LSF and Slurm sides run them; a workload without a sweep is never refused.
+        refuse_unrun_sweeps(PROBE_SWEEP.steps, ("atlas:aws",))
+    # The LSF, Slurm and OpenShift sides run them; a workload without a sweep is never refused.
     refuse_unrun_sweeps(PROBE_SWEEP.steps, ())
-    refuse_unrun_sweeps(load_workload(REPO_ROOT / "workloads" / "probe" / "workload.yaml").steps, ("atlas:openshift",))
+    refuse_unrun_sweeps(load_workload(REPO_ROOT / "workloads" / "probe" / "workload.yaml").steps, ("atlas:aws",))
 
 
 # --- the split at a site's array limit --------------------------------------------------------------
@@ -328,8 +330,15 @@ def test_indexed_job_matches_its_golden_file() -> None:
     assert text == path.read_text(), f"{path} differs; if intended, regenerate (module docstring)"
     spec = job["spec"]
     assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 6, 2)
-    assert spec["backoffLimitPerIndex"] == settings.pipeline.backoff_limit and "backoffLimit" not in spec
+    # One attempt a point unless the stack says more (atlas:sweep.max_attempts): backoffLimitPerIndex is one less.
+    assert spec["backoffLimitPerIndex"] == 0 and "backoffLimit" not in spec
     assert "activeDeadlineSeconds" not in spec and spec["template"]["spec"]["activeDeadlineSeconds"] == 1800
+    rendered = render_step(PROBE_SWEEP, "train", "openshift")
+    again = indexed_step_job(rendered, sweep, PROBE_SWEEP, settings, context, "points", max_attempts=3)
+    assert again["spec"]["backoffLimitPerIndex"] == 2
+    assert {**again["spec"], "backoffLimitPerIndex": 0} == spec
+    with pytest.raises(ValueError, match="max_attempts must be at least 1"):
+        indexed_step_job(rendered, sweep, PROBE_SWEEP, settings, context, "points", max_attempts=0)
 
 
 HOSTILE = {"points": [{"name": "it's", "n": 1}, {"name": "x; touch pwned \\\\n", "n": 2},

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import shlex
 
+import pulumi
+
 from infra.openshift.manifests.labels import Manifest
 from infra.openshift.manifests.pods import PodContext
 from infra.openshift.manifests.step_jobs import step_job
@@ -51,13 +53,17 @@ def indexed_step_job(
     workload: Workload,
     settings: OpenShiftSettings,
     context: PodContext,
-    points_config_map: str,
+    points_config_map: pulumi.Input[str],
+    max_attempts: int = 1,
 ) -> Manifest:
     """A swept step's Indexed Job: the step's Job (step_jobs.py) with one completion per point.
 
-    `backoffLimitPerIndex` retries a failed point alone (the pipeline's `backoff_limit`), and the
-    other points run on; the step's walltime bounds each pod (`activeDeadlineSeconds` on the pod,
-    not the Job, which holds every point); `parallelism` is the sweep's (default: all at once)."""
+    `backoffLimitPerIndex` (`max_attempts` - 1: the stack's `atlas:sweep.max_attempts`) retries a
+    failed point alone, and the other points run on; the step's walltime bounds each pod
+    (`activeDeadlineSeconds` on the pod, not the Job, which holds every point); `parallelism` is
+    the sweep's (default: all at once)."""
+    if max_attempts < 1:
+        raise ValueError(f"max_attempts must be at least 1 (one run of each point), found {max_attempts}")
     size = point_count(sweep)
     telemetry_out = f"{workload.telemetry.root}/{rendered.name}/point-$({INDEX_ENV}).jsonl"
     job = step_job(rendered, workload, settings, context, point_program(rendered, sweep), telemetry_out)
@@ -66,7 +72,7 @@ def indexed_step_job(
         "completionMode": "Indexed",
         "completions": size,
         "parallelism": min(sweep.parallel or size, size),
-        "backoffLimitPerIndex": settings.pipeline.backoff_limit,
+        "backoffLimitPerIndex": max_attempts - 1,
         "template": job["spec"]["template"],
     }
     pod = spec["template"]["spec"]
