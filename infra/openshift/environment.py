@@ -25,6 +25,7 @@ from infra.openshift.manifests.labels import MANAGED_BY, SKIP_AWAIT, RunIdentity
 from infra.openshift.manifests.network import network_policies
 from infra.openshift.manifests.pods import PodContext
 from infra.openshift.manifests.project import limit_range_spec, project_request, pvc_spec, quota_hard, service_account
+from infra.openshift.manifests.sweep_jobs import sweep_widths
 from infra.openshift.manifests.volumes import (
     VOLUME_ROLES,
     Claims,
@@ -103,7 +104,9 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
             if settings.flavour != target.flavour:
                 raise ValueError(f"settings are for {settings.flavour!r}, the target is {target.flavour!r}")
             steps = render_steps(args.definition, ENVIRONMENT)
-            needed = check_workload_fits(settings, steps, [d.name for d in args.definition.data])
+            needed = check_workload_fits(
+                settings, steps, [d.name for d in args.definition.data], sweep_widths(args.definition)
+            )
         # The cluster as kubectl would find it (a context that is not there stops here).
         self.access = cluster_access(target)
         super().__init__("atlas:openshift:OpenShiftEnvironment", name, None, opts)

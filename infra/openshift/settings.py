@@ -22,7 +22,7 @@ default) and `shm_bytes` (a step's shared memory).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -255,10 +255,14 @@ def shm_bytes(step: RenderedStep, settings: OpenShiftSettings) -> int:
     return min(step.resources.memory_bytes // 4, MAX_DEFAULT_SHM)
 
 
-def required_quota(steps: Sequence[RenderedStep], settings: OpenShiftSettings) -> RequiredQuota:
+def required_quota(
+    steps: Sequence[RenderedStep], settings: OpenShiftSettings, widths: Mapping[str, int] | None = None
+) -> RequiredQuota:
     """The busiest moment: the staging Jobs and the image build run together before the first
-    step (the volumes' preparation at the least); the steps run one at a time; the monitor runs
-    throughout."""
+    step (the volumes' preparation at the least); the steps run one at a time, a swept step as
+    many pods at once as its `widths` entry says (`sweep_widths`: its points, at most its
+    `parallel`); the monitor runs throughout."""
+    width = {s.name: (widths or {}).get(s.name, 1) for s in steps}
     before_cpu = len(settings.data.sources) * STAGING_CPU.millis
     before_memory = len(settings.data.sources) * int(STAGING_MEMORY.value)
     if settings.image.build is not None:
@@ -268,8 +272,8 @@ def required_quota(steps: Sequence[RenderedStep], settings: OpenShiftSettings) -
     # a build or a source (an `image.reference`), nothing else made room for it, and the API refused it.
     before_cpu = max(before_cpu, STAGING_CPU.millis)
     before_memory = max(before_memory, int(STAGING_MEMORY.value))
-    step_cpu = max((s.resources.cpus_per_task * 1000 for s in steps), default=0)
-    step_memory = max((s.resources.memory_bytes for s in steps), default=0)
+    step_cpu = max((s.resources.cpus_per_task * 1000 * width[s.name] for s in steps), default=0)
+    step_memory = max((s.resources.memory_bytes * width[s.name] for s in steps), default=0)
     monitor_cpu = monitor_memory = 0
     if settings.monitor.enabled:
         monitor_cpu, monitor_memory = MONITOR_CPU.millis, int(MONITOR_MEMORY.value)
@@ -277,7 +281,7 @@ def required_quota(steps: Sequence[RenderedStep], settings: OpenShiftSettings) -
             monitor_cpu += MONITOR_PROXY_CPU.millis
             monitor_memory += int(MONITOR_PROXY_MEMORY.value)
     return RequiredQuota(
-        gpus=max((s.resources.total_gpus for s in steps), default=0),
+        gpus=max((s.resources.total_gpus * width[s.name] for s in steps), default=0),
         cpu_millis=max(before_cpu, step_cpu) + monitor_cpu,
         memory_bytes=max(before_memory, step_memory) + monitor_memory,
         storage_bytes=int(settings.storage.total_bytes),

@@ -232,10 +232,14 @@ def openshift_settings(flavour: str, **keys: Any) -> OpenShiftSettings:
 
 
 def check_workload_fits(
-    settings: OpenShiftSettings, steps: Sequence[RenderedStep], data_inputs: Sequence[str]
+    settings: OpenShiftSettings,
+    steps: Sequence[RenderedStep],
+    data_inputs: Sequence[str],
+    widths: Mapping[str, int] | None = None,
 ) -> RequiredQuota:
     """Raise (naming the key and the fix) where the workload cannot run under these settings;
-    return what it needs. `data_inputs` are the workload's declared input names."""
+    return what it needs. `data_inputs` are the workload's declared input names; `widths` how
+    many pods of a swept step run at once (required_quota)."""
     prefix = settings.key_prefix
     for step in steps:
         if step.resources.nodes != 1:
@@ -258,15 +262,20 @@ def check_workload_fits(
                 "not a data input of the workload",
                 f"use one of {', '.join(data_inputs) or '(none declared)'}",
             )
-    needed = required_quota(steps, settings)
+    needed = required_quota(steps, settings, widths)
     quota = settings.quota
     if quota.gpus is not None and needed.gpus > quota.gpus:
-        greedy = max(steps, key=lambda s: s.resources.total_gpus)
+        width = dict(widths or {})
+        greedy = max(steps, key=lambda s: s.resources.total_gpus * width.get(s.name, 1))
+        at_once = width.get(greedy.name, 1)
         raise _fail(
             f"{prefix}.quota.gpus",
-            f"step {greedy.name!r} asks for {needed.gpus} GPUs, over the quota of {quota.gpus}",
+            f"step {greedy.name!r} asks for {needed.gpus} GPUs"
+            + (f" ({at_once} points of its sweep at once)" if at_once > 1 else "")
+            + f", over the quota of {quota.gpus}",
             f"raise {prefix}.quota.gpus to {needed.gpus} (if the cluster grants it) or lower the step's "
-            f"gpus_per_node under overrides.openshift.{greedy.name}.resources",
+            f"gpus_per_node under overrides.openshift.{greedy.name}.resources"
+            + (f" or its sweep's parallel (steps[{greedy.name}].sweep.parallel)" if at_once > 1 else ""),
         )
     checks = (
         ("cpu", quota.cpu, Decimal(needed.cpu_millis) / 1000, needed.cpu),

@@ -17,7 +17,7 @@ from infra.openshift import sweep_completion
 from infra.openshift.completion import StepFailed, StepJob
 from infra.openshift.environment import OpenShiftEnvironment, OpenShiftEnvironmentArgs
 from infra.openshift.manifests.sweep_jobs import INDEX_ANNOTATION, points_config_map_data
-from infra.openshift.settings import OpenShiftSettings
+from infra.openshift.settings import OpenShiftSettings, OpenShiftSettingsError
 from infra.openshift.settings_parser import parse_openshift_settings
 from infra.openshift.sweep_completion import (
     SweepCompletionProvider,
@@ -147,6 +147,30 @@ def test_a_last_swept_step_is_read_not_awaited_unless_the_stack_awaits_the_last_
         ]
 
     return pulumi.Output.all(awaited_env.outputs, plain.outputs).apply(check)
+
+
+@pulumi.runtime.test
+def test_the_managed_quota_holds_as_many_points_at_once_as_the_sweep_runs(mocks):
+    env = environment(PROBE_SWEEP, settings())
+
+    def check(_: Any) -> None:
+        hard = mocks.named("openshift-quota").inputs["spec"]["hard"]
+        # The probe's training point asks for one GPU, one CPU and 2Gi; two points run at once.
+        assert hard["requests.nvidia.com/gpu"] == "2"
+        assert hard["requests.cpu"] == "2100m"  # and the monitor's 100m
+
+    return env.outputs.apply(check)
+
+
+def test_a_quota_too_small_for_the_sweeps_parallel_points_is_refused_naming_parallel() -> None:
+    raw = {k: v for k, v in local_raw().items() if k != "data"}
+    raw["quota"] = {"gpus": 1}
+    with pytest.raises(
+        OpenShiftSettingsError,
+        match=r"atlas:openshift\.quota\.gpus: step 'train' asks for 2 GPUs \(2 points of its sweep at once\), over "
+        r"the quota of 1.*or its sweep's parallel \(steps\[train\]\.sweep\.parallel\)",
+    ):
+        environment(PROBE_SWEEP, parse_openshift_settings(raw, KEY))
 
 
 def test_a_point_runs_at_least_once() -> None:

@@ -47,6 +47,17 @@ def point_program(rendered: RenderedStep, sweep: Sweep) -> list[str]:
     return ["sh", "-c", kubernetes_literal("\n".join(lines)), "sh"]
 
 
+def parallelism(sweep: Sweep) -> int:
+    """How many points run at once: the sweep's `parallel`, else all of them."""
+    size = point_count(sweep)
+    return min(sweep.parallel or size, size)
+
+
+def sweep_widths(workload: Workload) -> dict[str, int]:
+    """Each swept step's pods at once (its `parallelism`), for the quota (settings.required_quota)."""
+    return {step.name: parallelism(step.sweep) for step in workload.steps if step.sweep is not None}
+
+
 def indexed_step_job(
     rendered: RenderedStep,
     sweep: Sweep,
@@ -71,7 +82,7 @@ def indexed_step_job(
     spec = job["spec"] = {
         "completionMode": "Indexed",
         "completions": size,
-        "parallelism": min(sweep.parallel or size, size),
+        "parallelism": parallelism(sweep),
         "backoffLimitPerIndex": max_attempts - 1,
         "template": job["spec"]["template"],
     }
