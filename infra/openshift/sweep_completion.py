@@ -39,6 +39,7 @@ import pulumi.dynamic
 from infra.dynamic.inputs import is_unknown
 from infra.hpc import arrays
 from infra.kubeapi import KubeApi
+from infra.openshift import completion
 from infra.openshift.completion import (
     AFTER_FAILURE_WINDOW_S,
     RETRY_S,
@@ -229,13 +230,15 @@ def _failure(api: KubeApi, job: StepJob, read: SweepRead, letters: str) -> StepF
     )
 
 
-def _stuck(read: SweepRead, now: float) -> str | None:
-    """Why the sweep cannot go on, from its newest unfinished pod (completion.assess's rules for a
-    pod that cannot start: a claim that never binds, an image that cannot be pulled), if so."""
+def _stuck(read: SweepRead, now: float, refused: tuple[float, str] | None = None) -> str | None:
+    """Why the sweep cannot go on, if so (completion.assess's rules): its newest unfinished pod
+    cannot start (a claim that never binds, an image that cannot be pulled), or it has no pod at
+    all and the API server has refused to create one for long (`refused`: completion.refusal of
+    the Job's FailedCreate events; a quota that admits fewer pods than `parallel` only slows it)."""
     active = [p for p in read.pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
-    if not active:
+    if not active and not (refused is not None and not read.pods):
         return None
-    progress = assess({}, active, now)
+    progress = assess({}, active, now, refused=refused if not read.pods else None)
     return progress.note if progress.finished and not progress.succeeded else None
 
 
@@ -264,7 +267,8 @@ def wait_for_sweep(
             letters = element_letters(size, read.job, read.pods)
             if job_finished(read.job) or not arrays.unfinished(letters):
                 break
-            stuck = _stuck(read, time.time())
+            refused = completion._refused(api, job, {}) if not read.pods else None
+            stuck = _stuck(read, time.time(), refused)
             if stuck is not None:
                 raise StepFailed(f"{job.label} cannot go on: {stuck}\n{job.rerun_hint()}")
             note(f"sweep of {size} point(s): {_describe(letters)}")

@@ -263,15 +263,23 @@ def test_ten_thousand_points_are_read_from_two_range_strings() -> None:
 class ScriptedApi:
     """The Job's states, one per GET of it (the last repeats); its pods; a watch that ends at once."""
 
-    def __init__(self, jobs: list[dict[str, Any] | None], pods: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        jobs: list[dict[str, Any] | None],
+        pods: list[dict[str, Any]] | None = None,
+        events: list[dict[str, Any]] | None = None,
+    ) -> None:
         self.jobs = jobs
         self.pods = pods or []
+        self.events = events or []
         self.calls: list[str] = []
 
     def get(self, path: str) -> Any:
         self.calls.append(path)
         if "/pods" in path:
             return {"items": self.pods}
+        if "/events" in path:
+            return {"items": self.events}
         current = self.jobs.pop(0) if len(self.jobs) > 1 else self.jobs[0]
         if current is None:
             raise urllib.error.HTTPError(path, 404, "not found", None, None)  # type: ignore[arg-type]
@@ -320,6 +328,20 @@ def test_a_job_deleted_while_atlas_waits_fails_the_wait() -> None:
 def test_a_sweep_that_outlasts_its_wait_says_the_job_stays() -> None:
     with pytest.raises(StepFailed, match=r"has not finished after 0 s \(4 pending\)\. The Job stays"):
         wait_for_sweep(ScriptedApi([job()]), STEP, 4, 0)  # type: ignore[arg-type]
+
+
+def test_a_sweep_whose_pods_the_api_server_refuses_fails_with_its_message() -> None:
+    refused = {"reason": "FailedCreate", "firstTimestamp": "2020-01-01T10:00:00Z",
+               "lastTimestamp": "2020-01-01T10:05:00Z", "message": "exceeded quota: compute, requested: cpu=1"}
+    with pytest.raises(StepFailed) as failed:
+        wait_for_sweep(ScriptedApi([job()], events=[refused]), STEP, 4, 60)  # type: ignore[arg-type]
+    message = str(failed.value)
+    assert message.startswith("step 'train' (Job ns/j) cannot go on: the API server has refused to create its pod")
+    assert "exceeded quota: compute" in message and "atlas:openshift.quota" in message
+    # Some pods and a refusal for the others: a quota that admits fewer than `parallel` only slows it.
+    slowed = ScriptedApi([job(), job("0-3", condition="Complete")], [pod(0, "Running")], events=[refused])
+    assert wait_for_sweep(slowed, STEP, 4, 60) == "DDDD"  # type: ignore[arg-type]
+    assert not [c for c in slowed.calls if "/events" in c]
 
 
 def props(**extra: Any) -> dict[str, Any]:
