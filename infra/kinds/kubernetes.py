@@ -78,6 +78,7 @@ class KubernetesKind(EnvironmentKind[KubernetesOutputs]):
                 settings=config.openshift_settings,
                 run_id=config.run_id,
                 source_files=staged,
+                sweep_max_attempts=config.sweep_max_attempts,
             ),
         )
         return {ENVIRONMENT: Built(environment, environment.outputs)}

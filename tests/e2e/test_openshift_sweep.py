@@ -6,9 +6,10 @@ point's folder on the results volume and prints it. Checked through the Kubernet
 Job with every index completed, each point's folder as the point wrote it (read back by the
 gathering step's pod, whose log prints them), the gathering step created only after the last
 point ended, the stack's outputs naming the sweep as one object with every element `D`, `refresh`
-reading the same. Then the same stack with two points that fail on purpose and the sweep as its
-last step (not awaited): a new Indexed Job, and once it ended `pulumi up --refresh` shows those
-points `F` and the others `D`. `pulumi destroy` leaves no Job or pod.
+reading the same. Then the same stack with two points that fail on purpose, the sweep as its
+last step (not awaited) and `atlas:sweep.max_attempts: 2`: a new Indexed Job that tries each
+failing point twice, and once it ended `pulumi up --refresh` shows those points `F` and the others
+`D`. `pulumi destroy` leaves no Job or pod.
 """
 
 from __future__ import annotations
@@ -148,6 +149,7 @@ def test_a_sweep_runs_as_one_indexed_job_and_the_next_step_after_it(
     (failing / "workload.yaml").write_text(yaml.safe_dump(definition, sort_keys=False))
     config = proj.stack_config("sweep-k8s")
     config["atlas:workload"] = str(failing)
+    config["atlas:sweep"] = {"max_attempts": 2}  # each failing point is tried twice
     proj.set_stack_config("sweep-k8s", config)
     proj.run("up", "--yes", "--skip-preview", "-s", "sweep-k8s")
     (point,) = proj.outputs("sweep-k8s")["environments"]["openshift"]["steps"]
@@ -169,9 +171,13 @@ def test_a_sweep_runs_as_one_indexed_job_and_the_next_step_after_it(
     # (The API writes two adjacent indexes as `0,1`, three or more as a range.)
     assert parse_indexes(failed_job["status"].get("completedIndexes"), 4) == {0, 1}, failed_job["status"]
     assert parse_indexes(failed_job["status"].get("failedIndexes"), 4) == {2, 3}, failed_job["status"]
+    assert failed_job["spec"]["backoffLimitPerIndex"] == 1
+    tries = pods_of(kube_env, namespace, f"batch.kubernetes.io/controller-uid={failed_job['metadata']['uid']}")
+    assert sorted(int(p["metadata"]["annotations"][INDEX_ANNOTATION]) for p in tries) == [0, 1, 2, 2, 3, 3]
     proj.run("up", "--refresh", "--yes", "--skip-preview", "-s", "sweep-k8s")
     (point,) = proj.outputs("sweep-k8s")["environments"]["openshift"]["steps"]
     assert point["sweep"]["elements"] == "D2F2", point["sweep"]
+    assert point["sweep"]["max_attempts"] == 2
     assert not [j for j in jobs_of(kube_env, namespace) if j["metadata"]["name"] == gather["job"]]
 
     # --- destroy: no Job, no pod.
