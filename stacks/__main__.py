@@ -24,7 +24,6 @@ from infra.outputs import RunOutputs
 from infra.workload.load import load_workload
 from infra.workload.model import GitSource, WorkloadError
 from infra.workload.render import report_output
-from infra.workload.sweep import refuse_unrun_sweeps
 from infra.workload_source import SourceError, check_local
 
 # Workloads live beside Pulumi.yaml: the project's own folder, wherever it is checked out.
@@ -44,8 +43,6 @@ def stop(message: str) -> NoReturn:
 try:
     config = load_stack_config()
     workload = load_workload(config.workload_file, PROJECT_ROOT)
-    # The OpenShift, LSF and Slurm sides run a sweep; AWS does not yet.
-    refuse_unrun_sweeps(workload.steps, ("atlas:aws",) if config.aws is not None else ())
     check_wait_for(config, [step.name for step in workload.steps])
     if config.workload_source is not None:
         if not isinstance(workload.source, GitSource):

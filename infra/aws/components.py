@@ -28,8 +28,16 @@ import pulumi
 from infra.aws.launch import LaunchSpec, render_launch_script
 from infra.aws.providers import DataBucket, Instance, InstanceRole, KeyPair, SecurityGroup, StagedObjects, common_inputs
 from infra.aws.settings import AwsConfigError, AwsSettings
-from infra.hpc.job_script import StepScript, SubmissionKey, step_scripts
-from infra.hpc.pipeline import StagedFile, run_directories, staged_file_entries, submit_pipeline
+from infra.hpc.components import batch_step_outputs
+from infra.hpc.job_script import StepScript, SubmissionKey, SweepScripts, step_scripts, sweep_scripts
+from infra.hpc.pipeline import (
+    StagedFile,
+    SubmittedPipeline,
+    run_directories,
+    staged_file_entries,
+    submit_pipeline,
+    sweep_files,
+)
 from infra.hpc.providers import BatchJob, ssh_inputs
 from infra.hpc.registry import scheduler_for
 from infra.hpc.scheduler import Scheduler
@@ -55,6 +63,7 @@ class AwsEnvironmentArgs:
     wait_for_steps: tuple[str, ...] = ()
     wait_timeout_s: float = 3600.0
     extra_files: tuple[StagedFile, ...] = ()  # the in-tree workload's source (workload_source_files)
+    sweep_max_attempts: int = 1  # how many times a sweep's point may run (atlas:sweep.max_attempts)
 
 
 def name_prefix(project: str, stack: str, environment: str) -> str:
@@ -70,6 +79,12 @@ def check_fits(workload: Workload, environment: str, wait_for_steps: tuple[str, 
         raise AwsConfigError(
             f"atlas:aws.wait_for: {', '.join(unknown_waits)} not in workload {workload.name!r}; "
             f"use step names: {', '.join(s.name for s in workload.steps)}"
+        )
+    swept_waits = sorted(s.name for s in workload.steps if s.sweep is not None and s.name in wait_for_steps)
+    if swept_waits:
+        raise AwsConfigError(
+            f"atlas:aws.wait_for: {', '.join(swept_waits)} is a swept step; `pulumi up` does not wait for a "
+            "sweep yet: remove it from wait_for"
         )
     too_wide = [s.name for s in workload.steps if render_step(workload, s.name, environment).resources.nodes > 1]
     if too_wide:
@@ -92,7 +107,11 @@ class AwsEnvironment(pulumi.ComponentResource):
         scheduler = scheduler_for(SCHEDULER)
         run = SubmissionKey(args.project, args.stack, args.environment, args.run_id, self.run_dir)
         scripts = step_scripts(workload, scheduler, run, QUEUE)
-        files = staged_file_entries(scripts, args.extra_files, True, AwsConfigError)
+        # A swept step runs as arrays on the instance's Slurm, as on an HPC side: its table and
+        # chunk scripts are staged instead of its plain script.
+        sweeps = sweep_scripts(workload, scheduler, run, QUEUE)
+        staged = {**{n: s for n, s in scripts.items() if n not in sweeps}, **sweep_files(sweeps)}
+        files = staged_file_entries(staged, args.extra_files, True, AwsConfigError)
 
         credentials = settings.credentials
         aws_secret = pulumi.Output.secret(
@@ -116,9 +135,12 @@ class AwsEnvironment(pulumi.ComponentResource):
         self._storage(name, common, files)
         self._instances(name, args, common)
         self.jobs: dict[str, BatchJob] = {}
+        self.pipeline: SubmittedPipeline | None = None
         if settings.execute:
-            self.jobs = self._pipeline(name, args, scheduler, scripts, files)
-        self.outputs = self._outputs(args, {s: scripts[s].sha256 for s in scripts})
+            self.pipeline = self._pipeline(name, args, scheduler, scripts, files, sweeps)
+            self.jobs = self.pipeline.jobs
+        script_sha256 = {s: (sweeps[s].scripts[0] if s in sweeps else scripts[s]).sha256 for s in scripts}
+        self.outputs = self._outputs(args, script_sha256, sweeps)
         self.register_outputs({"outputs": self.outputs})
 
     def _storage(self, name: str, common: dict[str, Any], files: list[dict[str, Any]]) -> None:
@@ -198,8 +220,10 @@ class AwsEnvironment(pulumi.ComponentResource):
         scheduler: Scheduler,
         scripts: Mapping[str, StepScript],
         files: list[dict[str, Any]],
-    ) -> dict[str, BatchJob]:
-        """The steps as Slurm jobs on the first instance, over SSH, as on Satori."""
+        sweeps: Mapping[str, SweepScripts],
+    ) -> SubmittedPipeline:
+        """The steps as Slurm jobs on the first instance, over SSH, as on Satori (a swept step as
+        its arrays)."""
         settings = args.settings
         head = self.instances[0]
         ssh_target = pulumi.Output.all(head.public_ip, head.host_public_key).apply(
@@ -228,9 +252,13 @@ class AwsEnvironment(pulumi.ComponentResource):
             wait_for_steps=args.wait_for_steps,
             wait_timeout_s=args.wait_timeout_s,
             depends_on=[head],
-        ).jobs
+            sweeps=sweeps,
+            max_attempts=args.sweep_max_attempts,
+        )
 
-    def _outputs(self, args: AwsEnvironmentArgs, script_sha256: dict[str, str]) -> pulumi.Output[dict[str, Any]]:
+    def _outputs(
+        self, args: AwsEnvironmentArgs, script_sha256: dict[str, str], sweeps: Mapping[str, SweepScripts]
+    ) -> pulumi.Output[dict[str, Any]]:
         """This side of the outputs contract (infra.outputs.AwsOutputs), as a dict."""
         settings = args.settings
         workload = args.workload
@@ -246,17 +274,10 @@ class AwsEnvironment(pulumi.ComponentResource):
             )
             for i in self.instances
         ]
-        if settings.execute:
-            step_outputs: list[Any] = [
-                pulumi.Output.all(
-                    name=s,
-                    job_id=self.jobs[s].job_id,
-                    queue=self.jobs[s].queue,
-                    script_sha256=self.jobs[s].script_sha256,
-                    submitted_at=self.jobs[s].submitted_at,
-                )
-                for s in step_names
-            ]
+        if self.pipeline is not None:
+            step_outputs: list[Any] = batch_step_outputs(
+                workload, self.pipeline, sweeps, QUEUE, args.sweep_max_attempts
+            )
         else:
             step_outputs = [{"name": s, "state": "not-executed", "script_sha256": script_sha256[s]} for s in step_names]
         gpus = requested_gpus(workload, args.environment)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from typing import Any
 import pulumi
 
 from infra.hpc.job_script import PYTHON_DIR, SubmissionKey, SweepScripts, step_scripts, sweep_scripts
-from infra.hpc.pipeline import StagedFile, staged_file_entries, submit_pipeline, sweep_files
+from infra.hpc.pipeline import StagedFile, SubmittedPipeline, staged_file_entries, submit_pipeline, sweep_files
 from infra.hpc.providers import endpoint_inputs
 from infra.hpc.providers.sweep_job import Retry
 from infra.hpc.registry import scheduler_for
@@ -183,30 +184,7 @@ class HpcEnvironment(pulumi.ComponentResource):
         self.jobs, self.completions, self.sweeps = pipeline.jobs, pipeline.completions, pipeline.sweeps
 
         gpus = requested_gpus(workload, args.environment)
-        step_outputs = [
-            pulumi.Output.all(
-                name=s.name,
-                job_id=self.jobs[s.name].job_id,
-                queue=self.jobs[s.name].queue,
-                script_sha256=self.jobs[s.name].script_sha256,
-                submitted_at=self.jobs[s.name].submitted_at,
-            )
-            if s.name in self.jobs
-            # A sweep: its first array's id, and the sweep as one object (its arrays, its elements).
-            else pulumi.Output.all(
-                name=s.name,
-                job_id=self.sweeps[s.name].job_id,
-                queue=target.queue or "",
-                script_sha256=sweeps[s.name].scripts[0].sha256,
-                submitted_at=self.sweeps[s.name].submitted_at,
-                sweep=pulumi.Output.all(
-                    job_ids=self.sweeps[s.name].job_ids,
-                    elements=self.sweeps[s.name].elements,
-                    retries=self.sweeps[s.name].retries,
-                ).apply(functools.partial(sweep_outputs, s, sweeps[s.name], args.sweep_max_attempts)),
-            )
-            for s in workload.steps
-        ]
+        step_outputs = batch_step_outputs(workload, pipeline, sweeps, target.queue or "", args.sweep_max_attempts)
         self.run_dir = run_dir
         self.outputs = pulumi.Output.all(*step_outputs).apply(
             lambda steps: HpcOutputs(
@@ -226,6 +204,45 @@ class HpcEnvironment(pulumi.ComponentResource):
             ).to_dict()
         )
         self.register_outputs({"outputs": self.outputs})
+
+
+def batch_step_outputs(
+    workload: Workload,
+    pipeline: SubmittedPipeline,
+    sweeps: Mapping[str, SweepScripts],
+    queue: str,
+    max_attempts: int,
+) -> list[pulumi.Output[dict[str, Any]]]:
+    """Each step's BatchStep fields as a batch side submitted it (HPC, or AWS's instance): a job's,
+    or a sweep's first array id with the sweep as one object (its arrays, its elements)."""
+    outputs = []
+    for step in workload.steps:
+        if step.name in pipeline.jobs:
+            job = pipeline.jobs[step.name]
+            outputs.append(
+                pulumi.Output.all(
+                    name=step.name,
+                    job_id=job.job_id,
+                    queue=job.queue,
+                    script_sha256=job.script_sha256,
+                    submitted_at=job.submitted_at,
+                )
+            )
+            continue
+        swept = pipeline.sweeps[step.name]
+        outputs.append(
+            pulumi.Output.all(
+                name=step.name,
+                job_id=swept.job_id,
+                queue=queue,
+                script_sha256=sweeps[step.name].scripts[0].sha256,
+                submitted_at=swept.submitted_at,
+                sweep=pulumi.Output.all(
+                    job_ids=swept.job_ids, elements=swept.elements, retries=swept.retries
+                ).apply(functools.partial(sweep_outputs, step, sweeps[step.name], max_attempts)),
+            )
+        )
+    return outputs
 
 
 def sweep_outputs(step: Step, sweep: SweepScripts, max_attempts: int, found: dict[str, Any]) -> SweepOutputs:

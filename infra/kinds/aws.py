@@ -42,7 +42,8 @@ class AwsKind(EnvironmentKind[AwsOutputs]):
         # Imported only for a stack with AWS: boto3 is a third of the program's start-up.
         from infra.aws.components import AwsEnvironment, AwsEnvironmentArgs
 
-        preparation_steps = tuple(step.name for step in workload.steps[:-1])
+        # A swept step is never awaited by default (`pulumi up` waits for no sweep), as on HPC.
+        preparation_steps = tuple(step.name for step in workload.steps[:-1] if step.sweep is None)
         environment = AwsEnvironment(
             ENVIRONMENT,
             AwsEnvironmentArgs(
@@ -53,6 +54,7 @@ class AwsKind(EnvironmentKind[AwsOutputs]):
                 run_id=config.run_id,
                 wait_for_steps=config.aws.wait_for if config.aws.wait_for is not None else preparation_steps,
                 extra_files=context.source_files,
+                sweep_max_attempts=config.sweep_max_attempts,
             ),
         )
         return {ENVIRONMENT: Built(environment, environment.outputs)}

@@ -25,7 +25,7 @@ import shlex
 import string
 from dataclasses import dataclass
 
-from infra.workload.model import Step, Sweep, SweepValue, WorkloadError
+from infra.workload.model import Sweep, SweepValue
 
 # A sweep is one scheduler object whose per-element state lives in one Pulumi resource: 10,000
 # points keep that state near 10 KB (a byte or two per element), the table of points within half a
@@ -256,20 +256,3 @@ def selector_lines(sweep: Sweep, table: str, index_expression: str) -> list[str]
         f'mkdir -p -- "${DIR_ENV}"',
         f'echo "atlas: sweep point ${INDEX_ENV} of ${SIZE_ENV}: $atlas_point"',
     ]
-
-
-def refuse_unrun_sweeps(steps: tuple[Step, ...], sides: tuple[str, ...]) -> None:
-    """`pulumi up` runs a sweep on the LSF and Slurm sides (one SweepJob, its arrays) and on the
-    OpenShift side (one Indexed Job); AWS's arrays are rendered, not yet submitted: a stack with
-    an AWS side (`sides`: the config keys of the sides that do not run sweeps, `atlas:aws`) is
-    refused rather than running the step once without its points."""
-    if not sides:
-        return
-    for i, step in enumerate(steps):
-        if step.sweep is not None:
-            raise WorkloadError(
-                f"steps[{i}].sweep: {', '.join(sides)} does not run sweeps yet (issue 32: AWS's arrays are "
-                "rendered, not yet submitted; the LSF, Slurm and OpenShift sides run them); see them with "
-                f"`scripts/workload check`, and remove {', '.join(sides)} from the stack or run the step without "
-                "`sweep:` until then"
-            )

@@ -180,6 +180,11 @@ class Mocks(pulumi.runtime.Mocks):
                 "host_public_key": "ssh-ed25519 AAAAHOSTKEY",
             },
             "BatchJob": {"job_id": str(100 + index), "queue": "normal", "submitted_at": "2026-12-02T15:00:00Z"},
+            "SweepJob": {
+                "job_ids": [str(200 + index)], "job_id": str(200 + index), "elements": "P6", "state": "pending",
+                "submitted_at": "2026-12-02T15:00:00Z", "retries": [], "final_ids": [str(200 + index)],
+                "ended_ids": [],
+            },
         }
         outputs.update(extra.get(kind, {}))
         return f"{args.name}-id", outputs
@@ -195,14 +200,14 @@ def mocks() -> Mocks:
     return m
 
 
-def _environment(raw: dict[str, Any]) -> Any:
+def _environment(raw: dict[str, Any], definition: str = "workload.yaml", max_attempts: int = 1) -> Any:
     from infra.aws.components import AwsEnvironment, AwsEnvironmentArgs
     from infra.aws.settings_parser import parse_aws_settings, resolve_credentials
     from infra.hpc.components import workload_source_files
     from infra.toolchain.pins import REPO_ROOT
     from infra.workload.load import load_workload
 
-    workload = load_workload(REPO_ROOT / "workloads" / "probe" / "workload.yaml")
+    workload = load_workload(REPO_ROOT / "workloads" / "probe" / definition)
     settings = parse_aws_settings(raw)
     assert settings is not None
     settings = resolve_credentials(settings, chain_has_credentials=lambda: False)
@@ -216,6 +221,7 @@ def _environment(raw: dict[str, Any]) -> Any:
             run_id="7",
             wait_for_steps=tuple(s.name for s in workload.steps[:-1]),
             extra_files=workload_source_files(workload, REPO_ROOT),
+            sweep_max_attempts=max_attempts,
         ),
     )
 
@@ -364,3 +370,64 @@ def test_ready_wait_keeps_the_key_out_of_its_repr() -> None:
     ready = ReadyWait.of({**INSTANCE, "ssh_secret": {"private_key": "SECRET-KEY-MATERIAL"}})
     assert ready.timeout_s == 60 and not ready.wanted and "SECRET-KEY-MATERIAL" not in repr(ready)
     assert ReadyWait.of({**INSTANCE, "ready_timeout_s": None}).timeout_s == 1800
+
+
+@pulumi.runtime.test
+def test_aws_environment_on_moto_stages_a_sweeps_arrays_and_runs_nothing(mocks: Mocks) -> Any:
+    env = _environment({"region": "eu-west-1", "endpoint_url": "http://127.0.0.1:16500", "ami": "ami-1e749f67"},
+                       "sweep.yaml")
+
+    def check(out: dict[str, Any]) -> None:
+        by_name = {r.name: r for r in mocks.resources}
+        staged = [f["path"] for f in by_name["aws-staged-objects"].inputs["files"]]
+        # The swept step's table and array script travel, not a plain script for it.
+        assert any(p.startswith(".atlas/jobs/train.") and p.endswith(".points") for p in staged), staged
+        assert ".atlas/jobs/train.sbatch" in staged
+        script = next(f["content"] for f in by_name["aws-staged-objects"].inputs["files"]
+                      if f["path"] == ".atlas/jobs/train.sbatch")
+        assert "#SBATCH --array=0-5%2" in script
+        assert not any(r.typ.endswith("SweepJob") for r in mocks.resources)
+        train = next(s for s in out["steps"] if s["name"] == "train")
+        assert train["state"] == "not-executed" and train["sweep"] is None
+
+    return env.outputs.apply(check)
+
+
+@pulumi.runtime.test
+def test_aws_environment_executing_runs_a_sweep_as_arrays_on_the_instance(mocks: Mocks) -> Any:
+    env = _environment(
+        {
+            "region": "us-east-1",
+            "ami": "ami-0123456789abcdef0",
+            "allowed_ssh_cidrs": ["203.0.113.7/32"],
+            "access_key_id": "AKIAIOSFODNN7EXAMPLE",
+            "secret_access_key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        },
+        "sweep.yaml",
+        max_attempts=3,
+    )
+
+    def check(out: dict[str, Any]) -> None:
+        by_name = {r.name: r for r in mocks.resources}
+        sweep = by_name["aws-train"]
+        assert sweep.typ.endswith("SweepJob") and sweep.inputs["scheduler"] == "slurm"
+        assert sweep.inputs["max_attempts"] == 3 and len(sweep.inputs["chunks"]) == 1
+        assert len(sweep.inputs["after_job_ids"]) == 2  # make-hdf5's and inception-moments' jobs
+        assert "aws-train-done" not in by_name  # a sweep is never awaited
+        train = next(s for s in out["steps"] if s["name"] == "train")
+        assert train["sweep"]["points"] == 6 and train["sweep"]["max_attempts"] == 3
+        assert [a["job_id"] for a in train["sweep"]["arrays"]] == [train["job_id"]]
+        assert out["batch"]["steps"] == out["steps"]
+
+    return env.outputs.apply(check)
+
+
+def test_the_aws_side_refuses_to_await_a_sweep() -> None:
+    from infra.aws.components import check_fits
+    from infra.aws.settings import AwsConfigError
+    from infra.toolchain.pins import REPO_ROOT
+    from infra.workload.load import load_workload
+
+    workload = load_workload(REPO_ROOT / "workloads" / "probe" / "sweep.yaml")
+    with pytest.raises(AwsConfigError, match=r"^atlas:aws.wait_for: train is a swept step; .*remove it from wait_for"):
+        check_fits(workload, "aws", ("make-hdf5", "train"))

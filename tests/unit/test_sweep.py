@@ -34,7 +34,6 @@ from infra.workload.sweep import (
     point_at,
     point_env,
     points_table,
-    refuse_unrun_sweeps,
     split_points,
     value_text,
 )
@@ -241,18 +240,6 @@ def test_an_environments_override_may_not_set_what_each_point_sets() -> None:
     raw["overrides"] = {"openshift": {"train": {"reason": "r", "env": {"ATLAS_SWEEP_X": "1"}}}}
     with pytest.raises(WorkloadError, match=r"^overrides\.openshift\.train\.env\.ATLAS_SWEEP_X: "):
         parse_workload(raw)
-
-
-def test_the_stack_program_refuses_a_sweep_on_aws_alone() -> None:
-    with pytest.raises(
-        WorkloadError,
-        match=r"^steps\[2\]\.sweep: atlas:aws does not run sweeps yet \(issue 32: AWS's arrays are rendered, not yet "
-        r"submitted; the LSF, Slurm and OpenShift sides run them\).* remove atlas:aws from the stack",
-    ):
-        refuse_unrun_sweeps(PROBE_SWEEP.steps, ("atlas:aws",))
-    # The LSF, Slurm and OpenShift sides run them; a workload without a sweep is never refused.
-    refuse_unrun_sweeps(PROBE_SWEEP.steps, ())
-    refuse_unrun_sweeps(load_workload(REPO_ROOT / "workloads" / "probe" / "workload.yaml").steps, ("atlas:aws",))
 
 
 # --- the split at a site's array limit --------------------------------------------------------------
