@@ -362,6 +362,69 @@ def language_host_rows(data: dict[str, Any], name: str) -> list[Row]:
     ]
 
 
+ARRAY_SIDES = {
+    "array": "the same array script submitted by hand (one `sbatch`/`bsub` over one `ssh` ControlMaster connection)",
+    "submitit": "submitit's `map_array` (one `ssh`)",
+}
+
+
+def sweep_arrays_rows(data: dict[str, Any], name: str) -> list[Row]:
+    """A sweep as one job array (bench/sweep_arrays.py): Atlas's `pulumi up` and its providers
+    alone against the hand-made array and submitit, with the issue's goal judged."""
+    median = data["median_s"]
+    ups = data["baseline_over_atlas"]
+    parts = [
+        f"Atlas `pulumi up` **{median['atlas-up']:.2f} s**, its providers alone (StagedFiles + SweepJob "
+        f"create, no engine) **{median['atlas-create']:.2f} s**"
+    ]
+    for side, what in ARRAY_SIDES.items():
+        if side in data.get("not_measured", {}):
+            parts.append(f"{what}: {data['not_measured'][side]}")
+            continue
+        against = ", ".join(
+            f"ratio to {label} {_ci(ups[atlas][side])}, {verdict(ups[atlas][side]['ci95'])}"
+            for atlas, label in (("atlas-up", "`pulumi up`"), ("atlas-create", "the providers"))
+        )
+        parts.append(f"{what} {median[side]:.2f} s: {against}")
+    goal = data["goal"]
+    parts.append(
+        "goal (within 1.2x of the hand-made array): "
+        + ", ".join(
+            f"{label} {goal[atlas]['within_1.2x_of_array']} ({goal[atlas]['atlas_over_array_median']:.1f}x)"
+            for atlas, label in (("atlas-up", "`pulumi up`"), ("atlas-create", "the providers"))
+        )
+    )
+    scheduler = "Slurm" if data["scheduler"] == "slurm" else "LSF's command set (stand-in) over Slurm"
+    return [
+        (
+            f"{data['points']}-point sweep as one job array on the local Satori, {scheduler}: from the start to "
+            "every element submitted (Atlas: and its status read) (medians; ratio = peer time / Atlas time, "
+            "above 1 Atlas is faster)",
+            "; ".join(parts),
+            f"`bench/sweep_arrays.py`, `{name}`",
+        )
+    ]
+
+
+def sweep_preview_rows(data: dict[str, Any], name: str) -> list[Row]:
+    """What a sweep's size does to a stack: no-change preview time and state size."""
+    small, large = (str(n) for n in (data["points"][0], data["points"][-1]))
+    ratio = data["preview_large_over_small"]
+    state = data["state"]
+    return [
+        (
+            f"no-change `pulumi preview` and state of a stack whose HPC side sweeps {large} points against "
+            f"{small} ({data['scheduler']}; medians)",
+            f"preview **{data['preview_median_s'][large]:.2f} s** against {data['preview_median_s'][small]:.2f} s: "
+            f"ratio {_ci(ratio)}; state **{state[large]['bytes'] / 1000:.1f} kB** against "
+            f"{state[small]['bytes'] / 1000:.1f} kB ({data['state_large_over_small']:.2f}x); by resource type at "
+            f"{large} points: "
+            + ", ".join(f"{kind} {size / 1000:.1f} kB" for kind, size in sorted(state[large]["bytes_by_type"].items())),
+            f"`bench/sweep_arrays.py --preview`, `{name}`",
+        )
+    ]
+
+
 def warm_ci_rows(data: dict[str, Any], name: str) -> list[Row]:
     return [(
         "a fresh clone's whole `.ci/run` on this machine's warm caches (toolchain, Go modules and builds, pip)",
@@ -378,6 +441,11 @@ RENDERERS: dict[str, tuple[str, Callable[[dict[str, Any], str], list[Row]]]] = {
     "container_vs_bare": ("container-vs-bare-*.json", container_vs_bare_rows),
     "hpc_sweep_slurm": ("hpc-sweep-slurm-*.json", hpc_sweep_rows),
     "hpc_sweep_lsf": ("hpc-sweep-lsf-*.json", hpc_sweep_rows),
+    "sweep_arrays_slurm_50": ("sweep-arrays-slurm-50-*.json", sweep_arrays_rows),
+    "sweep_arrays_slurm_1000": ("sweep-arrays-slurm-1000-*.json", sweep_arrays_rows),
+    "sweep_arrays_lsf_50": ("sweep-arrays-lsf-50-*.json", sweep_arrays_rows),
+    "sweep_arrays_lsf_1000": ("sweep-arrays-lsf-1000-*.json", sweep_arrays_rows),
+    "sweep_preview": ("sweep-preview-*.json", sweep_preview_rows),
     "local_vs_script": ("local-vs-script-*.json", local_vs_script_rows),
     "telemetry_overhead": ("telemetry-overhead-*.json", telemetry_overhead_rows),
     "compare_rows": ("compare-rows-*.json", compare_rows_rows),
