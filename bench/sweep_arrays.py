@@ -131,6 +131,8 @@ class Bench:
         path = self.proj.root / workload_path(points)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump(workload_definition(points), sort_keys=False))
+        # The folder source stages what is beside the definition: one small file, as a step's script would be.
+        (path.parent / "README").write_text(f"bench/sweep_arrays.py: {points} points of `sleep 300 <lr>`\n")
 
     def stack_config(self, points: int) -> dict[str, Any]:
         info = self.info
