@@ -402,8 +402,11 @@ def run_preview(bench: Bench, sizes: list[int], runs: int) -> dict[str, Any]:
             if "to update" in out or "to create" in out or "to replace" in out or "to delete" in out:
                 raise SystemExit(f"preview of {stacks[int(n)]} is not a no-change preview:\n{out}")
             samples.append({"round": round_index, "points": int(n), "seconds": round(seconds, 4)})
-        print(f"preview round {round_index + 1}/{runs}: " + ", ".join(
-            f"{s['points']} points {s['seconds']:.2f} s" for s in samples[-len(sizes):]), flush=True)
+        print(
+            f"preview round {round_index + 1}/{runs}: "
+            + ", ".join(f"{s['points']} points {s['seconds']:.2f} s" for s in samples[-len(sizes) :]),
+            flush=True,
+        )
     states = {n: state_sizes(bench, stack) for n, stack in stacks.items()}
     seconds = {n: [s["seconds"] for s in samples if s["points"] == n] for n in sizes}
     small, large = sizes[0], sizes[-1]
@@ -458,13 +461,19 @@ def main() -> int:
         }
         if args.preview:
             sizes = [int(n) for n in args.preview_points.split(",")]
-            result = {**head, "what": "no-change `pulumi preview` and state size by sweep size",
-                      **run_preview(bench, sizes, args.preview_runs)}
+            result = {
+                **head,
+                "what": "no-change `pulumi preview` and state size by sweep size",
+                **run_preview(bench, sizes, args.preview_runs),
+            }
             print(json.dumps({k: result[k] for k in ("preview_median_s", "state_large_over_small")}))
             out = args.out or RESULTS / f"sweep-preview-{args.scheduler}-{result['date'][:10]}.json"
         else:
-            result = {**head, "what": "a sweep submitted as one job array: Atlas vs by hand vs submitit",
-                      **run_rounds(bench, args.points, args.rounds)}
+            result = {
+                **head,
+                "what": "a sweep submitted as one job array: Atlas vs by hand vs submitit",
+                **run_rounds(bench, args.points, args.rounds),
+            }
             for side in result["sides"]:
                 print(f"{side:<13} median {result['median_s'][side]:7.2f} s, logins {result['logins_per_sweep'][side]}")
             for atlas, verdict in result["goal"].items():
