@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bench import readme_table, sweep_arrays
+from bench import readme_table, sweep_arrays, sweep_kube
 from infra.hpc.registry import scheduler_for
 from infra.workload.parse import parse_workload
 from infra.workload.sweep import point_count, split_points
@@ -83,3 +83,19 @@ def test_preview_row_sets_the_large_sweep_against_the_small() -> None:
     assert figure.startswith("preview **2.20 s** against 2.00 s: ratio 1.10 (95 % CI 1.05 to 1.15, 6 rounds)")
     assert "state **40.0 kB** against 20.0 kB (2.00x)" in figure
     assert figure.endswith("StagedFiles 28.0 kB, SweepJob 6.0 kB")
+
+
+def test_the_kubernetes_sides_share_one_pod_template_and_differ_in_how_the_index_comes() -> None:
+    config_map, indexed = sweep_kube.manifests(1000, "ns")
+    assert config_map["data"]["points"].count("\n") >= 999  # one line per point
+    spec = indexed["spec"]
+    assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 1000, 1000)
+    single = sweep_kube.one_job(indexed, 7)
+    assert single["metadata"]["name"] == "sweep-train-7" and "completionMode" not in single["spec"]
+    assert (single["spec"]["completions"], single["spec"]["parallelism"]) == (1, 1)
+    env = {e["name"]: e.get("value") for e in single["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["ATLAS_SWEEP_INDEX"] == env["JOB_COMPLETION_INDEX"] == "7"
+    # Everything but the index is the Indexed Job's pod.
+    same = single["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert same == spec["template"]["spec"]["containers"][0]["args"]
+    assert indexed["spec"]["completionMode"] == "Indexed"  # the original is left as it was
