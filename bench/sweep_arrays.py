@@ -282,6 +282,7 @@ def open_bench(args: argparse.Namespace, tmp: Path) -> Bench:
 def run_rounds(bench: Bench, points: int, rounds: int) -> dict[str, Any]:
     bench.write_workload(points)
     sides_here = sides_for(bench.scheduler)
+    bench.cancel_all()  # what an interrupted run left in the queue
     bench.run(f"rm -rf -- {REMOTE_ROOT}")
     # Untimed warm-up: the stack program's first run (its imports compiled), and the array
     # script and table the `array` side submits, staged where this stack put them.
