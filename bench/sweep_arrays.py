@@ -294,7 +294,10 @@ def run_rounds(bench: Bench, points: int, rounds: int) -> dict[str, Any]:
     bench.run(f"rm -rf -- {REMOTE_ROOT}")
     # Untimed warm-up: the stack program's first run (its imports compiled), and the array
     # script and table the `array` side submits, staged where this stack put them.
-    warm = "warmup"
+    # Every stack's name (hence its run folder and job names) new to this run: an array of an
+    # earlier run with the same name would be adopted by the SweepJob, not submitted.
+    tag = time.strftime("%H%M%S")
+    warm = f"warmup-{tag}"
     warm_s = side_atlas_up(bench, warm, points)
     warm_sweep = bench.sweep_output(warm)
     if len(warm_sweep["arrays"]) != 1:
@@ -317,7 +320,7 @@ def run_rounds(bench: Bench, points: int, rounds: int) -> dict[str, Any]:
         control_path = Path(mux) / "cm-%C"
         for round_index, order in enumerate(abba_order(sides_here, rounds)):
             for side in order:
-                stack = f"r{round_index}-{side}"
+                stack = f"r{round_index}-{side}-{tag}"
                 before = hpc_sweep.logins(bench.sshd_log)
                 if side == "atlas-up":
                     seconds = side_atlas_up(bench, stack, points)
@@ -406,7 +409,8 @@ def state_sizes(bench: Bench, stack: str) -> dict[str, Any]:
 
 def run_preview(bench: Bench, sizes: list[int], runs: int) -> dict[str, Any]:
     bench.run(f"rm -rf -- {REMOTE_ROOT}")
-    stacks = {n: f"preview-{n}" for n in sizes}
+    tag = time.strftime("%H%M%S")
+    stacks = {n: f"preview-{n}-{tag}" for n in sizes}
     up_s: dict[int, float] = {}
     for n, stack in stacks.items():
         bench.write_workload(n)
