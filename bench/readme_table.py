@@ -390,10 +390,15 @@ def sweep_arrays_rows(data: dict[str, Any], name: str) -> list[Row]:
     parts.append(
         "goal (within 1.2x of the hand-made array): "
         + ", ".join(
-            f"{label} {goal[atlas]['within_1.2x_of_array']} ({goal[atlas]['atlas_over_array_median']:.1f}x)"
+            f"{label} {goal[atlas]['within_1.2x_of_array']} ({goal[atlas]['atlas_over_array_median']:.2f}x)"
             for atlas, label in (("atlas-up", "`pulumi up`"), ("atlas-create", "the providers"))
         )
     )
+    split = data.get("atlas_create_phase_median_s") or {}
+    if split:
+        parts.append(
+            "the providers' split (medians): " + ", ".join(f"{phase} {sec:.2f} s" for phase, sec in split.items())
+        )
     scheduler = "Slurm" if data["scheduler"] == "slurm" else "LSF's command set (stand-in) over Slurm"
     return [
         (
