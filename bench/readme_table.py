@@ -430,6 +430,32 @@ def sweep_preview_rows(data: dict[str, Any], name: str) -> list[Row]:
     ]
 
 
+def sweep_kube_rows(data: dict[str, Any], name: str) -> list[Row]:
+    """A sweep on the local Kubernetes side: one Indexed Job against one Job per point."""
+    median, objects, posts = data["median_s"], data["objects"], data["posts"]
+
+    def made(side: str) -> str:
+        counts = objects[side]
+        return (
+            f"{posts[side]:,} POSTs; {sum(counts.values()):,} API objects ("
+            + ", ".join(f"{n:,} {kind}" for kind, n in counts.items())
+            + ")"
+        )
+
+    ratio = data["jobs_over_indexed"]
+    return [
+        (
+            f"{data['points']:,}-point sweep on the local Kubernetes side (KWOK's simulated nodes; pods created, not "
+            "run): one Indexed Job vs one Job per point, POSTed as Pulumi's provider does, until every pod exists "
+            "(medians; ratio = Jobs' time / Indexed Job's, above 1 the Indexed Job is faster)",
+            f"Indexed Job **{median['indexed']:.1f} s**, {made('indexed')}; {data['points']:,} Jobs "
+            f"{median['jobs']:.1f} s, {made('jobs')}; ratio {_ci(ratio)}, "
+            f"{verdict(ratio['ci95'], 'Indexed Job faster', '**Indexed Job slower**')}; Pulumi state {data['state']}",
+            f"`bench/sweep_kube.py`, `{name}`",
+        )
+    ]
+
+
 def warm_ci_rows(data: dict[str, Any], name: str) -> list[Row]:
     return [(
         "a fresh clone's whole `.ci/run` on this machine's warm caches (toolchain, Go modules and builds, pip)",
@@ -451,6 +477,7 @@ RENDERERS: dict[str, tuple[str, Callable[[dict[str, Any], str], list[Row]]]] = {
     "sweep_arrays_lsf_50": ("sweep-arrays-lsf-50-*.json", sweep_arrays_rows),
     "sweep_arrays_lsf_1000": ("sweep-arrays-lsf-1000-*.json", sweep_arrays_rows),
     "sweep_preview": ("sweep-preview-*.json", sweep_preview_rows),
+    "sweep_kube": ("sweep-kube-*.json", sweep_kube_rows),
     "local_vs_script": ("local-vs-script-*.json", local_vs_script_rows),
     "telemetry_overhead": ("telemetry-overhead-*.json", telemetry_overhead_rows),
     "compare_rows": ("compare-rows-*.json", compare_rows_rows),

@@ -175,6 +175,35 @@ def delete_namespace(api: KubeApi, namespace: str, timeout: float = 600) -> floa
     raise SystemExit(f"namespace {namespace} still there after {timeout:.0f} s")
 
 
+def summarise(samples: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+    seconds = {side: [s["seconds"] for s in samples if s["side"] == side] for side in SIDES}
+    result = {
+        "bench": "sweep_kube",
+        "date": now_utc(),
+        "commit": subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=False
+        ).stdout.strip(),
+        "machine": machine(),
+        "provenance": "local Kubernetes side: a real kube-apiserver, etcd, kube-controller-manager (the Job "
+        "controller) and kube-scheduler on this host; the nodes for scale are KWOK's simulated nodes; the pods "
+        "are created, not run (their volume claims are absent, so they stay Pending)",
+        "args": sys.argv[1:],
+        "points": args.points,
+        "rounds": args.rounds,
+        "rounds_completed": len(samples) // len(SIDES),
+        "parallel_posts": PARALLEL,
+        "order": "ABBA (each round the reverse of the one before)",
+        "median_s": {side: round(statistics.median(v), 3) for side, v in seconds.items()},
+        "objects": {side: next(s["objects"] for s in samples if s["side"] == side) for side in SIDES},
+        "posts": {side: next(s["posts"] for s in samples if s["side"] == side) for side in SIDES},
+        # Above 1: the Indexed Job's pods were all created sooner.
+        "jobs_over_indexed": paired_ratio(seconds["jobs"], seconds["indexed"]),
+        "state": "not measured: the OpenShift side's Indexed Job is not yet in the stack (branch sweepk8s)",
+        "samples": samples,
+    }
+    return result
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--points", type=int, default=1000)
@@ -195,32 +224,10 @@ def main() -> int:
             sample["namespace_deleted_s"] = round(delete_namespace(api, namespace), 1)
             samples.append(sample)
             print(sample, flush=True)
-    seconds = {side: [s["seconds"] for s in samples if s["side"] == side] for side in SIDES}
-    result = {
-        "bench": "sweep_kube",
-        "date": now_utc(),
-        "commit": subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=False
-        ).stdout.strip(),
-        "machine": machine(),
-        "provenance": "local Kubernetes side: a real kube-apiserver, etcd, kube-controller-manager (the Job "
-        "controller) and kube-scheduler on this host; the nodes for scale are KWOK's simulated nodes; the pods "
-        "are created, not run (their volume claims are absent, so they stay Pending)",
-        "args": sys.argv[1:],
-        "points": args.points,
-        "rounds": args.rounds,
-        "parallel_posts": PARALLEL,
-        "order": "ABBA (each round the reverse of the one before)",
-        "median_s": {side: round(statistics.median(v), 3) for side, v in seconds.items()},
-        "objects": {side: next(s["objects"] for s in samples if s["side"] == side) for side in SIDES},
-        "posts": {side: next(s["posts"] for s in samples if s["side"] == side) for side in SIDES},
-        # Above 1: the Indexed Job's pods were all created sooner.
-        "jobs_over_indexed": paired_ratio(seconds["jobs"], seconds["indexed"]),
-        "state": "not measured: the OpenShift side's Indexed Job is not yet in the stack (branch sweepk8s)",
-        "samples": samples,
-    }
-    out = args.out or RESULTS / f"sweep-kube-{result['date'][:10]}.json"
-    write_result(result, out)
+        # Written after every round: a run stopped early keeps the rounds it finished.
+        result = summarise(samples, args)
+        out = args.out or RESULTS / f"sweep-kube-{result['date'][:10]}.json"
+        write_result(result, out)
     print(result["median_s"], result["objects"], result["jobs_over_indexed"]["median"])
     return 0
 
