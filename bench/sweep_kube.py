@@ -17,6 +17,13 @@ scheduler the same on both sides); the local cluster's nodes for scale are KWOK'
 which run nothing in any case. Pulumi state is not measured here: the OpenShift side's Indexed Job
 is wired into the stack by another slice (branch sweepk8s).
 
+Not yet measured (2026-12-05): on its first run the Indexed Job's pods, scheduled onto KWOK's
+nodes, failed (cause not found in the time left), so the Job failed every index
+(`backoffLimitPerIndex` 0) before the controller had made all 1,000 pods, and the watch waited
+for pods that never came. Before the next run: find why they fail (the KWOK stages, the absent
+claims), or keep them running (`atlas.dev/kwok-run-seconds` on the pod template), and stop the
+wait when the Job fails.
+
     .venv/bin/python -m bench.sweep_kube [--points 1000] [--rounds 4] [--up] [--out FILE]
         (the local environment of ATLAS_LOCALENV_DIR / ATLAS_LOCALENV_PORT_BASE)
 """
