@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 
-from infra.hpc.scheduler import JobState, Phase, array_points
+from infra.hpc.scheduler import EVERY_ELEMENT, JobState, Phase, array_points
 from infra.outputs import SweepOutputs
 
 PENDING = "P"
@@ -134,8 +134,14 @@ def sweep_letters(sweep: SweepOutputs, seen: Mapping[str, Mapping[str, JobState]
     found: dict[int, str] = {}
     for array in sweep.arrays:
         points = array_points(array)
-        for key, state in seen.get(array.job_id, {}).items():
+        answer = seen.get(array.job_id, {})
+        for key, state in answer.items():
             point = points.get(int(key) - base) if key.isdigit() else None
             if point is not None:
                 found[point] = letter_of(state)
+        every = answer.get(EVERY_ELEMENT)
+        if every is not None:  # the array's own record speaks for the elements it does not list
+            listed = {points.get(int(k) - base) for k in answer if k.isdigit()}
+            for point in set(points.values()) - listed:
+                found[point] = letter_of(every)
     return merge(previous, found, sweep.points)

@@ -384,7 +384,9 @@ class Scheduler(ABC):
     @abstractmethod
     def array_elements_query(self, array_id: str) -> StatusQuery:
         """Every element of one array in one query, keyed by the element's index as the scheduler
-        counts it (from `array_index_base`), as text."""
+        counts it (from `array_index_base`), as text; `EVERY_ELEMENT` for the state of the
+        elements the answer does not list one by one (Slurm's one line for an array ended while
+        all of it was pending)."""
 
     def array_history_query(self, array_id: str) -> StatusQuery | None:
         """Where elements the live query forgot are still known (Slurm's accounting); None: nowhere."""
@@ -610,6 +612,8 @@ def validate_job_ids(job_ids: Sequence[str]) -> list[str]:
     return list(job_ids)
 
 
+# An array query's key for "every element it does not list one by one" (array_elements_query).
+EVERY_ELEMENT = "*"
 # What a dependency may name: a job or an array (`123`), or one element of an array (`123_4`, by
 # the scheduler's own index: a sweep's superseded arrays, infra/hpc/providers/sweep_job.py).
 DEPENDENCY_ID = re.compile(r"^[0-9]+(_[0-9]+)?$")

@@ -146,6 +146,8 @@ def test_slurm_array_queries_name_the_array_once() -> None:
         ("41|4|CANCELLED|None\n41|5|FAILED|NonZeroExitCode\n", {"4": Phase.CANCELLED, "5": Phase.FAILED}),
         # A job that is not an array has no index: nothing of the array.
         ("41|N/A|RUNNING|None\n", {}),
+        # An array cancelled while every element was pending: one line for them all.
+        ("41|N/A|CANCELLED|None\n", {"*": Phase.CANCELLED}),
         ("", {}),
     ],
 )
@@ -791,3 +793,20 @@ def test_lsf_history_of_an_array_by_element_index() -> None:
     states = query.parse(ok(("\n" + "-" * 78 + "\n\n").join(blocks)))
     assert "".join(arrays.letter_of(states[str(i)]) for i in (1, 2, 3)) == "DFK"
     assert query.parse(ok(stderr="77: No matching job found", exit_code=255)) == {}
+
+
+def test_an_array_cancelled_while_every_element_was_pending_reads_killed(login: LoginNode) -> None:
+    props, _ = sweep_props()
+    props.update(job_ids=["101", "102"], elements="D4P2", submitted_at="t")
+    # Chunk 1 cancelled by hand while both its elements waited: Slurm keeps one line, no index.
+    login.elements = {"101": "101|0-3|COMPLETED|None\n", "102": "102|N/A|CANCELLED|None\n"}
+    result = SweepJobProvider().read("101,102", props)
+    assert result.outs is not None and arrays.decode(result.outs["elements"]) == "DDDDKK"
+
+
+def test_the_monitor_reads_an_array_cancelled_while_pending_as_the_provider_does() -> None:
+    from infra.outputs import SweepArray, SweepOutputs
+
+    sweep = SweepOutputs(points=3, arrays=(SweepArray("41", 0, 3),), elements="P3", results="results/train")
+    seen = {"41": SLURM.array_elements_query("41").parse(ok("41|N/A|CANCELLED|None\n"))}
+    assert arrays.sweep_letters(sweep, seen, base=0) == "KKK"

@@ -54,6 +54,7 @@ from infra.hpc.providers.common import HpcProviderError, SshResource, join_remot
 from infra.hpc.registry import SCHEDULER_NAMES, scheduler_for
 from infra.hpc.remote import RemoteResult
 from infra.hpc.scheduler import (
+    EVERY_ELEMENT,
     JOB_ID,
     JOB_NAME,
     ArrayRequest,
@@ -304,14 +305,18 @@ def element_states(
                 states = {**history.parse(call.run(history.command)), **states}
         mine = set(array.points)
         shown = set()
+        every = states.pop(EVERY_ELEMENT, None)
         for index, state in states.items():
             point = array.chunk.offset + int(index) - base
             if point in mine:
                 seen[point] = arrays.letter_of(state)
                 shown.add(point)
         for point in mine - shown:
-            # Its newest array no longer shows it: what an older array said is not its state.
-            seen.pop(point, None)
+            if every is not None:
+                seen[point] = arrays.letter_of(every)  # the array's own record speaks for it
+            else:
+                # Its newest array no longer shows it: what an older array said is not its state.
+                seen.pop(point, None)
     return arrays.merge(previous, seen, call.size)
 
 

@@ -12,7 +12,15 @@ import shlex
 from collections.abc import Mapping, Sequence
 
 from infra.hpc.remote import RemoteResult
-from infra.hpc.scheduler import JobState, Phase, SchedulerError, UnsupportedOutput, has_text, unreadable_answer
+from infra.hpc.scheduler import (
+    EVERY_ELEMENT,
+    JobState,
+    Phase,
+    SchedulerError,
+    UnsupportedOutput,
+    has_text,
+    unreadable_answer,
+)
 
 TEXT_FORMAT = "%i|%T|%P|%j|%r"
 # The live status query's fields (`squeue -O`, each ended by `|`): state, exit code and times in
@@ -240,7 +248,11 @@ def parse_array_squeue(result: RemoteResult, by: str = "index") -> dict[str, Job
             states.setdefault(array_id, state)
             continue
         if indices in ("N/A", ""):
-            continue  # not an array element
+            # The array's own record: an array cancelled while every element was pending is one
+            # such line (`1|N/A|CANCELLED|None`), naming no element. It speaks for them all.
+            if state.phase.finished:
+                states.setdefault(EVERY_ELEMENT, state)
+            continue
         for index in expand_indices(indices):
             states[str(index)] = state
     if not read and has_text(result.stdout):
