@@ -88,23 +88,27 @@ def wait_until_finished(outputs: dict[str, Any], kube_env: Layout, satori_env: L
     slurm_ids = ",".join(s["job_id"] for s in outputs["environments"]["satori-slurm"]["steps"])
     ns = outputs["environments"]["openshift"]["namespace"]
 
+    seen: dict[str, Any] = {}
+
     def finished() -> bool:
         lsf = json.loads(ssh(satori_env, f"bjobs -a -o 'jobid stat' -json {lsf_ids}"))["RECORDS"]
-        slurm = ssh(satori_env, f"squeue -h -t all -o '%T' -j {slurm_ids}").split()
+        slurm = ssh(satori_env, f"squeue -h -t all -o '%i %T %r' -j {slurm_ids}").splitlines()
         jobs = kube.api_get(kube_env, f"/apis/batch/v1/namespaces/{ns}/jobs")["items"]
-        done_jobs = [
-            j
-            for j in jobs
-            if (j["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == "step"
-            and j["status"].get("completionTime")
-        ]
+        steps = [j for j in jobs if (j["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == "step"]
+        seen.update(
+            lsf={r["JOBID"]: r.get("STAT") for r in lsf},
+            slurm=slurm,
+            kube={j["metadata"]["name"]: j["status"] for j in steps},
+        )
         return (
             all(r["STAT"] in ("DONE", "EXIT") for r in lsf)
-            and all(s in ("COMPLETED", "FAILED") for s in slurm)
-            and len(done_jobs) == len(outputs["environments"]["openshift"]["steps"])
+            and all(line.split()[1] in ("COMPLETED", "FAILED") for line in slurm)
+            and sum(bool(j["status"].get("completionTime")) for j in steps)
+            == len(outputs["environments"]["openshift"]["steps"])
         )
 
-    wait_until(finished, "every training step to finish", 300, pause=2)
+    # Each side's steps in turn, on a 2-core machine: minutes, more while anything else runs.
+    wait_until(finished, "every training step to finish", 480, pause=2, detail=lambda: seen)
 
 
 def test_report_lifecycle_times_agree_with_the_schedulers_and_the_api(
