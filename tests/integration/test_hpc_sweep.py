@@ -1,6 +1,6 @@
 """A swept step as one SweepJob against the local Satori over real SSH: LSF (the command set) and Slurm.
 
-Starts its own Satori (ports from base 17600, state in a temporary directory), as test_hpc.py
+Starts its own Satori (ports from base 17500, state in a temporary directory), as test_hpc.py
 does, and drives the SweepJob provider's create/read/delete the way the Pulumi engine calls
 them: every element of a split sweep run and its point's folder written, the step after it
 waiting for every array, an interrupted `up` adopting its arrays, an element killed outside Atlas
@@ -36,7 +36,9 @@ from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("root")]
 
-PORT_BASE = int(os.environ.get("ATLAS_TEST_HPC_SWEEP_PORT_BASE", "17600"))
+# A base none of whose ports is one of the test run's own environment (scripts/test: 18000) or another
+# module's: 17600 put slurmd on 18418, which the run's environment holds.
+PORT_BASE = int(os.environ.get("ATLAS_TEST_HPC_SWEEP_PORT_BASE", "17500"))
 POLL_S = 1.0
 SCHEDULERS = ("lsf", "slurm")
 RESOURCES = {"nodes": 1, "gpus_per_node": 0, "cpus_per_task": 1, "memory": "256Mi", "walltime": "00:10:00"}
