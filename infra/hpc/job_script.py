@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from infra.hpc.scheduler import NO_SITE_DIRECTIVES, JobSpec, Scheduler, SiteDirectives
 from infra.workload.model import Workload
-from infra.workload.render import render_step
+from infra.workload.render import render_step, telemetry_file
 
 JOBS_DIR = ".atlas/jobs"
 PYTHON_DIR = ".atlas/python"
@@ -116,7 +116,7 @@ def step_specs(
             memory_mib=rendered.resources.memory_mib,
             walltime_seconds=rendered.resources.walltime_seconds,
             queue=queue,
-            telemetry_out=f"{workload.telemetry.root}/{rendered.name}.jsonl" if telemetry else None,
+            telemetry_out=telemetry_file(workload, rendered.name) if telemetry else None,
             telemetry_interval_s=workload.telemetry.interval_seconds,
             python_path=PYTHON_DIR if telemetry else None,
             description=step.description,

@@ -113,11 +113,17 @@ def entrypoint_sampled(argv: Sequence[str], out: str, interval_seconds: float, s
     return ("--sample", out, f"{interval_seconds:g}", step, "--", *argv)
 
 
+def telemetry_file(workload: Workload, step: str) -> str:
+    """Where a step's sampler writes, relative to the run's directory: `<telemetry>/<step>.jsonl`
+    (the same on every side; the report reads it there)."""
+    return f"{workload.telemetry.root}/{step}.jsonl"
+
+
 def sampled_argv(workload: Workload, rendered: RenderedStep, interval_seconds: float | None = None) -> tuple[str, ...]:
     """A step's argv wrapped by the sampler as a Job's container runs it (infra/openshift/manifests/step_jobs.py):
     `python3 -m infra.telemetry.sampler --out <telemetry>/<step>.jsonl --interval N --step <step> -- argv`."""
     interval = workload.telemetry.interval_seconds if interval_seconds is None else interval_seconds
-    argv = list(with_sampler(rendered.argv, f"{workload.telemetry.root}/{rendered.name}.jsonl", interval))
+    argv = list(with_sampler(rendered.argv, telemetry_file(workload, rendered.name), interval))
     separator = argv.index("--")
     argv[separator:separator] = ["--step", rendered.name]
     return tuple(argv)

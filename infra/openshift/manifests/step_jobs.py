@@ -23,7 +23,7 @@ from infra.openshift.manifests.volumes import SOURCE_DIR, SOURCE_ENV, TOOLS_DIR,
 from infra.openshift.settings import GPU_PRODUCT_LABEL, GPU_RESOURCE, OpenShiftSettings, shm_bytes
 from infra.telemetry.bundle import ENTRYPOINT_NAME
 from infra.workload.model import Workload
-from infra.workload.render import RenderedStep, entrypoint_sampled, kubernetes_args, sampled_argv
+from infra.workload.render import RenderedStep, entrypoint_sampled, kubernetes_args, sampled_argv, telemetry_file
 
 
 def is_awaited(index: int, steps: Sequence[RenderedStep], settings: OpenShiftSettings) -> bool:
@@ -43,9 +43,8 @@ def step_job(
     if context.tools is None:
         argv = list(sampled_argv(workload, step))
     else:
-        telemetry_out = f"{workload.telemetry.root}/{step.name}.jsonl"
-        argv = list(entrypoint_sampled(kubernetes_args(step), telemetry_out, workload.telemetry.interval_seconds,
-                                       step.name))
+        argv = list(entrypoint_sampled(kubernetes_args(step), telemetry_file(workload, step.name),
+                                       workload.telemetry.interval_seconds, step.name))
 
     amounts: dict[str, str] = {"cpu": str(resources.cpus_per_task), "memory": resources.memory}
     env = [{"name": name, "value": value} for name, value in step.env]
