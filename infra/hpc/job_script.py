@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from infra.hpc.scheduler import NO_SITE_DIRECTIVES, JobSpec, Scheduler, SiteDirectives
 from infra.workload.model import Sweep, Workload
-from infra.workload.render import render_step
+from infra.workload.render import render_step, telemetry_file
 from infra.workload.sweep import (
     INDEX_ENV,
     ArrayChunk,
@@ -181,7 +181,7 @@ def step_specs(
             memory_mib=rendered.resources.memory_mib,
             walltime_seconds=rendered.resources.walltime_seconds,
             queue=queue,
-            telemetry_out=f"{workload.telemetry.root}/{rendered.name}.jsonl" if telemetry else None,
+            telemetry_out=telemetry_file(workload, rendered.name) if telemetry else None,
             telemetry_interval_s=workload.telemetry.interval_seconds,
             python_path=PYTHON_DIR if telemetry else None,
             description=step.description,

@@ -113,6 +113,12 @@ def entrypoint_sampled(argv: Sequence[str], out: str, interval_seconds: float, s
     return ("--sample", out, f"{interval_seconds:g}", step, "--", *argv)
 
 
+def telemetry_file(workload: Workload, step: str) -> str:
+    """Where a step's sampler writes, relative to the run's directory: `<telemetry>/<step>.jsonl`
+    (the same on every side; the report reads it there)."""
+    return f"{workload.telemetry.root}/{step}.jsonl"
+
+
 def sampled_argv(
     workload: Workload,
     rendered: RenderedStep,
@@ -125,7 +131,7 @@ def sampled_argv(
     `python3 -m infra.telemetry.sampler --out <telemetry>/<step>.jsonl --interval N --step <step> -- argv`.
     `program` and `telemetry_out` replace the step's argv and file (a swept step's Indexed Job)."""
     interval = workload.telemetry.interval_seconds if interval_seconds is None else interval_seconds
-    out = telemetry_out or f"{workload.telemetry.root}/{rendered.name}.jsonl"
+    out = telemetry_out or telemetry_file(workload, rendered.name)
     argv = list(with_sampler(rendered.argv if program is None else program, out, interval))
     separator = argv.index("--")
     argv[separator:separator] = ["--step", rendered.name]

@@ -23,7 +23,7 @@ from infra.openshift.manifests.volumes import SOURCE_DIR, SOURCE_ENV, TOOLS_DIR,
 from infra.openshift.settings import GPU_PRODUCT_LABEL, GPU_RESOURCE, OpenShiftSettings, shm_bytes
 from infra.telemetry.bundle import ENTRYPOINT_NAME
 from infra.workload.model import Workload
-from infra.workload.render import RenderedStep, entrypoint_sampled, kubernetes_args, sampled_argv
+from infra.workload.render import RenderedStep, entrypoint_sampled, kubernetes_args, sampled_argv, telemetry_file
 
 
 def is_awaited(index: int, steps: Sequence[RenderedStep], settings: OpenShiftSettings) -> bool:
@@ -45,7 +45,7 @@ def step_job(
     Indexed Job, sweep_jobs.py, runs a shell that picks the point)."""
     resources = step.resources
     labels = context.identity.labels("step", step.name)
-    telemetry_out = telemetry_out or f"{workload.telemetry.root}/{step.name}.jsonl"
+    telemetry_out = telemetry_out or telemetry_file(workload, step.name)
     program = list(program) if program is not None else kubernetes_args(step)
     if context.tools is None:
         argv = list(sampled_argv(workload, step, program=program, telemetry_out=telemetry_out))
