@@ -23,6 +23,7 @@ from infra.compare.records import ElementRecord, MetricReading, Missing, StepRec
 from infra.compare.remote_files import RemoteFiles
 from infra.hpc.remote import Runner
 from infra.hpc.scheduler import Phase, Scheduler
+from infra.index_ranges import parse_index_ranges
 from infra.kubeapi import KubeRequestError
 from infra.outputs import HpcOutputs, KubernetesOutputs, SweepOutputs
 from infra.timeparse import rfc3339
@@ -220,7 +221,9 @@ def kube_sweep_elements(
         # A retry Job runs a table of just its points, indexed from 0 (docs/architecture.md, "Sweeps").
         points = dict(enumerate(array.points)) if array.points else {i: array.offset + i for i in range(array.count)}
         status = (job or {}).get("status") or {}
-        completed, failed = _indexes(status.get("completedIndexes")), _indexes(status.get("failedIndexes"))
+        # Lenient: the report reads what it can of an odd answer rather than fail.
+        completed = set(parse_index_ranges(status.get("completedIndexes"), lenient=True))
+        failed = set(parse_index_ranges(status.get("failedIndexes"), lenient=True))
         ended = job is not None and _job_ended(status)
         for position, point in points.items():
             attempts[point] = attempts.get(point, 0) + 1
@@ -260,17 +263,6 @@ def kube_sweep_elements(
                 f"no pod of {array.job_id} has completion index {position}",
             )
     return tuple(by_point[p] for p in sorted(by_point)), tuple(notes)
-
-
-def _indexes(text: Any) -> set[int]:
-    """A Job's `status.completedIndexes` or `failedIndexes` (`1,3-5`); what is not such text reads
-    as none."""
-    found: set[int] = set()
-    for part in str(text or "").split(","):
-        low, dash, high = part.strip().partition("-")
-        if low.isdigit() and (not dash or high.isdigit()):
-            found.update(range(int(low), int(high or low) + 1))
-    return found
 
 
 def _job_ended(status: Mapping[str, Any]) -> bool:

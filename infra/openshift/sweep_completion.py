@@ -38,6 +38,7 @@ import pulumi.dynamic
 
 from infra.dynamic.inputs import is_unknown
 from infra.hpc import arrays
+from infra.index_ranges import index_ranges, parse_index_ranges
 from infra.kubeapi import KubeApi
 from infra.openshift import completion
 from infra.openshift.completion import (
@@ -59,38 +60,6 @@ PROVIDER_VERSION = "1+" + hashlib.sha256(Path(__file__).read_bytes()).hexdigest(
 SWEEP_OUTCOME_FIELDS = ("elements", "state", "counts")
 # How many failed points a failure message names by number (the rest as a count).
 NAMED_POINTS = 20
-
-
-def parse_indexes(text: str | None, size: int, where: str = "indexes") -> set[int]:
-    """A Job's `status.completedIndexes` or `failedIndexes` (`1,3-5`) as the set of indexes;
-    ValueError for text the API does not write or an index past the Job's `size`."""
-    found: set[int] = set()
-    for part in (text or "").split(","):
-        part = part.strip()
-        if not part:
-            continue
-        low, dash, high = part.partition("-")
-        if not low.isdigit() or (dash and not high.isdigit()):
-            raise ValueError(f"{where}: {text!r} is not a list of indexes and ranges (e.g. 0-5,7)")
-        first, last = int(low), int(high or low)
-        if first > last or last >= size:
-            raise ValueError(f"{where}: {part!r} in {text!r} is not a range of indexes below {size}")
-        found.update(range(first, last + 1))
-    return found
-
-
-def format_indexes(indexes: Iterable[int]) -> str:
-    """`parse_indexes`' inverse, sorted: {0, 1, 2, 5} as `0-2,5`."""
-    ordered = sorted(set(indexes))
-    parts: list[str] = []
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
-    return ",".join(parts)
 
 
 def job_finished(job: Mapping[str, Any]) -> bool:
@@ -123,8 +92,11 @@ def element_letters(
         old = previous if len(previous) == size else ""
         return "".join(old[i] if old and old[i] in arrays.FINISHED else arrays.KILLED for i in range(size))
     status = job.get("status") or {}
-    completed = parse_indexes(status.get("completedIndexes"), size, "status.completedIndexes")
-    failed = parse_indexes(status.get("failedIndexes"), size, "status.failedIndexes")
+    # The API leaves a field out (or empty) while no index is in it.
+    completed, failed = (
+        set(parse_index_ranges(status.get(field), size=size, where=f"status.{field}", empty_ok=True))
+        for field in ("completedIndexes", "failedIndexes")
+    )
     by_pod: dict[int, str] = {}
     for pod in sorted(pods, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp", ""))):
         index = _pod_index(pod, size)
@@ -213,7 +185,7 @@ def _describe(letters: str) -> str:
 def _failure(api: KubeApi, job: StepJob, read: SweepRead, letters: str) -> StepFailed:
     """What a failed sweep says: which points, how the Job ended, a failed pod's last lines."""
     bad = [i for i, letter in enumerate(letters) if letter in (arrays.FAILED, arrays.KILLED)]
-    named = format_indexes(bad[:NAMED_POINTS])
+    named = index_ranges(bad[:NAMED_POINTS], empty_ok=True)
     if len(bad) > NAMED_POINTS:
         named += f" and {len(bad) - NAMED_POINTS} more"
     verdict = _condition(read.job or {}, "Failed") or _condition(read.job or {}, "FailureTarget") or {}

@@ -21,8 +21,9 @@ from infra.hpc.providers import sweep_job as sweep_module
 from infra.hpc.providers.sweep_job import SweepJobProvider
 from infra.hpc.registry import scheduler_for
 from infra.hpc.remote import RemoteResult
-from infra.hpc.scheduler import ArrayRequest, JobState, Phase, index_ranges, parse_index_ranges
+from infra.hpc.scheduler import ArrayRequest, JobState, Phase
 from infra.hpc.ssh.files import sha256_hex
+from infra.index_ranges import index_ranges, parse_index_ranges
 from infra.toolchain.pins import REPO_ROOT
 from infra.workload.load import load_workload
 from infra.workload.parse import parse_workload

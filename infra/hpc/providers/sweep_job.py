@@ -62,9 +62,8 @@ from infra.hpc.scheduler import (
     JobState,
     Scheduler,
     SchedulerError,
-    index_ranges,
-    parse_index_ranges,
 )
+from infra.index_ranges import index_ranges, parse_index_ranges
 
 SWEEP_DEFINING_INPUTS = ("chunks", "table_path", "table_sha256", "run_dir", "scheduler", "step")
 SWEEP_JOB_OUTPUTS = (
