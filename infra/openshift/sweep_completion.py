@@ -36,13 +36,14 @@ from typing import Any
 import pulumi
 import pulumi.dynamic
 
-from infra.dynamic.inputs import is_unknown
+from infra.dynamic.inputs import changed
 from infra.hpc import arrays
 from infra.index_ranges import index_ranges, parse_index_ranges
 from infra.kubeapi import KubeApi
 from infra.openshift import completion
 from infra.openshift.completion import (
     AFTER_FAILURE_WINDOW_S,
+    JOB_UPDATES,
     RETRY_S,
     WATCH_WINDOW_S,
     ApiAccess,
@@ -52,6 +53,7 @@ from infra.openshift.completion import (
     _condition,
     _log_tail,
     assess,
+    job_props,
 )
 from infra.openshift.manifests.sweep_jobs import INDEX_ANNOTATION
 from infra.outputs import SweepArray, SweepOutputs
@@ -288,16 +290,6 @@ def _progress_key(job: Mapping[str, Any]) -> tuple[Any, ...]:
 # --- the dynamic resource --------------------------------------------------------------------
 
 
-def _step_job(props: Mapping[str, Any]) -> StepJob:
-    return StepJob(
-        namespace=str(props["namespace"]),
-        name=str(props["job_name"]),
-        uid=str(props["job_uid"]),
-        step=str(props["step"]),
-        job_urn=str(props.get("job_urn") or ""),
-    )
-
-
 def _outcome(letters: str) -> dict[str, Any]:
     return {
         "elements": arrays.encode(letters),
@@ -310,19 +302,12 @@ class SweepCompletionProvider(pulumi.dynamic.ResourceProvider):
     """Follows a swept step's Indexed Job (see the module's docstring)."""
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
-        replaces = [k for k in ("job_uid", "size") if is_unknown(news.get(k)) or olds.get(k) != news.get(k)]
-        updates = [
-            k
-            for k in (
-                "provider_version", "kubeconfig", "context", "flavour", "insecure_skip_tls_verify", "timeout_s",
-                "job_urn", "namespace", "job_name", "wait",
-            )
-            if is_unknown(news.get(k)) or olds.get(k) != news.get(k)
-        ]
+        replaces = changed(olds, news, ("job_uid", "size"))
+        updates = changed(olds, news, (*JOB_UPDATES, "wait"))
         return pulumi.dynamic.DiffResult(changes=bool(replaces or updates), replaces=replaces)
 
     def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
-        job, size = _step_job(props), int(props["size"])
+        job, size = StepJob.of(props), int(props["size"])
         api = _api(props)
         if props.get("wait"):
             letters = wait_for_sweep(api, job, size, float(props["timeout_s"]), pulumi.log.info)
@@ -332,7 +317,7 @@ class SweepCompletionProvider(pulumi.dynamic.ResourceProvider):
         return pulumi.dynamic.CreateResult(f"{job.namespace}/{job.name}/sweep", {**props, **_outcome(letters)})
 
     def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
-        job, size = _step_job(props), int(props["size"])
+        job, size = StepJob.of(props), int(props["size"])
         read = read_sweep(_api(props), job)
         previous = arrays.decode(str(props.get("elements") or ""))
         letters = element_letters(size, read.job, read.pods, previous)
@@ -366,15 +351,9 @@ class SweepCompletion(pulumi.dynamic.Resource, module="openshift", name="SweepCo
         timeout_s: float,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        metadata: Any = job.metadata  # type: ignore[attr-defined]
         props: dict[str, Any] = {
             "provider_version": PROVIDER_VERSION,
-            **access.props(),
-            "namespace": metadata.namespace,
-            "job_name": metadata.name,
-            "job_uid": metadata.uid,
-            "job_urn": job.urn,
-            "step": step,
+            **job_props(job, step, access),
             "size": size,
             "wait": wait,
             "timeout_s": timeout_s,
