@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,9 +26,8 @@ from infra.hpc.providers.sweep_job import SweepJobProvider
 from infra.hpc.registry import scheduler_for
 from infra.hpc.scheduler import JobSpec
 from infra.workload.parse import parse_workload
-from localenv import satori
-from localenv.layout import Layout, Ports
-from localenv.procs import port_open
+from localenv.layout import Layout
+from tests.integration.satori_fixtures import run, satori_layout, satori_target
 from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("root")]
@@ -44,33 +40,13 @@ RESOURCES = {"nodes": 1, "gpus_per_node": 0, "cpus_per_task": 1, "memory": "256M
 
 @pytest.fixture(scope="module")
 def layout() -> Iterator[Layout]:
-    state = Path(tempfile.mkdtemp(prefix="atlas-sweep-test-", dir="/tmp"))
-    state.chmod(0o755)  # the login user reaches slurm.conf and the munge socket in here
-    lay = Layout(state_dir=state, ports=Ports(PORT_BASE))
-    satori.up(lay)
-    yield lay
-    try:
-        ssh.close_all()
-        satori.down(lay)
-        assert not port_open(lay.ports.sshd)
-    finally:
-        shutil.rmtree(state, ignore_errors=True)
+    with satori_layout(PORT_BASE, "atlas-sweep-test-") as lay:
+        yield lay
 
 
 @pytest.fixture(scope="module")
 def target(layout: Layout) -> dict[str, Any]:
-    info = satori.status(layout)["ssh"]
-    known_hosts = Path(info["known_hosts_file"])
-    return {
-        "ssh": providers.ssh_inputs(
-            info["host"], info["port"], info["user"], known_hosts.read_text(), f"file {known_hosts}", None
-        ),
-        "ssh_secret": {"private_key": Path(info["key_file"]).read_text(), "passphrase": None},
-    }
-
-
-def run(target: dict[str, Any], command: str) -> ssh.RemoteResult:
-    return ssh.run_remote(ssh.connection(providers.endpoint_from(target)), command, check=False)
+    return satori_target(layout)
 
 
 @pytest.fixture(scope="module", autouse=True)
