@@ -2,7 +2,8 @@
 
 test_hpc.py, test_hpc_sweep.py and test_hpc_sweep_report.py each start their own Satori (state in a
 temporary directory, ports from the module's PORT_BASE, so modules never share one) and reach it
-as a stack's providers do; their `layout` and `target` fixtures call these.
+as a stack's providers do; their `layout` and `target` fixtures call these. The sweep modules stage
+a swept step and make its SweepJob's inputs with `staged_sweep`.
 """
 
 from __future__ import annotations
@@ -15,9 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from infra.hpc import providers, ssh
+from infra.hpc.job_script import SubmissionKey, sweep_scripts
+from infra.hpc.pipeline import _chunk_entries, sweep_files
+from infra.hpc.providers import StagedFilesProvider
+from infra.hpc.registry import scheduler_for
+from infra.workload.model import Workload
 from localenv import satori
 from localenv.layout import Layout, Ports
 from localenv.procs import port_open
+
+POLL_S = 1.0
 
 
 @contextmanager
@@ -53,3 +61,32 @@ def satori_target(layout: Layout) -> dict[str, Any]:
 def run(target: dict[str, Any], command: str) -> ssh.RemoteResult:
     """`command` as the login user, its exit status and output returned, not raised."""
     return ssh.run_remote(ssh.connection(providers.endpoint_from(target)), command, check=False)
+
+
+def staged_sweep(
+    target: dict[str, Any], scheduler: str, workload: Workload, key: SubmissionKey, body: str, array_limit: int
+) -> dict[str, Any]:
+    """Stage `workload`'s swept step `train` in `key.run_dir` as StagedFiles does in a stack (its
+    table, its chunk scripts split at `array_limit`, and `point.sh`, each point's `body`) and return
+    its SweepJob inputs (logs under logs/, queue normal, nothing waited for)."""
+    sched = scheduler_for(scheduler)
+    sweep = sweep_scripts(workload, sched, key, "normal", telemetry=False, array_limit=array_limit)["train"]
+    files = [{"path": s.path, "content": s.script, "sha256": s.sha256} for s in sweep_files({"train": sweep}).values()]
+    files.append({"path": "point.sh", "content": body, "sha256": ssh.sha256_hex(body.encode())})
+    StagedFilesProvider().create({**target, "run_dir": key.run_dir, "files": files, "directories": ["logs"]})
+    return {
+        **target,
+        "provider_version": providers.PROVIDER_VERSION,
+        "scheduler": scheduler,
+        "scheduler_options": {},
+        "step": "train",
+        "run_dir": key.run_dir,
+        "table_path": sweep.table_path,
+        "table_sha256": ssh.sha256_hex(sweep.table.encode()),
+        "chunks": _chunk_entries(sweep),
+        "log_pattern": f"logs/train.{sched.array_log_placeholder}",
+        "requested_queue": "normal",
+        "after_job_ids": [],
+        "after_definitions": [],
+        "poll_interval_s": POLL_S,
+    }
