@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +39,18 @@ def wait_until(
 
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@contextlib.contextmanager
+def scratch_namespace(layout: Layout, prefix: str) -> Iterator[str]:
+    """A namespace of its own on the local cluster, `prefix`-<8 hex digits>, for one test; deleted
+    after it without waiting (the cluster removes what it holds)."""
+    from localenv import kube
+
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    kube.kubectl(layout, "create", "namespace", name)
+    yield name
+    kube.kubectl(layout, "delete", "namespace", name, "--wait=false")
 
 
 def closed_port() -> int:

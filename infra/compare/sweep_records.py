@@ -17,14 +17,15 @@ import re
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from infra.compare.records import ElementRecord, MetricReading, Missing, StepRecord, SweepRecord, step_record
 from infra.compare.remote_files import RemoteFiles
 from infra.hpc.remote import Runner
 from infra.hpc.scheduler import Phase, Scheduler
+from infra.index_ranges import parse_index_ranges
 from infra.kubeapi import KubeRequestError
-from infra.outputs import HpcOutputs, KubernetesOutputs, SweepOutputs
+from infra.outputs import BatchStep, HpcOutputs, KubernetesOutputs, KubeStep, SweepOutputs
 from infra.timeparse import rfc3339
 from infra.workload.model import Sweep, SweepMetric
 
@@ -107,6 +108,41 @@ def _sweep_step(record: StepRecord, sweep: SweepRecord) -> StepRecord:
 FINISHED_PHASES = frozenset({Phase.SUCCEEDED.value, Phase.FAILED.value, Phase.CANCELLED.value})
 
 
+Readings = tuple[MetricReading, ...]
+AnyStep = TypeVar("AnyStep", BatchStep, KubeStep)
+
+
+def _sweep_records(
+    steps: Sequence[AnyStep],
+    elements_of: Callable[[AnyStep, SweepOutputs], tuple[tuple[ElementRecord, ...], tuple[str, ...]]],
+    read: Callable[[AnyStep, SweepOutputs, SweepMetric, Sequence[ElementRecord]], Readings],
+    definitions: Mapping[str, Sweep],
+    definition_note: str,
+) -> tuple[SweepRecord, ...]:
+    """Each swept step of a side, in order: its elements (`elements_of`: the records and notes),
+    its metric at each one (`read`, where the step's definition declares one)."""
+    found = []
+    for step in steps:
+        if step.sweep is None:
+            continue
+        elements, notes = elements_of(step, step.sweep)
+        definition = definitions.get(step.name)
+        metric = _metric_of(definition, definition_note)
+        readings = metric if isinstance(metric, Missing) else read(step, step.sweep, metric, elements)
+        found.append(
+            SweepRecord(
+                step=step.name,
+                points=step.sweep.points,
+                elements=elements,
+                arrays=tuple(a.job_id for a in step.sweep.arrays),
+                notes=notes,
+                metric=readings,
+                definition=definition,
+            )
+        )
+    return tuple(found)
+
+
 # --- an HPC side -------------------------------------------------------------------------------------
 
 
@@ -126,35 +162,20 @@ def collect_hpc_sweeps(
 ) -> tuple[SweepRecord, ...]:
     """Each swept step of an HPC side: its elements through the scheduler's array queries, its
     metric from each element's log or its point's folder (SFTP)."""
-    found = []
-    for step in outputs.steps:
-        if step.sweep is None:
-            continue
-        year = _year_of(step.submitted_at)
-        elements, notes = scheduler.collect_sweep_records(runner, step.sweep, outputs.host, year)
-        definition = definitions.get(step.name)
-        metric = _metric_of(definition, definition_note)
-        readings: tuple[MetricReading, ...] | Missing = metric if isinstance(metric, Missing) else ()
-        if not isinstance(metric, Missing):
-            where = f"on {outputs.login} (SFTP)"
-            folder = raw_dir / "sweeps" / step.name
-            folder.mkdir(parents=True, exist_ok=True)
-            readings = tuple(
-                _read_hpc_metric(element, metric, scheduler, step.name, outputs, step.sweep, files, folder, where)
-                for element in elements
-            )
-        found.append(
-            SweepRecord(
-                step=step.name,
-                points=step.sweep.points,
-                elements=elements,
-                arrays=tuple(a.job_id for a in step.sweep.arrays),
-                notes=notes,
-                metric=readings,
-                definition=definition,
-            )
+
+    def elements_of(step: BatchStep, sweep: SweepOutputs) -> tuple[tuple[ElementRecord, ...], tuple[str, ...]]:
+        return scheduler.collect_sweep_records(runner, sweep, outputs.host, _year_of(step.submitted_at))
+
+    def read(step: BatchStep, sweep: SweepOutputs, metric: SweepMetric, elements: Sequence[ElementRecord]) -> Readings:
+        where = f"on {outputs.login} (SFTP)"
+        folder = raw_dir / "sweeps" / step.name
+        folder.mkdir(parents=True, exist_ok=True)
+        return tuple(
+            _read_hpc_metric(element, metric, scheduler, step.name, outputs, sweep, files, folder, where)
+            for element in elements
         )
-    return tuple(found)
+
+    return _sweep_records(outputs.steps, elements_of, read, definitions, definition_note)
 
 
 def _read_hpc_metric(
@@ -220,7 +241,9 @@ def kube_sweep_elements(
         # A retry Job runs a table of just its points, indexed from 0 (docs/architecture.md, "Sweeps").
         points = dict(enumerate(array.points)) if array.points else {i: array.offset + i for i in range(array.count)}
         status = (job or {}).get("status") or {}
-        completed, failed = _indexes(status.get("completedIndexes")), _indexes(status.get("failedIndexes"))
+        # Lenient: the report reads what it can of an odd answer rather than fail.
+        completed = set(parse_index_ranges(status.get("completedIndexes"), lenient=True))
+        failed = set(parse_index_ranges(status.get("failedIndexes"), lenient=True))
         ended = job is not None and _job_ended(status)
         for position, point in points.items():
             attempts[point] = attempts.get(point, 0) + 1
@@ -260,17 +283,6 @@ def kube_sweep_elements(
                 f"no pod of {array.job_id} has completion index {position}",
             )
     return tuple(by_point[p] for p in sorted(by_point)), tuple(notes)
-
-
-def _indexes(text: Any) -> set[int]:
-    """A Job's `status.completedIndexes` or `failedIndexes` (`1,3-5`); what is not such text reads
-    as none."""
-    found: set[int] = set()
-    for part in str(text or "").split(","):
-        low, dash, high = part.strip().partition("-")
-        if low.isdigit() and (not dash or high.isdigit()):
-            found.update(range(int(low), int(high or low) + 1))
-    return found
 
 
 def _job_ended(status: Mapping[str, Any]) -> bool:
@@ -373,28 +385,14 @@ def collect_kube_sweeps(
         "containerStatuses[].state startedAt/finishedAt)"
     )
     by_name = {j["metadata"]["name"]: j for j in jobs.get("items", [])}
-    found = []
-    for step in outputs.steps:
-        if step.sweep is None:
-            continue
-        elements, notes = kube_sweep_elements(step.sweep, by_name, pods.get("items", []), simulated_nodes, source)
-        definition = definitions.get(step.name)
-        metric = _metric_of(definition, definition_note)
-        readings: tuple[MetricReading, ...] | Missing = metric if isinstance(metric, Missing) else ()
-        if not isinstance(metric, Missing):
-            readings = tuple(_read_kube_metric(e, metric, namespace, pod_log, step.sweep) for e in elements)
-        found.append(
-            SweepRecord(
-                step=step.name,
-                points=step.sweep.points,
-                elements=elements,
-                arrays=tuple(a.job_id for a in step.sweep.arrays),
-                notes=notes,
-                metric=readings,
-                definition=definition,
-            )
-        )
-    return tuple(found)
+
+    def elements_of(_step: KubeStep, sweep: SweepOutputs) -> tuple[tuple[ElementRecord, ...], tuple[str, ...]]:
+        return kube_sweep_elements(sweep, by_name, pods.get("items", []), simulated_nodes, source)
+
+    def read(_step: KubeStep, sweep: SweepOutputs, metric: SweepMetric, elements: Sequence[ElementRecord]) -> Readings:
+        return tuple(_read_kube_metric(e, metric, namespace, pod_log, sweep) for e in elements)
+
+    return _sweep_records(outputs.steps, elements_of, read, definitions, definition_note)
 
 
 def _read_kube_metric(

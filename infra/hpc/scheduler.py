@@ -631,33 +631,3 @@ def validate_job_name(job_name: str) -> str:
     if not JOB_NAME.match(job_name):
         raise SchedulerError(f"job names must be at most 63 lower-case letters, digits and '-', found {job_name!r}")
     return job_name
-
-
-def index_ranges(indices: Sequence[int]) -> str:
-    """`[3, 4, 5, 17]` as `3-5,17`: an index list both schedulers read (Slurm's --array, LSF's
-    name[...]) and the compact form a sweep's retried points take in state."""
-    ordered = sorted(set(indices))
-    if not ordered or ordered[0] < 0:
-        raise ValueError(f"an index list needs at least one index, none negative, found {list(indices)!r}")
-    runs: list[str] = []
-    start = previous = ordered[0]
-    for index in [*ordered[1:], None]:
-        if index is not None and index == previous + 1:
-            previous = index
-            continue
-        runs.append(str(start) if start == previous else f"{start}-{previous}")
-        if index is not None:
-            start = previous = index
-    return ",".join(runs)
-
-
-def parse_index_ranges(text: str) -> tuple[int, ...]:
-    """`index_ranges`' inverse; ValueError for text it did not write."""
-    indices: list[int] = []
-    for run in text.split(","):
-        match = re.fullmatch(r"(\d+)(?:-(\d+))?", run)
-        if match is None or (match.group(2) is not None and int(match.group(2)) < int(match.group(1))):
-            raise ValueError(f"{text!r} is not an index list (e.g. 3-5,17)")
-        first = int(match.group(1))
-        indices.extend(range(first, int(match.group(2) or first) + 1))
-    return tuple(indices)

@@ -36,7 +36,7 @@ from typing import Any
 import pulumi
 import pulumi.dynamic
 
-from infra.dynamic.inputs import is_unknown
+from infra.dynamic.inputs import changed
 from infra.kubeapi import KubeApi, KubeRequestError
 from infra.kubeconfig import KubeconfigRequest, resolve_context
 from infra.timeparse import rfc3339
@@ -299,6 +299,17 @@ class StepJob:
         selector = urllib.parse.quote(f"{CONTROLLER_UID_LABEL}={self.uid}")
         return f"/api/v1/namespaces/{urllib.parse.quote(self.namespace)}/pods?labelSelector={selector}"
 
+    @classmethod
+    def of(cls, props: Mapping[str, Any]) -> StepJob:
+        """The Job a completion's props (`job_props`) name."""
+        return cls(
+            namespace=str(props["namespace"]),
+            name=str(props["job_name"]),
+            uid=str(props["job_uid"]),
+            step=str(props["step"]),
+            job_urn=str(props.get("job_urn") or ""),
+        )
+
     def rerun_hint(self) -> str:
         hint = "Fix the step and run `pulumi up` again: a changed step is a new Job"
         return hint + (f" (to run it again unchanged: pulumi up --replace '{self.job_urn}')" if self.job_urn else "")
@@ -453,29 +464,37 @@ def _api(props: Mapping[str, Any]) -> KubeApi:
     return KubeApi(resolve_context(api_request(props)), timeout_s=30.0)
 
 
+# A completion's inputs that change in place: how it reaches the API, how long it waits, and the
+# Job's names (the same Job, its uid unchanged: a Job replaced has a new uid, which replaces it).
+JOB_UPDATES = (
+    "provider_version", "kubeconfig", "context", "flavour", "insecure_skip_tls_verify", "timeout_s", "job_urn",
+    "namespace", "job_name",
+)
+
+
+def job_props(job: pulumi.CustomResource, step: str, access: ApiAccess) -> dict[str, Any]:
+    """A completion's props that name the step's Job (`StepJob.of` reads them) and how to reach it."""
+    metadata: Any = job.metadata  # type: ignore[attr-defined]
+    return {
+        **access.props(),
+        "namespace": metadata.namespace,
+        "job_name": metadata.name,
+        "job_uid": metadata.uid,
+        "job_urn": job.urn,
+        "step": step,
+    }
+
+
 class JobCompletionProvider(pulumi.dynamic.ResourceProvider):
     """Waits for a step's Job to succeed (see the module's docstring)."""
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
-        replaces = [k for k in ("job_uid",) if is_unknown(news.get(k)) or olds.get(k) != news.get(k)]
-        updates = [
-            k
-            for k in (
-                "provider_version", "kubeconfig", "context", "flavour", "insecure_skip_tls_verify", "timeout_s",
-                "job_urn", "namespace", "job_name",
-            )
-            if is_unknown(news.get(k)) or olds.get(k) != news.get(k)
-        ]
+        replaces = changed(olds, news, ("job_uid",))
+        updates = changed(olds, news, JOB_UPDATES)
         return pulumi.dynamic.DiffResult(changes=bool(replaces or updates), replaces=replaces)
 
     def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
-        job = StepJob(
-            namespace=str(props["namespace"]),
-            name=str(props["job_name"]),
-            uid=str(props["job_uid"]),
-            step=str(props["step"]),
-            job_urn=str(props.get("job_urn") or ""),
-        )
+        job = StepJob.of(props)
         progress = wait_for_step(_api(props), job, float(props["timeout_s"]), pulumi.log.info)
         outs = {
             **props,
@@ -536,15 +555,9 @@ class JobCompletion(pulumi.dynamic.Resource, module="openshift", name="JobComple
         timeout_s: float,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        metadata: Any = job.metadata  # type: ignore[attr-defined]
         props: dict[str, Any] = {
             "provider_version": PROVIDER_VERSION,
-            **access.props(),
-            "namespace": metadata.namespace,
-            "job_name": metadata.name,
-            "job_uid": metadata.uid,
-            "job_urn": job.urn,
-            "step": step,
+            **job_props(job, step, access),
             "timeout_s": timeout_s,
             **dict.fromkeys(_OUTCOME_FIELDS),
         }

@@ -36,12 +36,14 @@ from typing import Any
 import pulumi
 import pulumi.dynamic
 
-from infra.dynamic.inputs import is_unknown
+from infra.dynamic.inputs import changed
 from infra.hpc import arrays
+from infra.index_ranges import index_ranges, parse_index_ranges
 from infra.kubeapi import KubeApi
 from infra.openshift import completion
 from infra.openshift.completion import (
     AFTER_FAILURE_WINDOW_S,
+    JOB_UPDATES,
     RETRY_S,
     WATCH_WINDOW_S,
     ApiAccess,
@@ -51,6 +53,7 @@ from infra.openshift.completion import (
     _condition,
     _log_tail,
     assess,
+    job_props,
 )
 from infra.openshift.manifests.sweep_jobs import INDEX_ANNOTATION
 from infra.outputs import SweepArray, SweepOutputs
@@ -59,38 +62,6 @@ PROVIDER_VERSION = "1+" + hashlib.sha256(Path(__file__).read_bytes()).hexdigest(
 SWEEP_OUTCOME_FIELDS = ("elements", "state", "counts")
 # How many failed points a failure message names by number (the rest as a count).
 NAMED_POINTS = 20
-
-
-def parse_indexes(text: str | None, size: int, where: str = "indexes") -> set[int]:
-    """A Job's `status.completedIndexes` or `failedIndexes` (`1,3-5`) as the set of indexes;
-    ValueError for text the API does not write or an index past the Job's `size`."""
-    found: set[int] = set()
-    for part in (text or "").split(","):
-        part = part.strip()
-        if not part:
-            continue
-        low, dash, high = part.partition("-")
-        if not low.isdigit() or (dash and not high.isdigit()):
-            raise ValueError(f"{where}: {text!r} is not a list of indexes and ranges (e.g. 0-5,7)")
-        first, last = int(low), int(high or low)
-        if first > last or last >= size:
-            raise ValueError(f"{where}: {part!r} in {text!r} is not a range of indexes below {size}")
-        found.update(range(first, last + 1))
-    return found
-
-
-def format_indexes(indexes: Iterable[int]) -> str:
-    """`parse_indexes`' inverse, sorted: {0, 1, 2, 5} as `0-2,5`."""
-    ordered = sorted(set(indexes))
-    parts: list[str] = []
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
-    return ",".join(parts)
 
 
 def job_finished(job: Mapping[str, Any]) -> bool:
@@ -123,8 +94,11 @@ def element_letters(
         old = previous if len(previous) == size else ""
         return "".join(old[i] if old and old[i] in arrays.FINISHED else arrays.KILLED for i in range(size))
     status = job.get("status") or {}
-    completed = parse_indexes(status.get("completedIndexes"), size, "status.completedIndexes")
-    failed = parse_indexes(status.get("failedIndexes"), size, "status.failedIndexes")
+    # The API leaves a field out (or empty) while no index is in it.
+    completed, failed = (
+        set(parse_index_ranges(status.get(field), size=size, where=f"status.{field}", empty_ok=True))
+        for field in ("completedIndexes", "failedIndexes")
+    )
     by_pod: dict[int, str] = {}
     for pod in sorted(pods, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp", ""))):
         index = _pod_index(pod, size)
@@ -213,7 +187,7 @@ def _describe(letters: str) -> str:
 def _failure(api: KubeApi, job: StepJob, read: SweepRead, letters: str) -> StepFailed:
     """What a failed sweep says: which points, how the Job ended, a failed pod's last lines."""
     bad = [i for i, letter in enumerate(letters) if letter in (arrays.FAILED, arrays.KILLED)]
-    named = format_indexes(bad[:NAMED_POINTS])
+    named = index_ranges(bad[:NAMED_POINTS], empty_ok=True)
     if len(bad) > NAMED_POINTS:
         named += f" and {len(bad) - NAMED_POINTS} more"
     verdict = _condition(read.job or {}, "Failed") or _condition(read.job or {}, "FailureTarget") or {}
@@ -316,16 +290,6 @@ def _progress_key(job: Mapping[str, Any]) -> tuple[Any, ...]:
 # --- the dynamic resource --------------------------------------------------------------------
 
 
-def _step_job(props: Mapping[str, Any]) -> StepJob:
-    return StepJob(
-        namespace=str(props["namespace"]),
-        name=str(props["job_name"]),
-        uid=str(props["job_uid"]),
-        step=str(props["step"]),
-        job_urn=str(props.get("job_urn") or ""),
-    )
-
-
 def _outcome(letters: str) -> dict[str, Any]:
     return {
         "elements": arrays.encode(letters),
@@ -338,19 +302,12 @@ class SweepCompletionProvider(pulumi.dynamic.ResourceProvider):
     """Follows a swept step's Indexed Job (see the module's docstring)."""
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
-        replaces = [k for k in ("job_uid", "size") if is_unknown(news.get(k)) or olds.get(k) != news.get(k)]
-        updates = [
-            k
-            for k in (
-                "provider_version", "kubeconfig", "context", "flavour", "insecure_skip_tls_verify", "timeout_s",
-                "job_urn", "namespace", "job_name", "wait",
-            )
-            if is_unknown(news.get(k)) or olds.get(k) != news.get(k)
-        ]
+        replaces = changed(olds, news, ("job_uid", "size"))
+        updates = changed(olds, news, (*JOB_UPDATES, "wait"))
         return pulumi.dynamic.DiffResult(changes=bool(replaces or updates), replaces=replaces)
 
     def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
-        job, size = _step_job(props), int(props["size"])
+        job, size = StepJob.of(props), int(props["size"])
         api = _api(props)
         if props.get("wait"):
             letters = wait_for_sweep(api, job, size, float(props["timeout_s"]), pulumi.log.info)
@@ -360,7 +317,7 @@ class SweepCompletionProvider(pulumi.dynamic.ResourceProvider):
         return pulumi.dynamic.CreateResult(f"{job.namespace}/{job.name}/sweep", {**props, **_outcome(letters)})
 
     def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
-        job, size = _step_job(props), int(props["size"])
+        job, size = StepJob.of(props), int(props["size"])
         read = read_sweep(_api(props), job)
         previous = arrays.decode(str(props.get("elements") or ""))
         letters = element_letters(size, read.job, read.pods, previous)
@@ -394,15 +351,9 @@ class SweepCompletion(pulumi.dynamic.Resource, module="openshift", name="SweepCo
         timeout_s: float,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        metadata: Any = job.metadata  # type: ignore[attr-defined]
         props: dict[str, Any] = {
             "provider_version": PROVIDER_VERSION,
-            **access.props(),
-            "namespace": metadata.namespace,
-            "job_name": metadata.name,
-            "job_uid": metadata.uid,
-            "job_urn": job.urn,
-            "step": step,
+            **job_props(job, step, access),
             "size": size,
             "wait": wait,
             "timeout_s": timeout_s,

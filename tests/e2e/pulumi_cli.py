@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,6 +124,18 @@ class PulumiProject:
 
     def outputs(self, stack: str) -> dict[str, Any]:
         return json.loads(self.run("stack", "output", "--json", "--show-secrets", "-s", stack).stdout)
+
+
+@contextlib.contextmanager
+def project_and_stacks(tmp: Path) -> Iterator[tuple[PulumiProject, list[str]]]:
+    """A project and the list the test adds each stack it creates to: on the way out each is
+    destroyed and removed, whatever the test's outcome (a failure there is not the test's)."""
+    proj = PulumiProject.create(tmp)
+    stacks: list[str] = []
+    yield proj, stacks
+    for stack in stacks:
+        proj.run("destroy", "--yes", "-s", stack, check=False)
+        proj.run("stack", "rm", "--yes", "-s", stack, check=False)
 
 
 def satori_ssh(layout: Layout, command: str, timeout: float = 60) -> str:

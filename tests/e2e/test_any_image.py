@@ -32,7 +32,7 @@ from infra.openshift.manifests.volumes import TOOLS_DIR
 from infra.telemetry.bundle import ENTRYPOINT_NAME, pod_tools
 from localenv import images, kube
 from localenv.layout import Layout
-from tests.e2e.pulumi_cli import PulumiProject, local_openshift
+from tests.e2e.pulumi_cli import PulumiProject, local_openshift, project_and_stacks
 from tests.support import REPO_ROOT, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -42,12 +42,8 @@ WORKLOAD = HERE / "workload"
 
 @pytest.fixture
 def project(tmp_path: Path) -> Iterator[tuple[PulumiProject, list[str]]]:
-    proj = PulumiProject.create(tmp_path)
-    stacks: list[str] = []
-    yield proj, stacks
-    for stack in stacks:
-        proj.run("destroy", "--yes", "-s", stack, check=False)
-        proj.run("stack", "rm", "--yes", "-s", stack, check=False)
+    with project_and_stacks(tmp_path) as pair:
+        yield pair
 
 
 def stand_up(proj: PulumiProject, stacks: list[str], kube_env: Layout, name: str, image: str,

@@ -1,7 +1,7 @@
 """`scripts/localenv --only aws`: the moto server starts once, answers boto3, and `down` stops exactly it.
 
 Its own layout (state in a temporary folder, ports from ATLAS_TEST_AWS_PORT_BASE, default
-17400, so moto listens on 17900), apart from the session's local environment.
+17650, so moto listens on 18150), apart from the session's local environment.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from localenv.layout import Layout, Ports
 from localenv.procs import port_open
 
 pytestmark = pytest.mark.integration
-PORT_BASE = int(os.environ.get("ATLAS_TEST_AWS_PORT_BASE", "17400"))
+PORT_BASE = int(os.environ.get("ATLAS_TEST_AWS_PORT_BASE", "17650"))
 
 
 @pytest.fixture

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -28,9 +26,10 @@ from infra.hpc.registry import scheduler_for
 from infra.hpc.scheduler import NO_SITE_DIRECTIVES, JobSpec, SchedulerError, SiteDirectives
 from infra.hpc.ssh import output
 from localenv import satori
-from localenv.layout import Layout, Ports
+from localenv.layout import Layout
 from localenv.procs import port_open
 from localenv.satori_config import SatoriPaths
+from tests.integration.satori_fixtures import satori_layout, satori_target
 from tests.support import wait_until
 
 pytestmark = [
@@ -45,30 +44,13 @@ SCHEDULERS = ("lsf", "slurm")
 
 @pytest.fixture(scope="module")
 def layout() -> Iterator[Layout]:
-    state = Path(tempfile.mkdtemp(prefix="atlas-hpc-test-", dir="/tmp"))
-    state.chmod(0o755)  # the login user reaches slurm.conf and the munge socket in here
-    lay = Layout(state_dir=state, ports=Ports(PORT_BASE))
-    satori.up(lay)
-    yield lay
-    try:
-        ssh.close_all()
-        satori.down(lay)
-        assert not port_open(lay.ports.sshd)
-    finally:
-        shutil.rmtree(state, ignore_errors=True)
+    with satori_layout(PORT_BASE, "atlas-hpc-test-") as lay:
+        yield lay
 
 
 @pytest.fixture(scope="module")
 def target(layout: Layout) -> dict[str, Any]:
-    info = satori.status(layout)["ssh"]
-    known_hosts = Path(info["known_hosts_file"])
-    return {
-        "ssh": providers.ssh_inputs(
-            info["host"], info["port"], info["user"], known_hosts.read_text(), f"file {known_hosts}", None
-        ),
-        # As a stack passes it: the key's text from secret config, not a path.
-        "ssh_secret": {"private_key": Path(info["key_file"]).read_text(), "passphrase": None},
-    }
+    return satori_target(layout)
 
 
 @pytest.fixture

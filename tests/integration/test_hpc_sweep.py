@@ -12,26 +12,21 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from infra.hpc import arrays, providers, ssh
-from infra.hpc.job_script import SubmissionKey, render_job_script, sweep_scripts
-from infra.hpc.pipeline import _chunk_entries, sweep_files
+from infra.hpc.job_script import SubmissionKey, render_job_script
 from infra.hpc.providers import BatchJobProvider, StagedFilesProvider
 from infra.hpc.providers.sweep_job import SweepJobProvider
 from infra.hpc.registry import scheduler_for
 from infra.hpc.scheduler import JobSpec
 from infra.workload.parse import parse_workload
-from localenv import satori
-from localenv.layout import Layout, Ports
-from localenv.procs import port_open
+from localenv.layout import Layout
+from tests.integration.satori_fixtures import POLL_S, run, satori_layout, satori_target, staged_sweep
 from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("root")]
@@ -39,40 +34,19 @@ pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("root")]
 # A base none of whose ports is one of the test run's own environment (scripts/test: 18000) or another
 # module's: 17600 put slurmd on 18418, which the run's environment holds.
 PORT_BASE = int(os.environ.get("ATLAS_TEST_HPC_SWEEP_PORT_BASE", "17500"))
-POLL_S = 1.0
 SCHEDULERS = ("lsf", "slurm")
 RESOURCES = {"nodes": 1, "gpus_per_node": 0, "cpus_per_task": 1, "memory": "256Mi", "walltime": "00:10:00"}
 
 
 @pytest.fixture(scope="module")
 def layout() -> Iterator[Layout]:
-    state = Path(tempfile.mkdtemp(prefix="atlas-sweep-test-", dir="/tmp"))
-    state.chmod(0o755)  # the login user reaches slurm.conf and the munge socket in here
-    lay = Layout(state_dir=state, ports=Ports(PORT_BASE))
-    satori.up(lay)
-    yield lay
-    try:
-        ssh.close_all()
-        satori.down(lay)
-        assert not port_open(lay.ports.sshd)
-    finally:
-        shutil.rmtree(state, ignore_errors=True)
+    with satori_layout(PORT_BASE, "atlas-sweep-test-") as lay:
+        yield lay
 
 
 @pytest.fixture(scope="module")
 def target(layout: Layout) -> dict[str, Any]:
-    info = satori.status(layout)["ssh"]
-    known_hosts = Path(info["known_hosts_file"])
-    return {
-        "ssh": providers.ssh_inputs(
-            info["host"], info["port"], info["user"], known_hosts.read_text(), f"file {known_hosts}", None
-        ),
-        "ssh_secret": {"private_key": Path(info["key_file"]).read_text(), "passphrase": None},
-    }
-
-
-def run(target: dict[str, Any], command: str) -> ssh.RemoteResult:
-    return ssh.run_remote(ssh.connection(providers.endpoint_from(target)), command, check=False)
+    return satori_target(layout)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -117,29 +91,8 @@ def make_sweep(
     SweepJob inputs."""
     n = next(_counter)
     run_dir = f"atlas-it-sweep/{scheduler}/{n}-{int(time.time())}"
-    sched = scheduler_for(scheduler)
-    workload = sweep_workload(values, parallel)
     key = SubmissionKey("atlas", "it", scheduler, str(n), run_dir)
-    sweep = sweep_scripts(workload, sched, key, "normal", telemetry=False, array_limit=limit)["train"]
-    files = [{"path": s.path, "content": s.script, "sha256": s.sha256} for s in sweep_files({"train": sweep}).values()]
-    files.append({"path": "point.sh", "content": body, "sha256": ssh.sha256_hex(body.encode())})
-    StagedFilesProvider().create({**target, "run_dir": run_dir, "files": files, "directories": ["logs"]})
-    return {
-        **target,
-        "provider_version": providers.PROVIDER_VERSION,
-        "scheduler": scheduler,
-        "scheduler_options": {},
-        "step": "train",
-        "run_dir": run_dir,
-        "table_path": sweep.table_path,
-        "table_sha256": ssh.sha256_hex(sweep.table.encode()),
-        "chunks": _chunk_entries(sweep),
-        "log_pattern": f"logs/train.{sched.array_log_placeholder}",
-        "requested_queue": "normal",
-        "after_job_ids": [],
-        "after_definitions": [],
-        "poll_interval_s": POLL_S,
-    }
+    return staged_sweep(target, scheduler, sweep_workload(values, parallel), key, body, limit)
 
 
 def read_until(props: dict[str, Any], job_id: str, done: Any, what: str, timeout: float = 90) -> dict[str, Any]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shlex
-import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -27,9 +26,7 @@ from infra.compare.records import Missing, ReportContract
 from infra.compare.remote_files import SftpFiles
 from infra.compare.sweeps import sweep_metrics
 from infra.hpc import arrays, providers, ssh
-from infra.hpc.job_script import SubmissionKey, sweep_scripts
-from infra.hpc.pipeline import _chunk_entries, sweep_files
-from infra.hpc.providers import StagedFilesProvider
+from infra.hpc.job_script import SubmissionKey
 from infra.hpc.providers.sweep_job import SweepJobProvider
 from infra.hpc.registry import scheduler_for
 from infra.hpc.remote import RemoteResult
@@ -39,15 +36,13 @@ from infra.outputs import HpcOutputs, read_environment
 from infra.timeparse import iso_utc
 from infra.workload.model import Workload
 from infra.workload.parse import parse_workload
-from localenv import satori
-from localenv.layout import Layout, Ports
-from localenv.procs import port_open
+from localenv.layout import Layout
+from tests.integration.satori_fixtures import POLL_S, run, satori_layout, satori_target, staged_sweep
 from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("root")]
 
 PORT_BASE = int(os.environ.get("ATLAS_TEST_HPC_SWEEP_REPORT_PORT_BASE", "17800"))
-POLL_S = 1.0
 RESOURCES = {"nodes": 1, "gpus_per_node": 0, "cpus_per_task": 1, "memory": "256Mi", "walltime": "00:10:00"}
 # Point i prints its loss (its lr); point 1 then fails on purpose, point 4 runs until killed by hand.
 LRS = ["0.5", "0.1", "0.3", "0.2", "0.4"]
@@ -60,33 +55,13 @@ BODY = (
 
 @pytest.fixture(scope="module")
 def layout() -> Iterator[Layout]:
-    state = Path(tempfile.mkdtemp(prefix="atlas-sweep-report-test-", dir="/tmp"))
-    state.chmod(0o755)  # the login user reaches slurm.conf and the munge socket in here
-    lay = Layout(state_dir=state, ports=Ports(PORT_BASE))
-    satori.up(lay)
-    yield lay
-    try:
-        ssh.close_all()
-        satori.down(lay)
-        assert not port_open(lay.ports.sshd)
-    finally:
-        shutil.rmtree(state, ignore_errors=True)
+    with satori_layout(PORT_BASE, "atlas-sweep-report-test-") as lay:
+        yield lay
 
 
 @pytest.fixture(scope="module")
 def target(layout: Layout) -> dict[str, Any]:
-    info = satori.status(layout)["ssh"]
-    known_hosts = Path(info["known_hosts_file"])
-    return {
-        "ssh": providers.ssh_inputs(
-            info["host"], info["port"], info["user"], known_hosts.read_text(), f"file {known_hosts}", None
-        ),
-        "ssh_secret": {"private_key": Path(info["key_file"]).read_text(), "passphrase": None},
-    }
-
-
-def run(target: dict[str, Any], command: str) -> RemoteResult:
-    return ssh.run_remote(ssh.connection(providers.endpoint_from(target)), command, check=False)
+    return satori_target(layout)
 
 
 def swept_workload() -> Workload:
@@ -168,26 +143,7 @@ def test_a_sweeps_records_agree_with_the_scheduler_and_the_best_point_is_the_met
     workload = swept_workload()
     key = SubmissionKey("atlas", "it-report", scheduler, "1", run_dir)
     # At most two elements an array: three arrays (2, 2, 1), all running at once.
-    sweep = sweep_scripts(workload, sched, key, "normal", telemetry=False, array_limit=2)["train"]
-    files = [{"path": s.path, "content": s.script, "sha256": s.sha256} for s in sweep_files({"train": sweep}).values()]
-    files.append({"path": "point.sh", "content": BODY, "sha256": ssh.sha256_hex(BODY.encode())})
-    StagedFilesProvider().create({**target, "run_dir": run_dir, "files": files, "directories": ["logs"]})
-    props = {
-        **target,
-        "provider_version": providers.PROVIDER_VERSION,
-        "scheduler": scheduler,
-        "scheduler_options": {},
-        "step": "train",
-        "run_dir": run_dir,
-        "table_path": sweep.table_path,
-        "table_sha256": ssh.sha256_hex(sweep.table.encode()),
-        "chunks": _chunk_entries(sweep),
-        "log_pattern": f"logs/train.{sched.array_log_placeholder}",
-        "requested_queue": "normal",
-        "after_job_ids": [],
-        "after_definitions": [],
-        "poll_interval_s": POLL_S,
-    }
+    props = staged_sweep(target, scheduler, workload, key, BODY, array_limit=2)
     submitted_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     created = SweepJobProvider().create(props)
     assert created.outs is not None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-import uuid
+from collections.abc import Iterator
 
 import pytest
 
@@ -17,17 +17,15 @@ from infra.openshift import completion
 from infra.openshift.completion import JobCompletionProvider, StepFailed, StepJob, wait_for_step
 from localenv import kube, kwok
 from localenv.layout import Layout
-from tests.support import wait_until
+from tests.support import scratch_namespace, wait_until
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def namespace(kube_env: Layout):
-    name = f"it-done-{uuid.uuid4().hex[:8]}"
-    kube.kubectl(kube_env, "create", "namespace", name)
-    yield name
-    kube.kubectl(kube_env, "delete", "namespace", name, "--wait=false")
+def namespace(kube_env: Layout) -> Iterator[str]:
+    with scratch_namespace(kube_env, "it-done") as name:
+        yield name
 
 
 def create_job(

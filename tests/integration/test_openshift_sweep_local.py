@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import threading
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,17 +19,15 @@ from infra.openshift.manifests.sweep_jobs import INDEX_ANNOTATION
 from infra.openshift.sweep_completion import SweepCompletionProvider, element_letters, read_sweep, wait_for_sweep
 from localenv import images, kube, kwok, node
 from localenv.layout import Layout
-from tests.support import wait_until
+from tests.support import scratch_namespace, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("root")]
 
 
 @pytest.fixture
 def namespace(kube_env: Layout) -> Iterator[str]:
-    name = f"it-sweep-{uuid.uuid4().hex[:8]}"
-    kube.kubectl(kube_env, "create", "namespace", name)
-    yield name
-    kube.kubectl(kube_env, "delete", "namespace", name, "--wait=false")
+    with scratch_namespace(kube_env, "it-sweep") as name:
+        yield name
 
 
 def create(

@@ -224,7 +224,7 @@ def test_second_up_is_harmless_and_fast(layout: Layout) -> None:
 
 def test_a_taken_port_is_a_clear_error() -> None:
     state = Path(tempfile.mkdtemp(prefix="atlas-satori-port-", dir="/tmp"))
-    other = Layout(state_dir=state, ports=Ports(PORT_BASE + 100))
+    other = Layout(state_dir=state, ports=Ports(PORT_BASE + 150))
     try:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", other.ports.sshd))

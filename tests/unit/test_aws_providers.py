@@ -20,6 +20,7 @@ from infra.aws.providers import (
     ssh_cidrs_of,
 )
 from infra.outputs import AwsOutputs, read_environment
+from tests.unit.pulumi_mocks import ResourceMocks
 
 COMMON: dict[str, Any] = {
     "provider_version": providers.PROVIDER_VERSION,
@@ -157,13 +158,8 @@ def test_host_keys_are_fresh_ed25519_keys() -> None:
 # --- AwsEnvironment under mocks ----------------------------------------------------------------
 
 
-class Mocks(pulumi.runtime.Mocks):
-    def __init__(self) -> None:
-        self.resources: list[pulumi.runtime.MockResourceArgs] = []
-
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
-        self.resources.append(args)
-        outputs = dict(args.inputs)
+class Mocks(ResourceMocks):
+    def outputs(self, args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
         kind = args.typ.rsplit(":", 1)[-1]
         index = len(self.resources)
         extra: dict[str, dict[str, Any]] = {
@@ -186,18 +182,12 @@ class Mocks(pulumi.runtime.Mocks):
                 "ended_ids": [],
             },
         }
-        outputs.update(extra.get(kind, {}))
-        return f"{args.name}-id", outputs
-
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
-        return {}, None
+        return extra.get(kind, {})
 
 
 @pytest.fixture
 def mocks() -> Mocks:
-    m = Mocks()
-    pulumi.runtime.set_mocks(m, preview=False)
-    return m
+    return Mocks().install()
 
 
 def _environment(raw: dict[str, Any], definition: str = "workload.yaml", max_attempts: int = 1) -> Any:

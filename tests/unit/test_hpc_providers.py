@@ -18,6 +18,7 @@ from infra.hpc.remote import RemoteResult
 from infra.hpc.scheduler import JobState, Phase
 from infra.hpc.ssh.files import sha256_hex
 from infra.outputs import OUTPUTS_VERSION
+from tests.unit.pulumi_mocks import ResourceMocks
 
 UNKNOWN = rpc.UNKNOWN
 SCRIPT = "#!/bin/bash\n#SBATCH --job-name=atlas-train-0123456789\npython main.py\n"
@@ -382,26 +383,16 @@ def test_job_state_phase_finished() -> None:
 # --- HpcEnvironment under mocks ----------------------------------------------------------------
 
 
-class Mocks(pulumi.runtime.Mocks):
-    def __init__(self) -> None:
-        self.resources: list[pulumi.runtime.MockResourceArgs] = []
-
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
-        self.resources.append(args)
-        outputs = dict(args.inputs)
+class Mocks(ResourceMocks):
+    def outputs(self, args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
         if args.typ.endswith("BatchJob"):
-            outputs.update(job_id=str(100 + len(self.resources)), queue="normal", submitted_at="2026-12-02T15:00:00Z")
-        return f"{args.name}-id", outputs
-
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
-        return {}, None
+            return {"job_id": str(100 + len(self.resources)), "queue": "normal", "submitted_at": "2026-12-02T15:00:00Z"}
+        return {}
 
 
 @pytest.fixture
 def mocks() -> Mocks:
-    m = Mocks()
-    pulumi.runtime.set_mocks(m, preview=False)
-    return m
+    return Mocks().install()
 
 
 @pulumi.runtime.test

@@ -21,11 +21,13 @@ from infra.hpc.providers import sweep_job as sweep_module
 from infra.hpc.providers.sweep_job import SweepJobProvider
 from infra.hpc.registry import scheduler_for
 from infra.hpc.remote import RemoteResult
-from infra.hpc.scheduler import ArrayRequest, JobState, Phase, index_ranges, parse_index_ranges
+from infra.hpc.scheduler import ArrayRequest, JobState, Phase
 from infra.hpc.ssh.files import sha256_hex
+from infra.index_ranges import index_ranges, parse_index_ranges
 from infra.toolchain.pins import REPO_ROOT
 from infra.workload.load import load_workload
 from infra.workload.parse import parse_workload
+from tests.unit.pulumi_mocks import ResourceMocks
 
 PROBE_SWEEP = load_workload(REPO_ROOT / "workloads" / "probe" / "sweep.yaml")
 RUN = SubmissionKey("atlas", "unit", "satori", "1", "atlas-runs/unit/satori/probe-sweep")
@@ -408,30 +410,20 @@ def test_check_and_diff(login: LoginNode) -> None:
 # --- the pipeline: one SweepJob, and what comes after waits for every array ------------------------
 
 
-class Mocks(pulumi.runtime.Mocks):
-    def __init__(self) -> None:
-        self.resources: list[pulumi.runtime.MockResourceArgs] = []
-
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
-        self.resources.append(args)
-        outputs = dict(args.inputs)
+class Mocks(ResourceMocks):
+    def outputs(self, args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
         if args.typ.endswith("BatchJob"):
-            outputs.update(job_id=str(100 + len(self.resources)), queue="normal", submitted_at="t")
+            return {"job_id": str(100 + len(self.resources)), "queue": "normal", "submitted_at": "t"}
         if args.typ.endswith("SweepJob"):
             ids = [str(200 + i) for i in range(len(args.inputs["chunks"]))]
-            outputs.update(job_ids=ids, job_id=ids[0], submitted_at="t", elements="P6", state="pending",
-                           retries=[], final_ids=ids, ended_ids=[])
-        return f"{args.name}-id", outputs
-
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
-        return {}, None
+            return {"job_ids": ids, "job_id": ids[0], "submitted_at": "t", "elements": "P6", "state": "pending",
+                    "retries": [], "final_ids": ids, "ended_ids": []}
+        return {}
 
 
 @pytest.fixture
 def mocks() -> Mocks:
-    m = Mocks()
-    pulumi.runtime.set_mocks(m, preview=False)
-    return m
+    return Mocks().install()
 
 
 def sweep_then_report() -> Any:

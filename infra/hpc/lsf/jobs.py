@@ -174,10 +174,25 @@ def parse_bhist_long(result: RemoteResult) -> dict[str, JobState]:
     return _bhist_states(result, re.compile(r"Job <(\d+)>(?:, Job Name <([^>]*)>)?"))
 
 
-def parse_array_bhist(result: RemoteResult) -> dict[str, JobState]:
+def parse_array_bhist(result: RemoteResult, array_id: str | None = None) -> dict[str, JobState]:
     """`bhist -l <array id>`: one block per element (`Job <77[3]>, Job Name <name[3]>`), keyed by
-    the element's index, for the elements `bjobs` forgot (past CLEAN_PERIOD)."""
-    return _bhist_states(result, re.compile(r"Job <\d+\[(\d+)\]>(?:, Job Name <([^>]*)>)?"))
+    the element's index, for the elements `bjobs` forgot (past CLEAN_PERIOD); only `array_id`'s
+    where given."""
+    return _bhist_states(result, re.compile(rf"{_array_head(array_id)}(?:, Job Name <([^>]*)>)?"))
+
+
+def parse_array_bhist_event_times(
+    result: RemoteResult, array_id: str | None = None
+) -> dict[str, dict[str, tuple[str, int | None]]]:
+    """`parse_bhist_event_times` of `bhist -l <array id>`'s element blocks, keyed by the element's
+    index as `parse_array_bhist` keys their states."""
+    return _bhist_event_times(result, re.compile(rf"\s*{_array_head(array_id)}"))
+
+
+def _array_head(array_id: str | None) -> str:
+    """An element block's head, `Job <77[3]>`, its index the pattern's first group."""
+    array = re.escape(array_id) if array_id else r"\d+"
+    return rf"Job <{array}\[(\d+)\]>"
 
 
 def _bhist_states(result: RemoteResult, head_pattern: re.Pattern[str]) -> dict[str, JobState]:
@@ -237,9 +252,16 @@ def parse_bhist_event_times(result: RemoteResult) -> dict[str, dict[str, tuple[s
     """`bhist -l`'s lifecycle times per job: {"submitted" | "dispatched" | "started" | "finished":
     (`Dec  2 15:56:43` as printed, the year where bhist printed one)}. The last event of a kind
     wins (a requeued job's last dispatch); `parse_bhist_long` reads the same blocks' states."""
+    return _bhist_event_times(result, re.compile(r"\s*Job <(\d+)>"))
+
+
+def _bhist_event_times(
+    result: RemoteResult, head_pattern: re.Pattern[str]
+) -> dict[str, dict[str, tuple[str, int | None]]]:
+    """Each block's lifecycle times, keyed by `head_pattern`'s first group."""
     times: dict[str, dict[str, tuple[str, int | None]]] = {}
     for block in _bhist_blocks(result):
-        head = re.match(r"\s*Job <(\d+)>", block)
+        head = head_pattern.match(block)
         if not head:
             continue
         events = times.setdefault(head.group(1), {})

@@ -16,6 +16,8 @@ from infra.hpc.lsf.jobs import (
     bjobs_json_records,
     bjobs_records,
     lsf_short,
+    parse_array_bhist,
+    parse_array_bhist_event_times,
     parse_bhist_event_times,
     parse_bhist_long,
     parse_bjobs_json,
@@ -123,8 +125,6 @@ def lsf_step_records(
 
 # An element's JOB_NAME is the array's name and its index (`name[3]`); its JOBID the array's.
 _ELEMENT_NAME = re.compile(r"\[(\d+)\]$")
-# `bhist -l <array id>` prints one block per element, headed `Job <123[4]>`.
-_BHIST_ELEMENT = re.compile(r"^\s*Job <(\d+)\[(\d+)\]>")
 
 
 def array_record_queries(array_id: str) -> list[str]:
@@ -178,20 +178,12 @@ def _bhist_array_records(array_id: str, answer: RemoteResult, source: str) -> di
         raise UnsupportedOutput(answer.stderr.strip() or f"exit {answer.exit_code}")
     this_year = dt.datetime.now(dt.UTC).year
     found: dict[int, ElementRecord] = {}
-    text = re.sub(r"\n {2,}", "", answer.stdout)
-    for block in re.split(r"\n(?=Job <\d+\[\d+\]>)", text):
-        head = _BHIST_ELEMENT.match(block)
-        if not head or head.group(1) != array_id:
-            continue
-        index = int(head.group(2))
-        # The block read as one job's: its head without the index, for the job parsers.
-        plain = RemoteResult(answer.command, 0, block.replace(f"Job <{array_id}[{index}]>", f"Job <{array_id}>", 1), "")
-        state = parse_bhist_long(plain).get(array_id)
-        if state is None:
-            continue
+    event_times = parse_array_bhist_event_times(answer, array_id)
+    for index_text, state in parse_array_bhist(answer, array_id).items():
+        index = int(index_text)
         times = {
             kind: lsf_short(when, printed or this_year)
-            for kind, (when, printed) in parse_bhist_event_times(plain).get(array_id, {}).items()
+            for kind, (when, printed) in event_times.get(index_text, {}).items()
         }
         found[index] = ElementRecord(
             point=-1,

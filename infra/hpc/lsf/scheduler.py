@@ -41,11 +41,11 @@ from infra.hpc.scheduler import (
     StatusQuery,
     StepRequest,
     SubmittedStep,
-    index_ranges,
     validate_dependency_ids,
     validate_job_ids,
     validate_job_name,
 )
+from infra.index_ranges import index_ranges
 from infra.job_records import ElementRecord, HpcNode, QueueJob, StepRecord
 
 # LSF prints other lines before the answer ("LSF is processing your request. Please wait ..."):

@@ -345,6 +345,32 @@ def _options_changed(olds: Mapping[str, Any], news: Mapping[str, Any]) -> bool:
         return True
 
 
+def replaced_with_surroundings(olds: Mapping[str, Any], news: Mapping[str, Any]) -> list[str]:
+    """What replaces a BatchJob or a SweepJob beyond its own defining inputs, in this order: the
+    jobs it waits for are others now (`after_job_ids`), or the sweeps' arrays (`arrays_replaced`);
+    its scheduler's options mean something else; it would run under another login (or one not
+    known yet)."""
+    replaces = []
+    if dependency_replaced(olds, news, "after_job_ids", "after_definitions"):
+        replaces.append("after_job_ids")
+    replaces += arrays_replaced(olds, news)
+    if _options_changed(olds, news):
+        replaces.append("scheduler_options")
+    if is_unknown(news.get("ssh")) or not same_login(olds, news):
+        replaces.append("ssh")
+    return replaces
+
+
+def check_after_job_ids(news: Mapping[str, Any], failures: list[pulumi.dynamic.CheckFailure]) -> None:
+    """A BatchJob's or SweepJob's `after_job_ids`: each a job id where known."""
+    after = news.get("after_job_ids") or []
+    if is_unknown(after):
+        return
+    for i, job_id in enumerate(after):
+        if not is_unknown(job_id) and not (isinstance(job_id, str) and JOB_ID.match(job_id)):
+            failures.append(pulumi.dynamic.CheckFailure(f"after_job_ids[{i}]", f"{job_id!r} is not a job id"))
+
+
 class BatchJobProvider(pulumi.dynamic.ResourceProvider):
     """One scheduler job for one workload step."""
 
@@ -382,22 +408,12 @@ class BatchJobProvider(pulumi.dynamic.ResourceProvider):
         script, digest = news.get("script"), news.get("script_sha256")
         if not is_unknown(script) and not is_unknown(digest) and ssh.sha256_hex(str(script).encode()) != digest:
             fail("script_sha256", "does not match the script")
-        after = news.get("after_job_ids") or []
-        if not is_unknown(after):
-            for i, job_id in enumerate(after):
-                if not is_unknown(job_id) and not (isinstance(job_id, str) and JOB_ID.match(job_id)):
-                    fail(f"after_job_ids[{i}]", f"{job_id!r} is not a job id")
+        check_after_job_ids(news, failures)
         return pulumi.dynamic.CheckResult(news, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
         replaces = changed(olds, news, tuple(k for k in JOB_DEFINING_INPUTS if k != "after_job_ids"))
-        if dependency_replaced(olds, news, "after_job_ids", "after_definitions"):
-            replaces.append("after_job_ids")
-        replaces += arrays_replaced(olds, news)
-        if _options_changed(olds, news):
-            replaces.append("scheduler_options")
-        if is_unknown(news.get("ssh")) or not same_login(olds, news):
-            replaces.append("ssh")
+        replaces += replaced_with_surroundings(olds, news)
         if olds.get("state") == Phase.CANCELLED.value:
             # Refresh saw it cancelled outside Atlas: the desired state is a job that runs.
             replaces.append("state")

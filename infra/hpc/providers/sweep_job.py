@@ -39,16 +39,14 @@ from infra.hpc.provider_inputs import (
     check_remote_dir,
     check_ssh,
     endpoint_from,
-    same_login,
     scheduler_options_of,
 )
 from infra.hpc.providers.batch_job import (
     RETIRED_JOBS_FILE,
-    _options_changed,
-    arrays_replaced,
+    check_after_job_ids,
     check_dependencies,
-    dependency_replaced,
     job_definition,
+    replaced_with_surroundings,
 )
 from infra.hpc.providers.common import HpcProviderError, SshResource, join_remote, over_ssh, utc_now
 from infra.hpc.registry import SCHEDULER_NAMES, scheduler_for
@@ -62,9 +60,8 @@ from infra.hpc.scheduler import (
     JobState,
     Scheduler,
     SchedulerError,
-    index_ranges,
-    parse_index_ranges,
 )
+from infra.index_ranges import index_ranges, parse_index_ranges
 
 SWEEP_DEFINING_INPUTS = ("chunks", "table_path", "table_sha256", "run_dir", "scheduler", "step")
 SWEEP_JOB_OUTPUTS = (
@@ -407,22 +404,12 @@ class SweepJobProvider(pulumi.dynamic.ResourceProvider):
                     after = entry.get("after")
                     if after is not None and not (isinstance(after, int) and 0 <= after < i):
                         fail(f"chunks[{i}].after", f"{after!r} is not an earlier chunk")
-        after_ids = news.get("after_job_ids") or []
-        if not is_unknown(after_ids):
-            for i, job_id in enumerate(after_ids):
-                if not is_unknown(job_id) and not (isinstance(job_id, str) and JOB_ID.match(job_id)):
-                    fail(f"after_job_ids[{i}]", f"{job_id!r} is not a job id")
+        check_after_job_ids(news, failures)
         return pulumi.dynamic.CheckResult(news, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
         replaces = changed(olds, news, SWEEP_DEFINING_INPUTS)
-        if dependency_replaced(olds, news, "after_job_ids", "after_definitions"):
-            replaces.append("after_job_ids")
-        replaces += arrays_replaced(olds, news)
-        if _options_changed(olds, news):
-            replaces.append("scheduler_options")
-        if is_unknown(news.get("ssh")) or not same_login(olds, news):
-            replaces.append("ssh")
+        replaces += replaced_with_surroundings(olds, news)
         updates = changed(
             olds,
             news,

@@ -33,12 +33,12 @@ from infra.hpc.scheduler import (
     StatusQuery,
     StepRequest,
     SubmittedStep,
-    index_ranges,
     validate_dependency_ids,
     validate_job_ids,
     validate_job_name,
 )
 from infra.hpc.slurm import jobs, nodes, preflight, records
+from infra.index_ranges import index_ranges
 from infra.job_records import ElementRecord, HpcNode, QueueJob, StepRecord
 
 PARSABLE = re.compile(r"^(\d+)(?:;\S+)?$")
