@@ -37,6 +37,7 @@ from infra.hpc.pipeline import (
     staged_file_entries,
     submit_pipeline,
     sweep_files,
+    sweep_tables,
 )
 from infra.hpc.providers import BatchJob, ssh_inputs
 from infra.hpc.registry import scheduler_for
@@ -111,7 +112,8 @@ class AwsEnvironment(pulumi.ComponentResource):
         # chunk scripts are staged instead of its plain script.
         sweeps = sweep_scripts(workload, scheduler, run, QUEUE)
         staged = {**{n: s for n, s in scripts.items() if n not in sweeps}, **sweep_files(sweeps)}
-        files = staged_file_entries(staged, args.extra_files, True, AwsConfigError)
+        extra_files = (*args.extra_files, *sweep_tables(sweeps))
+        files = staged_file_entries(staged, extra_files, True, AwsConfigError)
 
         credentials = settings.credentials
         aws_secret = pulumi.Output.secret(

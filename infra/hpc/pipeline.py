@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -23,6 +25,7 @@ from infra.hpc.providers import BatchJob, BatchJobCompletion, StagedFiles
 from infra.hpc.providers.sweep_job import SweepJob
 from infra.hpc.scheduler import Scheduler
 from infra.telemetry.bundle import SAMPLER_FILES, sampler_file
+from infra.toolchain.pins import cache_root
 from infra.workload.model import Workload
 
 
@@ -61,14 +64,36 @@ def run_directories(workload: Workload) -> list[str]:
 
 
 def sweep_files(sweeps: Mapping[str, SweepScripts]) -> dict[str, StepScript]:
-    """What a swept step stages, as `staged_file_entries` takes scripts: its table of points and
-    one array script per chunk (keyed `<step>#table`, `<step>#c<n>`)."""
+    """A swept step's array scripts, one per chunk, as `staged_file_entries` takes scripts (keyed
+    `<step>#c<n>`); its table of points is staged from a local file (`sweep_tables`)."""
     files: dict[str, StepScript] = {}
     for step, sweep in sweeps.items():
-        files[f"{step}#table"] = StepScript("", sweep.table_path, sweep.table)
         for chunk, script in zip(sweep.chunks, sweep.scripts, strict=True):
             files[f"{step}#c{chunk.number}"] = script
     return files
+
+
+def sweep_tables(sweeps: Mapping[str, SweepScripts], root: Path | None = None) -> tuple[StagedFile, ...]:
+    """Each swept step's table of points as a local file to stage at its `table_path`.
+
+    Staged from a file rather than as content so that StagedFiles' state holds the table's digest,
+    not the table: a 1,000-point table is about 50 kB, which would otherwise be all of the growth
+    of a stack's state with its sweep's size. The file is named by its sha256 and written whole
+    (a temporary file renamed), so a run that stops half way, or two stacks at once, never leave
+    a partial table under that name; the program writes it on every run, so the provider, which
+    reads it at `up`, always finds it."""
+    folder = root or cache_root() / "sweep-tables"
+    tables: list[StagedFile] = []
+    for sweep in sweeps.values():
+        content = sweep.table.encode()
+        path = folder / f"{hashlib.sha256(content).hexdigest()}.tsv"
+        if not path.is_file() or path.read_bytes() != content:
+            folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=".partial-", delete=False) as partial:
+                partial.write(content)
+            os.replace(partial.name, path)
+        tables.append(StagedFile(path, sweep.table_path))
+    return tuple(tables)
 
 
 def _chunk_entries(sweep: SweepScripts) -> list[dict[str, Any]]:

@@ -72,6 +72,7 @@ def staged_sweep(
     sched = scheduler_for(scheduler)
     sweep = sweep_scripts(workload, sched, key, "normal", telemetry=False, array_limit=array_limit)["train"]
     files = [{"path": s.path, "content": s.script, "sha256": s.sha256} for s in sweep_files({"train": sweep}).values()]
+    files.append({"path": sweep.table_path, "content": sweep.table, "sha256": ssh.sha256_hex(sweep.table.encode())})
     files.append({"path": "point.sh", "content": body, "sha256": ssh.sha256_hex(body.encode())})
     StagedFilesProvider().create({**target, "run_dir": key.run_dir, "files": files, "directories": ["logs"]})
     return {

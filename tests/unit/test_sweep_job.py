@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -15,7 +16,7 @@ import yaml
 
 from infra.hpc import arrays
 from infra.hpc.job_script import SubmissionKey, sweep_scripts
-from infra.hpc.pipeline import sweep_files
+from infra.hpc.pipeline import staged_file_entries, sweep_files, sweep_tables
 from infra.hpc.providers import PROVIDER_VERSION
 from infra.hpc.providers import sweep_job as sweep_module
 from infra.hpc.providers.sweep_job import SweepJobProvider
@@ -301,6 +302,7 @@ def sweep_props(limit: int = 4) -> tuple[dict[str, Any], dict[str, str]]:
         "poll_interval_s": 60.0,
     }
     staged = {f"{RUN.run_dir}/{s.path}": s.sha256 for s in sweep_files({"train": sweep}).values()}
+    staged[f"{RUN.run_dir}/{sweep.table_path}"] = sha256_hex(sweep.table.encode())
     return props, staged
 
 
@@ -500,13 +502,28 @@ def test_waiting_for_a_swept_step_is_refused_naming_the_key() -> None:
         HpcEnvironment("s", args)
 
 
-def test_a_split_sweep_stages_one_script_per_chunk_and_its_table_once() -> None:
+def test_a_split_sweep_stages_one_script_per_chunk_and_its_table_once(tmp_path: Path) -> None:
     sweep = sweep_scripts(PROBE_SWEEP, LSF, RUN, None, array_limit=4)["train"]
     files = sweep_files({"train": sweep})
-    assert sorted(files) == ["train#c0", "train#c1", "train#table"]
+    assert sorted(files) == ["train#c0", "train#c1"]
     assert files["train#c1"].path == ".atlas/jobs/train.c1.lsf" and files["train#c1"].job_name.endswith("-c1")
-    assert files["train#table"].script.count("\n") == 6
     assert replace(files["train#c0"], job_name="x").sha256 == files["train#c0"].sha256
+    (table,) = sweep_tables({"train": sweep}, tmp_path)
+    assert table.path == sweep.table_path and table.source.read_text().count("\n") == 6
+
+
+def test_a_table_is_staged_from_a_file_named_by_its_digest_so_state_holds_no_table(tmp_path: Path) -> None:
+    sweep = sweep_scripts(PROBE_SWEEP, LSF, RUN, None)["train"]
+    (table,) = sweep_tables({"train": sweep}, tmp_path)
+    digest = sha256_hex(sweep.table.encode())
+    assert table.source == tmp_path / f"{digest}.tsv" and table.source.read_text() == sweep.table
+    (entry,) = staged_file_entries({}, (table,), False, RuntimeError)
+    assert entry == {"path": sweep.table_path, "source": str(table.source), "sha256": digest, "mode": 0o644}
+    assert "content" not in entry
+    # A file left damaged under its digest's name (a disk filled half way) is written again whole.
+    table.source.write_text("1\tbroken\n")
+    (again,) = sweep_tables({"train": sweep}, tmp_path)
+    assert again.source.read_text() == sweep.table and sorted(p.name for p in tmp_path.iterdir()) == [f"{digest}.tsv"]
 
 
 @pulumi.runtime.test
