@@ -9,6 +9,7 @@ read by `infra.compare.kube_records` (pure), the files by `infra.compare.run_fil
 from __future__ import annotations
 
 import dataclasses
+import functools
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -18,7 +19,7 @@ from infra.compare.kube_records import records_from_api
 from infra.compare.records import DEFAULT_CONTRACT, EnvironmentRecords, Missing, ReportContract
 from infra.compare.remote_files import ApiGet, RemoteFiles
 from infra.compare.run_files import collect_logs, collect_telemetry
-from infra.compare.sweep_records import PodLog, collect_kube_sweeps, with_sweep_steps
+from infra.compare.sweep_records import PodLog, ResultsVolume, collect_kube_sweeps, with_sweep_steps
 from infra.kubeapi import KubeForbiddenError
 from infra.outputs import KubernetesOutputs
 
@@ -39,7 +40,7 @@ def collect_kubernetes(
     the sampler's telemetry and the training log from the results and logs PVCs, through the run's
     monitor (nothing to read on simulated nodes: no container ran). A swept step's elements are its
     Indexed Job's pods among those read; its metric is read from each element's log (`pod_log`, a
-    plain-text GET)."""
+    plain-text GET) or from the file each point writes on the results PVC (through the monitor)."""
     namespace = urllib.parse.quote(outputs.namespace)
     jobs = get(f"/apis/batch/v1/namespaces/{namespace}/jobs")
     pods = get(f"/api/v1/namespaces/{namespace}/pods")
@@ -48,24 +49,28 @@ def collect_kubernetes(
     nodes, nodes_unread = read_nodes(get, node_names)
     records = records_from_api(name, outputs, jobs, pods, events, nodes, nodes_unread)
     simulated = frozenset(n.name for n in records.nodes if n.simulated)
+
+    @functools.cache
+    def monitor() -> RemoteFiles | None:
+        # Looked up once, and only when something is read through it.
+        if monitor_files is None or raw_dir is None:
+            return None
+        selector = urllib.parse.quote(f"app.kubernetes.io/component=monitor,atlas.dev/run={outputs.run_id}")
+        services = get(f"/api/v1/namespaces/{namespace}/services?labelSelector={selector}").get("items", [])
+        return monitor_files(outputs.namespace, services[0]["metadata"]["name"]) if services else None
+
+    results = None if raw_dir is None else ResultsVolume(monitor, raw_dir / "sweeps")
     sweeps = collect_kube_sweeps(
-        outputs, jobs, pods, simulated, dict(contract.sweeps), pod_log, contract.definition_note
+        outputs, jobs, pods, simulated, dict(contract.sweeps), pod_log, contract.definition_note, results
     )
     records = dataclasses.replace(
         records, measured_step=contract.step, sweeps=sweeps, steps=with_sweep_steps(records.steps, sweeps)
     )
-    if (
-        monitor_files is None
-        or raw_dir is None
-        or isinstance(records.steps, Missing)
-        or any(s.simulated for s in records.steps)
-    ):
+    if raw_dir is None or isinstance(records.steps, Missing) or any(s.simulated for s in records.steps):
         return records
-    selector = urllib.parse.quote(f"app.kubernetes.io/component=monitor,atlas.dev/run={outputs.run_id}")
-    services = get(f"/api/v1/namespaces/{namespace}/services?labelSelector={selector}").get("items", [])
-    if not services:
+    files = monitor()
+    if files is None:
         return records
-    files = monitor_files(outputs.namespace, services[0]["metadata"]["name"])
     where = f"on the PVCs of {outputs.namespace} (through the monitor, API service proxy)"
     telemetry, argv = collect_telemetry([s.step for s in records.steps], "telemetry", files, raw_dir, where)
     training, throughput = collect_logs(contract, "logs", files, raw_dir, where, argv)

@@ -3,7 +3,8 @@ or the API's) and the sweep's metric read at each point. The figures are infra/c
 
 The metric is the step's declared one (model.Sweep.metric): the last match of `pattern` in the
 element's own log (HPC: `<logs>/<step>.<array>_<index>`; Kubernetes: the pod's log through the
-API), or the number `file` holds in the point's results folder (`<results>/point-<index>`). What
+API), or the number `file` holds in the point's results folder (`<results>/point-<index>`; SFTP,
+or on Kubernetes the results PVC through the run's monitor). What
 cannot be read is a `MetricReading` with no value and the reason, never a zero. `read_metric` is
 pure; the collectors give it the files' text.
 """
@@ -16,6 +17,7 @@ import posixpath
 import re
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -205,6 +207,15 @@ def _read_hpc_metric(
 PodLog = Callable[[str], str]  # an API GET of a pod's log path -> its text
 
 
+@dataclass(frozen=True)
+class ResultsVolume:
+    """The results PVC as the report reads it: through the run's monitor (`/files/results`, served
+    when a sweep is ranked by a file), looked up when first needed; fetched files go to `folder`."""
+
+    monitor: Callable[[], RemoteFiles | None]
+    folder: Path
+
+
 def kube_sweep_elements(
     sweep: SweepOutputs,
     jobs: Mapping[str, Mapping[str, Any]],
@@ -375,9 +386,11 @@ def collect_kube_sweeps(
     definitions: Mapping[str, Sweep],
     pod_log: PodLog | None,
     definition_note: str = "",
+    results: ResultsVolume | None = None,
 ) -> tuple[SweepRecord, ...]:
     """Each swept step of the Kubernetes side: its Indexed Jobs' pods (already read with the
-    namespace's pods: no query per element), its metric from each element's pod log (`pod_log`)."""
+    namespace's pods: no query per element), its metric from each element's pod log (`pod_log`) or
+    from the file each point wrote in its folder on the results PVC (`results`)."""
     namespace = urllib.parse.quote(outputs.namespace)
     source = (
         f"Kubernetes API {outputs.api_url}: GET /apis/batch/v1/namespaces/{namespace}/jobs "
@@ -389,7 +402,9 @@ def collect_kube_sweeps(
     def elements_of(_step: KubeStep, sweep: SweepOutputs) -> tuple[tuple[ElementRecord, ...], tuple[str, ...]]:
         return kube_sweep_elements(sweep, by_name, pods.get("items", []), simulated_nodes, source)
 
-    def read(_step: KubeStep, sweep: SweepOutputs, metric: SweepMetric, elements: Sequence[ElementRecord]) -> Readings:
+    def read(step: KubeStep, sweep: SweepOutputs, metric: SweepMetric, elements: Sequence[ElementRecord]) -> Readings:
+        if metric.pattern is None:
+            return tuple(_read_kube_metric_file(e, metric, step.name, sweep, results) for e in elements)
         return tuple(_read_kube_metric(e, metric, namespace, pod_log, sweep) for e in elements)
 
     return _sweep_records(outputs.steps, elements_of, read, definitions, definition_note)
@@ -400,13 +415,6 @@ def _read_kube_metric(
 ) -> MetricReading:
     if element.simulated:
         return MetricReading(element.point, None, "not measured: simulated node, no container ran")
-    if metric.pattern is None:
-        return MetricReading(
-            element.point,
-            None,
-            f"not measured: the report does not read the results volume's {sweep.results}/point-{element.point} "
-            "(the run's monitor serves its telemetry and logs only)",
-        )
     if pod_log is None or element.state.startswith("no pod"):
         return MetricReading(element.point, None, "not measured: no pod log to read")
     path = f"/api/v1/namespaces/{namespace}/pods/{urllib.parse.quote(element.job)}/log"
@@ -415,3 +423,25 @@ def _read_kube_metric(
     except (OSError, ValueError, KubeRequestError) as error:
         return MetricReading(element.point, None, f"not measured: GET {path}: {error}")
     return read_metric(element.point, text, metric, f"GET {path} (the pod's log)")
+
+
+def _read_kube_metric_file(
+    element: ElementRecord, metric: SweepMetric, step: str, sweep: SweepOutputs, results: ResultsVolume | None
+) -> MetricReading:
+    """The number `metric.file` holds in the point's folder on the results PVC, through the monitor."""
+    assert metric.file is not None
+    if element.simulated:
+        return MetricReading(element.point, None, "not measured: simulated node, no container ran")
+    path = posixpath.join(sweep.results, f"point-{element.point}", metric.file)
+    files = None if results is None else results.monitor()
+    if results is None or files is None:
+        return MetricReading(
+            element.point, None, f"not measured: {path} is on the results PVC, read through the run's monitor, and "
+            "no monitor Service of the run was found (or the report kept no raw folder)"
+        )
+    local = results.folder / step / f"point-{element.point}.metric"
+    local.parent.mkdir(parents=True, exist_ok=True)
+    where = "on the results PVC (through the monitor, API service proxy)"
+    if not files.fetch(f"results/{path}", local):
+        return MetricReading(element.point, None, f"not measured: no {path} {where}")
+    return read_metric(element.point, local.read_text(errors="replace"), metric, f"{path} {where}")

@@ -4,7 +4,8 @@ Runs in the monitor Deployment from a ConfigMap, with the results and logs PVCs 
 read-only; standard library only, so any image with Python 3.11 serves it:
 
     python3 monitor_app.py --port 8080 --telemetry-dir /atlas/results/telemetry \
-        --logs-dir /atlas/logs/logs --experiment biggan128-imagenet-bs128x4 --run <run id>
+        --logs-dir /atlas/logs/logs --experiment biggan128-imagenet-bs128x4 --run <run id> \
+        [--results-dir /atlas/results]
 
 GET /                       what is served, and the run
 GET /healthz                {"status": "ok"} (the probes)
@@ -13,8 +14,10 @@ GET /telemetry/<step>       the sampler's records (infra/telemetry/sampler.py), 
 GET /log                    BigGAN's evaluation log (<experiment>_log.jsonl), last ?tail=N
 GET /log/losses             G_loss, D_loss_real, D_loss_fake per iteration, last ?tail=N
 GET /files/<area>/<path>    the files themselves, for `scripts/compare` (through the API server's
-                            service proxy): area `telemetry` or `logs`; a folder answers with a
-                            JSON listing (name, bytes, modified, directory), a file with its bytes
+                            service proxy): area `telemetry` or `logs`, and `results` (the results
+                            PVC, where a sweep's points write the file its metric is read from) when
+                            given --results-dir; a folder answers with a JSON listing (name, bytes,
+                            modified, directory), a file with its bytes
 Anything but GET and HEAD is refused with 405: the monitor never changes the run.
 """
 
@@ -52,6 +55,8 @@ class MonitorConfig:
     logs_dir: Path
     experiment: str | None  # None: the workload writes no training log the monitor reads
     run: str
+    # The results PVC's root, served as area `results` (a sweep's points' folders), or None: not served.
+    results_dir: Path | None = None
 
 
 def tail_lines(path: Path, count: int) -> list[str]:
@@ -137,6 +142,7 @@ def respond(config: MonitorConfig, target: str) -> tuple[HTTPStatus, dict[str, A
                 "/log/losses?tail=N",
                 "/files/telemetry/<path>",
                 "/files/logs/<path>",
+                *(["/files/results/<path>"] if config.results_dir is not None else []),
                 "/healthz",
             ],
         }
@@ -186,6 +192,8 @@ def resolve_file(config: MonitorConfig, target: str) -> Path | None:
         return None
     area, _, rest = path.removeprefix(FILES_PREFIX).partition("/")
     roots = {"telemetry": config.telemetry_dir, "logs": config.logs_dir}
+    if config.results_dir is not None:
+        roots["results"] = config.results_dir
     if area not in roots or ".." in rest.split("/"):
         return None
     root = roots[area].resolve()
@@ -291,8 +299,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--logs-dir", type=Path, required=True)
     parser.add_argument("--experiment", help="the BigGAN-style training log's experiment (none: no /log)")
     parser.add_argument("--run", default="")
+    parser.add_argument("--results-dir", type=Path, help="the results PVC's root, served as /files/results")
     options = parser.parse_args(argv)
-    config = MonitorConfig(options.telemetry_dir, options.logs_dir, options.experiment, options.run)
+    config = MonitorConfig(
+        options.telemetry_dir, options.logs_dir, options.experiment, options.run, options.results_dir
+    )
     server = ThreadingHTTPServer((options.bind, options.port), make_handler(config))
     print(f"atlas-monitor: serving {config} on {options.bind}:{options.port}", flush=True)
     try:

@@ -8,6 +8,7 @@ and the API server refuses to proxy to loopback addresses).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import threading
@@ -24,9 +25,11 @@ from infra.compare.kube_collector import collect_kubernetes
 from infra.compare.kube_records import KWOK_NODE_ANNOTATION
 from infra.compare.records import Missing, TelemetryColumns, TrainingLog
 from infra.compare.remote_files import MonitorFiles
+from infra.compare.sweep_records import ResultsVolume, collect_kube_sweeps
 from infra.openshift import monitor_app
 from infra.openshift.monitor_app import MonitorConfig
-from infra.outputs import KubernetesOutputs, read_environment
+from infra.outputs import KubernetesOutputs, KubeStep, SweepArray, SweepOutputs, read_environment
+from infra.workload.model import Sweep, SweepMetric
 
 REC = Path(__file__).parent / "data" / "compare"
 ENV = read_environment(
@@ -144,3 +147,66 @@ def test_simulated_nodes_are_not_read(tmp_path: Path) -> None:
     records = collect_kubernetes("openshift", ENV, api_get, lambda ns, svc: MonitorFiles(api_get, api_get, ns, svc),
                                  tmp_path)
     assert all(isinstance(t, Missing) and "simulated" in t.reason for t in records.telemetry.values())
+
+
+def sweep_pod(index: int) -> dict[str, Any]:
+    times = {"startedAt": f"2026-12-05T10:00:0{index + 2}Z", "finishedAt": f"2026-12-05T10:00:1{index}Z"}
+    return {
+        "metadata": {
+            "name": f"train-sweep-{index}-x",
+            "creationTimestamp": "2026-12-05T10:00:01Z",
+            "labels": {"batch.kubernetes.io/job-name": "train-sweep"},
+            "annotations": {"batch.kubernetes.io/job-completion-index": str(index)},
+        },
+        "spec": {"nodeName": "node-1"},
+        "status": {"phase": "Succeeded", "containerStatuses": [{"state": {"terminated": {"exitCode": 0, **times}}}]},
+    }
+
+
+def test_a_sweep_ranked_by_a_file_is_read_from_the_results_pvc_through_the_monitor(tmp_path: Path) -> None:
+    """The monitor serves area `results` (given --results-dir, as its Deployment does for such a
+    sweep); the report reads each point's file there: a number, a missing file, a point not run."""
+    results = tmp_path / "results"
+    for point, text in ((0, "0.42\n"), (1, " 0.17 ")):
+        (results / "results" / "train" / f"point-{point}").mkdir(parents=True)
+        (results / "results" / "train" / f"point-{point}" / "score.txt").write_text(text)
+    (tmp_path / "logs").mkdir()
+    config = MonitorConfig(results / "telemetry", tmp_path / "logs", None, "1", results_dir=results)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), monitor_app.make_handler(config))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        get, download = through_proxy(f"http://127.0.0.1:{server.server_address[1]}")
+        sweep = SweepOutputs(
+            points=3, arrays=(SweepArray("train-sweep", 0, 3),), elements="?3", results="results/train"
+        )
+        outputs = dataclasses.replace(ENV, steps=(KubeStep("train", "train-sweep", sweep=sweep),))
+        job = {"metadata": {"name": "train-sweep", "creationTimestamp": "2026-12-05T10:00:00Z"},
+               "status": {"completedIndexes": "0-2"}}
+        definition = Sweep(kind="points", names=("G_lr",), points=((1.0,), (2.0,), (3.0,)), results="results/train",
+                           metric=SweepMetric("min", file="score.txt"))
+
+        def monitor() -> MonitorFiles:
+            return MonitorFiles(get, download, NAMESPACE, SERVICE)
+
+        (record,) = collect_kube_sweeps(
+            outputs, {"items": [job]}, {"items": [sweep_pod(i) for i in range(3)]}, frozenset(),
+            {"train": definition}, None, results=ResultsVolume(monitor, tmp_path / "raw"),
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert isinstance(record.metric, tuple)
+    assert [r.value for r in record.metric] == [0.42, 0.17, None]
+    assert record.metric[1].source == (
+        "results/train/point-1/score.txt on the results PVC (through the monitor, API service proxy)"
+    )
+    assert record.metric[2].source.startswith("not measured: no results/train/point-2/score.txt on the results PVC")
+    assert (tmp_path / "raw" / "train" / "point-0.metric").read_text() == "0.42\n"
+
+    # Without the run's monitor, every point says why, and none is a zero.
+    (unread,) = collect_kube_sweeps(
+        outputs, {"items": [job]}, {"items": [sweep_pod(0)]}, frozenset(), {"train": definition}, None,
+        results=ResultsVolume(lambda: None, tmp_path / "raw2"),
+    )
+    assert isinstance(unread.metric, tuple) and {r.value for r in unread.metric} == {None}
+    assert "no monitor Service of the run was found" in unread.metric[0].source

@@ -7,6 +7,7 @@ import json
 import shlex
 import subprocess
 import sys
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -32,7 +33,7 @@ from infra.openshift.manifests.staging_jobs import prepare_volumes_job, staging_
 from infra.openshift.manifests.step_jobs import is_awaited
 from infra.openshift.manifests.volumes import Claims, step_mounts
 from infra.openshift.settings_parser import parse_openshift_settings
-from infra.workload.model import Workload
+from infra.workload.model import Sweep, SweepMetric, Workload
 from infra.workload.render import hpc_command_line, render_step, render_steps
 from tests.unit.openshift_fixtures import KEY, biggan, example_raw, example_settings, local_raw, modified
 
@@ -340,6 +341,26 @@ def test_monitor_reads_the_volumes_read_only():
     # The Service is never awaited: the Deployment's await already covers its pod's readiness.
     service = monitor_service(settings, context())
     assert service["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+
+
+def test_the_monitor_serves_the_results_pvc_only_for_a_sweep_ranked_by_a_file():
+    settings = example_settings()
+    workload = biggan()
+
+    def command_and_claims(w):
+        pod = monitor_deployment(w, settings, context(), "app-cm", "atlas-biggan")["spec"]["template"]["spec"]
+        claims = sorted(v["name"] for v in pod["volumes"] if "persistentVolumeClaim" in v)
+        return pod["containers"][0]["command"], claims
+
+    plain_command, plain_claims = command_and_claims(workload)
+    assert "--results-dir" not in plain_command
+    by_log = replace(workload.steps[-1], sweep=Sweep(kind="grid", names=("G_lr",), axes=(("G_lr", (1.0, 2.0)),),
+                                                    metric=SweepMetric("min", pattern=r"loss ([0-9.]+)"),
+                                                    results="results/train"))
+    assert command_and_claims(replace(workload, steps=(*workload.steps[:-1], by_log))) == (plain_command, plain_claims)
+    by_file = replace(by_log, sweep=replace(by_log.sweep, metric=SweepMetric("min", file="score.txt")))
+    command, claims = command_and_claims(replace(workload, steps=(*workload.steps[:-1], by_file)))
+    assert command[command.index("--results-dir") + 1] == "/atlas/results" and "results" in claims
 
 
 @pytest.mark.parametrize("make", [monitor_service, monitor_deployment])

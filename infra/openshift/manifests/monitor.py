@@ -69,7 +69,11 @@ def monitor_deployment(
     labels = context.identity.labels("monitor")
     telemetry_role, telemetry_path = volume_path(workload, workload.telemetry.root)
     logs_role, logs_path = volume_path(workload, workload.logs.root)
-    read_roles = sorted({telemetry_role, logs_role})
+    # A sweep ranked by a file its points write: the monitor serves the results PVC too, where
+    # `scripts/compare` reads each point's file (only then: other runs' Deployments are unchanged).
+    serves_results = any(s.sweep is not None and s.sweep.metric is not None and s.sweep.metric.file is not None
+                         for s in workload.steps)
+    read_roles = sorted({telemetry_role, logs_role} | ({"results"} if serves_results else set()))
     amounts = {"cpu": MONITOR_CPU.text, "memory": MONITOR_MEMORY.text}
     probe = {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10}
     # Readiness every 2 s: the first check comes as the container starts, before the server
@@ -90,6 +94,7 @@ def monitor_deployment(
             *(["--experiment", workload.logs.experiment] if workload.logs.experiment is not None else []),
             "--run",
             context.identity.run_id,
+            *(["--results-dir", f"{MOUNT_ROOT}/results"] if serves_results else []),
         ],
         "ports": [{"name": "http", "containerPort": MONITOR_PORT, "protocol": "TCP"}],
         "env": [dict(NO_GPU_ENV)],
