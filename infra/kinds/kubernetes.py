@@ -157,6 +157,7 @@ class KubernetesKind(EnvironmentKind[KubernetesOutputs]):
         from infra.config import kubernetes_rights
         from infra.doctor import EnvironmentChecks
         from infra.openshift.doctor import kubernetes_checks
+        from infra.openshift.manifests.sweep_jobs import sweep_widths
         from infra.workload.render import render_steps
 
         checks = kubernetes_checks(
@@ -166,5 +167,6 @@ class KubernetesKind(EnvironmentKind[KubernetesOutputs]):
             kubernetes_rights(config),
             context.access.kube_request(config.openshift.flavour),
             config.stack,
+            widths=sweep_widths(context.workload),
         )
         return {ENVIRONMENT: EnvironmentChecks(ENVIRONMENT, self.name, checks)}

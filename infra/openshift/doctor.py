@@ -327,8 +327,10 @@ def kubernetes_checks(
     stack: str,
     api_for: Callable[[KubeconfigRequest], Api] = connect,
     probe_registry: Callable[[str], int] = registry_status,
+    widths: Mapping[str, int] | None = None,
 ) -> tuple[Check, ...]:
-    """Every check of the stack's Kubernetes or OpenShift side (`atlas:openshift`), in order."""
+    """Every check of the stack's Kubernetes or OpenShift side (`atlas:openshift`), in order;
+    `widths`: a swept step's pods at once (sweep_widths), which the quota must hold together."""
     checks = Checklist(EXPECTED)
     prefix = settings.key_prefix
     namespace = target.namespace
@@ -413,7 +415,7 @@ def kubernetes_checks(
         )
 
     def quota_check() -> Finding:
-        needed = required_quota(steps, settings)
+        needed = required_quota(steps, settings, widths)
         if settings.quota.manage:
             for right in rights:
                 if right[0][1] == "resourcequotas" and (refused := review(right)) is not None:

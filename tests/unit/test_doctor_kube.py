@@ -243,7 +243,11 @@ def settings_for(**keys: Any) -> OpenShiftSettings:
 
 
 def run(
-    api: FakeApi, settings: OpenShiftSettings, flavour: str = "openshift", registry: int | Exception = 401
+    api: FakeApi,
+    settings: OpenShiftSettings,
+    flavour: str = "openshift",
+    registry: int | Exception = 401,
+    widths: Mapping[str, int] | None = None,
 ) -> tuple[Check, ...]:
     target = KubernetesTarget(flavour=flavour, namespace="atlas-probe", context=CONTEXT)
     config = StackConfig(stack="mysite", workload="probe", openshift=target, openshift_settings=settings)
@@ -255,7 +259,7 @@ def run(
 
     return kubernetes_checks(
         target, settings, STEPS, kubernetes_rights(config), KubeconfigRequest(context=CONTEXT, flavour=flavour),
-        "mysite", api_for=lambda _request: api, probe_registry=probe,
+        "mysite", api_for=lambda _request: api, probe_registry=probe, widths=widths,
     )
 
 
@@ -329,6 +333,21 @@ def test_a_namespace_that_exists_is_this_stacks_own_or_refused() -> None:
     assert creatable[2].detail == "alice may create a Namespace for 'atlas-probe' (openshift.project.create)"
     # The quota the stack writes in the namespace it makes needs no right of its own.
     assert creatable[3].status is Status.OK and "the stack writes the project's ResourceQuota" in creatable[3].detail
+
+
+def test_a_swept_steps_pods_at_once_count_against_the_quota() -> None:
+    """A sweep of `parallel` 3 of the 2-GPU step needs 6 GPUs at once: a quota of 4 that holds one
+    pod fails, naming the sweep's need, before `pulumi up` meets the API's refusal."""
+    answers = {
+        **PROJECT_USER,
+        "/api/v1/namespaces/atlas-probe/resourcequotas": {"items": [quota("q", {"requests.nvidia.com/gpu": "4"})]},
+    }
+    settings = settings_for(project={"create": False}, quota={"manage": False})
+    alone = {c.name: c for c in run(FakeApi(answers, {JOBS}), settings)}
+    swept = {c.name: c for c in run(FakeApi(answers, {JOBS}), settings, widths={"train": 3})}
+    assert alone["quota"].status == Status.OK
+    assert swept["quota"].status == Status.FAIL and "the run needs 6 at its busiest" in swept["quota"].detail
+    assert "raise requests.nvidia.com/gpu in q to at least 6" in swept["quota"].fix
 
 
 def test_a_quota_too_small_a_missing_class_and_a_gpu_product_no_node_carries_each_fail_with_their_fix() -> None:
