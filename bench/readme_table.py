@@ -430,6 +430,10 @@ def sweep_preview_rows(data: dict[str, Any], name: str) -> list[Row]:
     ]
 
 
+def _size(size: float) -> str:
+    return f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size / 1000:.1f} kB"
+
+
 def sweep_kube_rows(data: dict[str, Any], name: str) -> list[Row]:
     """A sweep on the local Kubernetes side: one Indexed Job against one Job per point."""
     median, running, objects, posts = data["median_s"], data["median_running_s"], data["objects"], data["posts"]
@@ -456,7 +460,7 @@ def sweep_kube_rows(data: dict[str, Any], name: str) -> list[Row]:
             f"pod Running, {made('indexed')}; {data['points']:,} Jobs {median['jobs']:.1f} s and "
             f"{running['jobs']:.1f} s, {made('jobs')}; ratio made {ratio('jobs_over_indexed')}; ratio Running "
             f"{ratio('jobs_over_indexed_running')}; Pulumi state of the objects (computed from their JSON, not "
-            f"measured) {state['indexed'] / 1000:.1f} kB against {state['jobs'] / 1000:,.0f} kB "
+            f"measured) {_size(state['indexed'])} against {_size(state['jobs'])} "
             f"({state['jobs'] / state['indexed']:.0f}x)",
             f"`bench/sweep_kube.py`, `{name}`",
         )

@@ -8,21 +8,34 @@ sweep in a namespace of their own (made and deleted untimed):
   `completions` = `parallelism` = the points, `backoffLimitPerIndex`);
 - jobs: the same ConfigMap, then one Job per point: the same pod template, `completions: 1`, the
   point's index given in the pod's env instead of by the Job controller.
-Timed from the first POST until a watch on the namespace's pods has seen a pod for every point
-(the Job controller's work included); then the API objects in the namespace are counted. ABBA,
-`--rounds` rounds.
+Each side's pods are placed on KWOK's simulated nodes (their selector and taint, as
+localenv/kwok.py's `on_simulated_nodes` writes them) with `atlas.dev/kwok-run-seconds` RUN_FOR_S on
+the template, so KWOK marks each one Running once the real scheduler has bound it and keeps it so
+past the sample; their two claims are made, as the stack makes them (`project.pvc_spec`), and
+Bound to the local pool before the clock starts. Timed from the first POST until watches on the
+namespace have seen a pod for every point (`seconds`: the Job controller's work) and every pod
+Running (`running_s`: the scheduler's and KWOK's too); a failed pod or Job (its condition, its
+failed indexes), a watch error or DEADLINE_S ends the side with that named instead. Then the API
+objects in the namespace are counted and the namespace deleted (untimed; also after a failure).
+ABBA, `--rounds` rounds. The local cluster must hold every pod at once (1 CPU each): 63 KWOK CPU
+nodes of 16 CPUs for 1,000 points (`scripts/localenv up --only kube --cpu-nodes 63`, or `--up`);
+the bench refuses before making anything otherwise.
 
-The pods are created, not run: their volume claims are absent (they stay Pending, which costs the
-scheduler the same on both sides); the local cluster's nodes for scale are KWOK's simulated nodes,
-which run nothing in any case. Pulumi state is not measured here: the OpenShift side's Indexed Job
-is wired into the stack by another slice (branch sweepk8s).
+Pulumi state: computed from each POSTed object's JSON (`state_bytes`: the manifest twice, as
+pulumi-kubernetes v4 keeps it as inputs and again under `__inputs`, and the object the API server
+returned), not read from a stack export; the stack's other resources are not counted.
 
-Not yet measured (2026-12-05): on its first run the Indexed Job's pods, scheduled onto KWOK's
-nodes, failed (cause not found in the time left), so the Job failed every index
-(`backoffLimitPerIndex` 0) before the controller had made all 1,000 pods, and the watch waited
-for pods that never came. Before the next run: find why they fail (the KWOK stages, the absent
-claims), or keep them running (`atlas.dev/kwok-run-seconds` on the pod template), and stop the
-wait when the Job fails.
+The first run (2026-12-05, 12:15 UTC) was read as "the Indexed Job's pods failed on KWOK's nodes".
+They never reached a node: their claims did not exist (the scheduler's log, for every pod:
+`status="not found"`) and they tolerated no KWOK taint, so all stayed Pending, which a pod
+creation count does not mind: the watch had seen all 1,000 pods after 53 s (re-run at 14:14
+with that code, observed every 3 s: 1,000 Pending, the Job `active`, no failed index). The
+failures came after, from the bench's own cleanup: deleting the namespace deletes the Pending
+pods, the Job controller counts every pod deleted before it finished as failed (`failedIndexes`
+0-999, `FailureTarget` `FailedIndexes`, `backoffLimitPerIndex` 0), and PodGC marks the unscheduled
+terminating pods `Failed` before removing them; the namespace took another 58 s to go, with
+nothing printed. Pods that cannot be scheduled are not what the issue asks about, so they are now
+scheduled and kept Running, and the wait says why it ended.
 
     .venv/bin/python -m bench.sweep_kube [--points 1000] [--rounds 4] [--up] [--out FILE]
         (the local environment of ATLAS_LOCALENV_DIR / ATLAS_LOCALENV_PORT_BASE)

@@ -89,5 +89,5 @@ def test_the_kubernetes_row_says_where_each_figure_comes_from(ci: tuple[float, f
     assert "63 KWOK simulated nodes" in what and "real API server, Job controller and scheduler" in what
     assert figure.startswith("Indexed Job **50.0 s** to every pod made, 52.0 s to every pod Running, 2 POSTs")
     assert f"ratio made 2.00 (95 % CI {ci[0]:.2f} to {ci[1]:.2f}, 4 rounds), {verdict}" in figure
-    assert figure.endswith("(computed from their JSON, not measured) 50.0 kB against 10,000 kB (200x)")
+    assert figure.endswith("(computed from their JSON, not measured) 50.0 kB against 10.0 MB (200x)")
     assert how == "`bench/sweep_kube.py`, `bench/results/f.json`"
