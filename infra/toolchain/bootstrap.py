@@ -39,7 +39,7 @@ from infra.toolchain.go import BuildStepFailed, check_go
 from infra.toolchain.pins import Pins, cache_root, load_pins, toolchain_dir
 from infra.toolchain.progress import Progress
 from infra.toolchain.store import BuildStep, Toolchain
-from infra.toolchain.tools import BINARY_STEPS
+from infra.toolchain.tools import BINARY_STEPS, OPTIONAL_STEPS
 from infra.toolchain.venv import VENV_DIR, build_venv, compile_project_bytecode, link_program_venv, venv_key
 
 
@@ -156,8 +156,11 @@ def build_steps(steps: Sequence[BuildStep], toolchain: Toolchain, progress: Prog
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/bootstrap", description=__doc__.splitlines()[0])
-    step_names = ",".join(["venv", *(s.name for s in BINARY_STEPS)])
+    step_names = ",".join(["venv", *(s.name for s in BINARY_STEPS + OPTIONAL_STEPS)])
+    optional_names = ",".join(s.name for s in OPTIONAL_STEPS)
     parser.add_argument("--only", help=f"comma-separated step names ({step_names})")
+    parser.add_argument("--with", dest="with_steps", default=os.environ.get("ATLAS_BOOTSTRAP_WITH") or None,
+                        help=f"also build these optional steps ({optional_names}; or $ATLAS_BOOTSTRAP_WITH)")
     parser.add_argument("--print-bin", action="store_true", help="print the toolchain's bin folder and exit")
     parser.add_argument("--timings", type=Path, default=os.environ.get("ATLAS_BOOTSTRAP_TIMINGS") or None,
                         help="write the seconds each phase took to this JSON file (or $ATLAS_BOOTSTRAP_TIMINGS)")
@@ -169,13 +172,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(toolchain.bin)
         return 0
     wanted = set(args.only.split(",")) if args.only else None
-    unknown = (wanted or set()) - {"venv", *(s.name for s in BINARY_STEPS)}
+    unknown = (wanted or set()) - {"venv", *(s.name for s in BINARY_STEPS + OPTIONAL_STEPS)}
     if unknown:
         parser.error(f"--only: unknown step(s) {', '.join(sorted(unknown))}; known: {step_names}")
+    extra = set(args.with_steps.split(",")) if args.with_steps else set()
+    if extra - {s.name for s in OPTIONAL_STEPS}:
+        parser.error(f"--with: unknown optional step(s) {', '.join(sorted(extra))}; known: {optional_names}")
     steps = [s for s in BINARY_STEPS if wanted is None or s.name in wanted]
+    # Optional steps: built when named (--only or --with), linked whenever they are already built.
+    steps += [s for s in OPTIONAL_STEPS if s.name in extra or (wanted is not None and s.name in wanted)]
     todo = [s for s in steps if not step_done(s, toolchain)]
-    for step in steps:
-        if step not in todo:
+    for step in [*steps, *(s for s in OPTIONAL_STEPS if s not in steps)]:
+        if step not in todo and step_done(step, toolchain):
             link_step(step, toolchain)  # built by another pin set that shares this step's pins
     venv_wanted = wanted is None or "venv" in wanted
     venv_stale = venv_wanted and not (

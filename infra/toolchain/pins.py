@@ -37,6 +37,7 @@ class Pins:
     openshift_api_repository: str
     openshift_api_commit: str
     openshift_api_sha256: str
+    apptainer: str
     # Every section as written, for the per-step cache keys (`digest_of`).
     sections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, compare=False, repr=False)
 
@@ -73,6 +74,7 @@ def load_pins(path: Path = PINS_FILE) -> Pins:
             openshift_api_repository=openshift_api["repository"],
             openshift_api_commit=openshift_api["commit"],
             openshift_api_sha256=openshift_api["sha256"],
+            apptainer=data["apptainer"]["version"],
             sections=data,
         )
     except KeyError as missing:
@@ -92,5 +94,7 @@ def toolchain_dir(pins: Pins) -> Path:
     return cache_root() / "toolchain" / pins.digest_of(*BUILT_SECTIONS)
 
 
-# The sections binaries are built from (the rest is data, such as the schema source).
+# The sections binaries are built from (the rest is data, such as the schema source). The optional
+# steps' sections (apptainer) are left out: their own step keys rebuild them, and a change to
+# them must not move every other tool's `bin/` folder.
 BUILT_SECTIONS = ("pulumi", "pulumi_kubernetes", "kubernetes", "etcd", "kwok", "containerd", "cni_plugins")

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from infra.toolchain.apptainer import RECIPE as APPTAINER_RECIPE
+from infra.toolchain.apptainer import compile_apptainer, fetch_apptainer
 from infra.toolchain.go import BuildStepFailed, go_build, go_env, go_get, module_dir, run, write_wrapper
 from infra.toolchain.pins import Pins
 from infra.toolchain.progress import Progress
@@ -308,4 +310,11 @@ BINARY_STEPS: tuple[BuildStep, ...] = (
          ("cni_plugins",), fetch_cni_plugins, compile_cni_plugins),
     BuildStep("pause", ("pause",), "Kubernetes' pause program (pod sandboxes)", ("kubernetes",), fetch_pause,
          compile_pause, recipe="gcc -Os -static; strip"),
+)
+
+# Built only when asked (`scripts/bootstrap --with apptainer`): slow, and not on the cold path of
+# the local environment. Once built, bootstrap links them like the others.
+OPTIONAL_STEPS: tuple[BuildStep, ...] = (
+    BuildStep("apptainer", ("apptainer",), "Apptainer, the HPC side's container runtime (cgo, ~12 min on 2 cores)",
+              ("apptainer",), fetch_apptainer, compile_apptainer, recipe=APPTAINER_RECIPE),
 )
