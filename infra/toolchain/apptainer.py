@@ -15,6 +15,8 @@ How it is built (found by hand on Debian bookworm, Go 1.26.8, 2 cores; docs/arch
 - `make -C <builddir>` builds the `apptainer` binary, the C/cgo `starter` and the CNI plugins,
   with cgo on; the Go modules come from the module proxy. `make -C <builddir> install` fills the
   prefix (bin/, libexec/apptainer/, etc/apptainer/apptainer.conf, var/apptainer/).
+- Its Makefile runs `go clean -cache` before building the starter: the step gives the build a
+  GOCACHE of its own (in its scratch folder) so the shared Go build cache is left alone.
 - Run time: mksquashfs/unsquashfs (squashfs-tools) to build and read SIFs, squashfuse and
   fuse2fs for unprivileged mounts, fuse-overlayfs, newuidmap (uidmap) for user namespaces.
   The setuid starter is not installed (`--without-suid`): as root it is not needed, and
@@ -105,9 +107,12 @@ def prepare_source(module_src: Path, dest: Path, version: str) -> Path:
 
 
 def build_env(scratch: Path) -> dict[str, str]:
-    """Go's environment for Apptainer: cgo on (its starter), the module's own go.mod as written."""
+    """Go's environment for Apptainer: cgo on (its starter), the module's own go.mod as written,
+    and a build cache of its own: Apptainer's Makefile runs `go clean -cache` before building the
+    starter (mlocal/frags/build_runtime.mk, `.clean-starter`), which would otherwise empty the
+    Go build cache every other tool's warm rebuild relies on."""
     env = go_env(scratch)
-    env.update({"CGO_ENABLED": "1", "GOFLAGS": "-buildvcs=false"})
+    env.update({"CGO_ENABLED": "1", "GOFLAGS": "-buildvcs=false", "GOCACHE": str(scratch / "gocache")})
     return env
 
 

@@ -91,3 +91,11 @@ def test_an_unknown_optional_step_is_refused(monkeypatch, capsys):
     with pytest.raises(SystemExit):
         bootstrap.main(["--with", "singularity"])
     assert "unknown optional step" in capsys.readouterr().err
+
+
+def test_the_build_has_cgo_and_a_go_build_cache_of_its_own(tmp_path: Path):
+    # Apptainer's Makefile runs `go clean -cache`: it must not empty the shared cache.
+    env = apptainer.build_env(tmp_path)
+    assert env["CGO_ENABLED"] == "1"
+    assert env["GOCACHE"] == str(tmp_path / "gocache")
+    assert "-mod=mod" not in env["GOFLAGS"]
