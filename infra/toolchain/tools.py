@@ -315,6 +315,6 @@ BINARY_STEPS: tuple[BuildStep, ...] = (
 # Built only when asked (`scripts/bootstrap --with apptainer`): slow, and not on the cold path of
 # the local environment. Once built, bootstrap links them like the others.
 OPTIONAL_STEPS: tuple[BuildStep, ...] = (
-    BuildStep("apptainer", ("apptainer",), "Apptainer, the HPC side's container runtime (cgo, ~12 min on 2 cores)",
+    BuildStep("apptainer", ("apptainer",), "Apptainer, the HPC side's container runtime (cgo, about 5 min on 2 cores)",
               ("apptainer",), fetch_apptainer, compile_apptainer, recipe=APPTAINER_RECIPE),
 )
