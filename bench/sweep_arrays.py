@@ -60,7 +60,7 @@ from bench.stats import RESULTS, abba_order, machine, now_utc, paired_ratio, wri
 from infra.hpc import arrays, polling, providers, ssh
 from infra.hpc.components import workload_source_files
 from infra.hpc.job_script import SubmissionKey, render_job_script, sweep_scripts
-from infra.hpc.pipeline import _chunk_entries, run_directories, staged_file_entries, sweep_files, sweep_tables
+from infra.hpc.pipeline import _chunk_entries, run_directories, staged_file_entries
 from infra.hpc.providers import StagedFilesProvider
 from infra.hpc.providers.sweep_job import SweepJobProvider
 from infra.hpc.registry import scheduler_for
@@ -217,10 +217,7 @@ def side_atlas_create(bench: Bench, stack: str, points: int) -> float:
         "ssh_secret": {"private_key": Path(info["key_file"]).read_text(), "passphrase": None},
     }
     files = staged_file_entries(
-        sweep_files({"train": sweep}),
-        (*workload_source_files(workload, bench.proj.root), *sweep_tables({"train": sweep})),
-        True,
-        RuntimeError,
+        {}, workload_source_files(workload, bench.proj.root), True, RuntimeError, {"train": sweep}
     )
     staged = {**target, "run_dir": run_dir, "files": files, "directories": run_directories(workload)}
     props = {

@@ -36,8 +36,6 @@ from infra.hpc.pipeline import (
     run_directories,
     staged_file_entries,
     submit_pipeline,
-    sweep_files,
-    sweep_tables,
 )
 from infra.hpc.providers import BatchJob, ssh_inputs
 from infra.hpc.registry import scheduler_for
@@ -111,9 +109,7 @@ class AwsEnvironment(pulumi.ComponentResource):
         # A swept step runs as arrays on the instance's Slurm, as on an HPC side: its table and
         # chunk scripts are staged instead of its plain script.
         sweeps = sweep_scripts(workload, scheduler, run, QUEUE)
-        staged = {**{n: s for n, s in scripts.items() if n not in sweeps}, **sweep_files(sweeps)}
-        extra_files = (*args.extra_files, *sweep_tables(sweeps))
-        files = staged_file_entries(staged, extra_files, True, AwsConfigError)
+        files = staged_file_entries(scripts, args.extra_files, True, AwsConfigError, sweeps)
 
         credentials = settings.credentials
         aws_secret = pulumi.Output.secret(

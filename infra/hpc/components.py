@@ -26,14 +26,7 @@ from typing import Any
 import pulumi
 
 from infra.hpc.job_script import PYTHON_DIR, SubmissionKey, SweepScripts, step_scripts, sweep_scripts
-from infra.hpc.pipeline import (
-    StagedFile,
-    SubmittedPipeline,
-    staged_file_entries,
-    submit_pipeline,
-    sweep_files,
-    sweep_tables,
-)
+from infra.hpc.pipeline import StagedFile, SubmittedPipeline, staged_file_entries, submit_pipeline
 from infra.hpc.providers import endpoint_inputs
 from infra.hpc.providers.sweep_job import Retry
 from infra.hpc.registry import scheduler_for
@@ -169,15 +162,13 @@ class HpcEnvironment(pulumi.ComponentResource):
                 f"wait_for_steps: {', '.join(sorted(set(args.wait_for_steps) & set(sweeps)))} is a swept step; "
                 "`pulumi up` does not wait for a sweep yet: remove it from waitFor"
             )
-        staged = {**{n: s for n, s in scripts.items() if n not in sweeps}, **sweep_files(sweeps)}
-        extra_files = (*args.extra_files, *sweep_tables(sweeps))
         pipeline = submit_pipeline(
             name,
             self,
             workload=workload,
             scheduler=scheduler,
             scripts=scripts,
-            files=staged_file_entries(staged, extra_files, args.telemetry, HpcConfigError),
+            files=staged_file_entries(scripts, args.extra_files, args.telemetry, HpcConfigError, sweeps),
             run_dir=run_dir,
             ssh_target=ssh_target,
             ssh_secret=ssh_secret,

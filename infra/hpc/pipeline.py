@@ -39,10 +39,19 @@ class StagedFile:
 
 
 def staged_file_entries(
-    scripts: Mapping[str, StepScript], extra_files: Sequence[StagedFile], telemetry: bool, error: type[Exception]
+    scripts: Mapping[str, StepScript],
+    extra_files: Sequence[StagedFile],
+    telemetry: bool,
+    error: type[Exception],
+    sweeps: Mapping[str, SweepScripts] | None = None,
 ) -> list[dict[str, Any]]:
     """What StagedFiles (or a bucket) carries: the job scripts, the sampler, the extra files;
-    `error` is raised, naming the file, for one that is missing."""
+    `error` is raised, naming the file, for one that is missing. A swept step (`sweeps`,
+    job_script.sweep_scripts) stages its chunks' array scripts instead of its plain script, and
+    its table of points from a local file (`sweep_tables`)."""
+    sweeps = sweeps or {}
+    scripts = {**{n: s for n, s in scripts.items() if n not in sweeps}, **sweep_files(sweeps)}
+    extra_files = (*extra_files, *sweep_tables(sweeps))
     files: list[dict[str, Any]] = [
         {"path": s.path, "content": s.script, "sha256": s.sha256, "mode": 0o644} for s in scripts.values()
     ]
