@@ -44,6 +44,31 @@ class FilesAt:
 
 
 @dataclass(frozen=True)
+class SifConversion:
+    """An image's conversion to a SIF on an HPC site, as recorded beside the SIF by whoever made it
+    (once per digest and site): its wall time, when, and which stack made it."""
+
+    seconds: float | None = None  # None: not recorded (a SIF made by hand)
+    converted_at: str = ""
+    by: str = ""
+    converted_now: bool = False  # this stack's `up` made it (else it found it in the cache)
+
+
+@dataclass(frozen=True)
+class ContainerRuntime:
+    """What ran an environment's steps: the runtime ("bare", "apptainer"; on Kubernetes the node's
+    own, e.g. "containerd" or "cri-o", read when the report collects) and the image by digest."""
+
+    name: str = "bare"
+    image: str = ""  # registry/repository@sha256:...; "" for bare
+    digest: str = ""  # sha256:<hex>; "" for bare
+    version: str = ""  # the runtime's version (Apptainer's, on an HPC site)
+    sif: str = ""  # the SIF the steps ran (HPC, Apptainer)
+    arch: str = ""  # the site's architecture as OCI names it (amd64, ppc64le)
+    conversion: SifConversion | None = None
+
+
+@dataclass(frozen=True)
 class SweepArray:
     """One scheduler object of a sweep: an LSF or Slurm job array (one chunk of the sweep, or a
     retry of some of its points) or a Kubernetes Indexed Job (its name in `job_id`)."""
@@ -166,6 +191,7 @@ class HpcOutputs(EnvironmentOutputs):
     provenance: str = PROVENANCE_NOT_STATED
     # The login node's host key, where Atlas knows it (an instance it launched); else a file.
     known_hosts: str = ""
+    runtime: ContainerRuntime = field(default_factory=ContainerRuntime)
 
     @property
     def login(self) -> str:

@@ -53,6 +53,10 @@ from localenv.satori_config import (
 from localenv.system import ensure_key_login_account, ensure_packages
 
 LSF_TOP = Path("/opt/atlas-lsf")
+# Apptainer as a site installs it for every user (its `module load apptainer`): the toolchain's
+# build, copied out of root's cache (which the login user cannot reach). An unprivileged build
+# (--without-suid) is relocatable: it finds its configuration and helpers relative to itself.
+APPTAINER_TOP = Path("/opt/atlas-apptainer")
 LSF_VERSION = "10.1"
 LSF_SOURCE = Path(__file__).resolve().parent / "lsf"
 LSF_COMMANDS = ("bsub", "bjobs", "bkill", "bhist", "bqueues", "bhosts", "lsload")
@@ -112,6 +116,7 @@ def _write_login_profile(user: pwd.struct_passwd) -> None:
         "# Written by Atlas's local environment (localenv/satori.py).\n"
         "[ -f ~/.profile ] && . ~/.profile\n"
         f"[ -f {LSF_TOP}/conf/profile.lsf ] && . {LSF_TOP}/conf/profile.lsf\n"
+        f"[ -f {APPTAINER_TOP}/profile.sh ] && . {APPTAINER_TOP}/profile.sh\n"
     )
     if not profile.exists() or profile.read_text() != text:
         profile.write_text(text)
@@ -287,6 +292,41 @@ def _install_lsf() -> None:
         (conf / name).chmod(0o644)
 
 
+# --- Apptainer -------------------------------------------------------------------------------
+
+
+def _install_apptainer() -> str | None:
+    """Copy the toolchain's Apptainer (`scripts/bootstrap --with apptainer`) to APPTAINER_TOP and
+    put it on the login shell's PATH; without one built, the site has no Apptainer (and a stack
+    asking for runtime apptainer is told so). Its version, or None."""
+    from infra.toolchain.apptainer import apptainer_prefix
+    from infra.toolchain.pins import load_pins
+
+    built = apptainer_prefix(load_pins())
+    profile = APPTAINER_TOP / "profile.sh"
+    if not (built / "bin" / "apptainer").is_file():
+        profile.unlink(missing_ok=True)
+        return None
+    installed = APPTAINER_TOP / built.name
+    if not (installed / "bin" / "apptainer").is_file():
+        partial = APPTAINER_TOP / f".{built.name}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(built, partial, symlinks=True)
+        for path in (partial, *partial.rglob("*")):
+            if not path.is_symlink():
+                path.chmod(path.stat().st_mode | (0o055 if path.is_dir() else 0o044))
+        partial.rename(installed)
+    APPTAINER_TOP.chmod(0o755)
+    text = (
+        "# Apptainer for every login (Atlas's local environment, localenv/satori.py), as a site's module.\n"
+        f'case ":$PATH:" in *":{installed}/bin:"*) ;; *) PATH="{installed}/bin:$PATH"; export PATH ;; esac\n'
+    )
+    if not profile.exists() or profile.read_text() != text:
+        profile.write_text(text)
+    profile.chmod(0o644)
+    return built.name
+
+
 # --- up / down / status -------------------------------------------------------------------------
 
 
@@ -315,6 +355,7 @@ def up(layout: Layout) -> dict[str, Any]:
     if all(d.running() for d in daemons.values()) and port_open(layout.ports.sshd):
         if os.geteuid() == 0:
             _install_lsf()  # cheap (compares files); keeps the commands in step with the repo
+            _install_apptainer()  # cheap once copied; picks up a build made since
         return status(layout)
     if os.geteuid() != 0:
         raise LocalEnvError(
@@ -335,6 +376,8 @@ def up(layout: Layout) -> dict[str, Any]:
 
     user = _ensure_login_user()
     _install_lsf()
+    APPTAINER_TOP.mkdir(parents=True, exist_ok=True)
+    _install_apptainer()
     _write_login_profile(user)
     _ensure_keys(paths)
     _authorize_user_key(paths, user)

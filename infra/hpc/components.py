@@ -16,6 +16,7 @@ Everything is rendered in Python before any resource is registered (no resources
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from collections.abc import Mapping
@@ -25,15 +26,25 @@ from typing import Any
 
 import pulumi
 
+from infra.hpc.apptainer import ContainerExec
 from infra.hpc.job_script import PYTHON_DIR, SubmissionKey, SweepScripts, step_scripts, sweep_scripts
 from infra.hpc.pipeline import StagedFile, SubmittedPipeline, staged_file_entries, submit_pipeline
 from infra.hpc.providers import endpoint_inputs
+from infra.hpc.providers.apptainer_image import SifImage
 from infra.hpc.providers.sweep_job import Retry
 from infra.hpc.registry import scheduler_for
 from infra.hpc.ssh.resolve import resolve_endpoint
 from infra.hpc.target import PROVENANCE_NOT_STATED, HpcConfigError, HpcTarget
 from infra.hpc.target_parser import validate_remote_path
-from infra.outputs import BatchStep, FilesAt, HpcOutputs, SweepArray, SweepOutputs
+from infra.outputs import (
+    BatchStep,
+    ContainerRuntime,
+    FilesAt,
+    HpcOutputs,
+    SifConversion,
+    SweepArray,
+    SweepOutputs,
+)
 from infra.workload.load import folder_files
 from infra.workload.model import FolderSource, GitSource, InTreeSource, Step, Workload, WorkloadError
 from infra.workload.render import requested_gpus
@@ -110,6 +121,9 @@ class HpcEnvironmentArgs:
     # What the environment is (config's `provenance`), carried into the outputs for the report.
     provenance: str = PROVENANCE_NOT_STATED
     sweep_max_attempts: int = 1  # how many times a sweep's point may run (atlas:sweep.max_attempts)
+    # The image the stack's OpenShift side runs (by digest, once built), for runtime apptainer
+    # where the target names none of its own.
+    image: pulumi.Input[str] | None = None
 
 
 class HpcEnvironment(pulumi.ComponentResource):
@@ -146,7 +160,12 @@ class HpcEnvironment(pulumi.ComponentResource):
         )
 
         run = SubmissionKey(args.project, args.stack, args.environment, args.run_id, run_dir)
-        scripts = step_scripts(workload, scheduler, run, target.queue, args.telemetry, target.directives)
+        container = (
+            ContainerExec(target.apptainer.command, target.apptainer.binds) if target.apptainer is not None else None
+        )
+        scripts = step_scripts(
+            workload, scheduler, run, target.queue, args.telemetry, target.directives, container
+        )
         # A swept step runs as arrays (its plain script is not staged): its table and chunk scripts.
         sweeps = sweep_scripts(
             workload,
@@ -156,11 +175,32 @@ class HpcEnvironment(pulumi.ComponentResource):
             args.telemetry,
             target.directives,
             array_limit=scheduler.array_limit_of(target.scheduler_options),
+            container=container,
         )
         if sweeps and args.wait_for_steps and set(args.wait_for_steps) & set(sweeps):
             raise HpcConfigError(
                 f"wait_for_steps: {', '.join(sorted(set(args.wait_for_steps) & set(sweeps)))} is a swept step; "
                 "`pulumi up` does not wait for a sweep yet: remove it from waitFor"
+            )
+        self.sif: SifImage | None = None
+        if target.apptainer is not None:
+            image = target.apptainer.image or args.image
+            if image is None:
+                raise HpcConfigError(
+                    f"atlas:hpc.{args.environment}.apptainer.image: runtime apptainer needs an image, and this stack "
+                    "has no OpenShift side whose image to use; give the image by digest "
+                    "(registry/repository@sha256:...)"
+                )
+            self.sif = SifImage(
+                f"{name}-image",
+                ssh_target=ssh_target,
+                ssh_secret=ssh_secret,
+                environment=args.environment,
+                stack=args.stack,
+                run_dir=run_dir,
+                image=image,
+                settings=dataclasses.asdict(target.apptainer),
+                opts=pulumi.ResourceOptions(parent=self),
             )
         pipeline = submit_pipeline(
             name,
@@ -179,14 +219,16 @@ class HpcEnvironment(pulumi.ComponentResource):
             scheduler_options=target.scheduler_options,
             sweeps=sweeps,
             max_attempts=args.sweep_max_attempts,
+            image=self.sif,
         )
         self.jobs, self.completions, self.sweeps = pipeline.jobs, pipeline.completions, pipeline.sweeps
 
         gpus = requested_gpus(workload, args.environment)
         step_outputs = batch_step_outputs(workload, pipeline, sweeps, target.queue or "", args.sweep_max_attempts)
         self.run_dir = run_dir
-        self.outputs = pulumi.Output.all(*step_outputs).apply(
-            lambda steps: HpcOutputs(
+        runtime = runtime_output(self.sif, target.apptainer.image if target.apptainer else None, args.image)
+        self.outputs = pulumi.Output.all(pulumi.Output.all(*step_outputs), runtime).apply(
+            lambda found: HpcOutputs(
                 gpus_requested=gpus,
                 run_id=args.run_id,
                 scheduler=target.scheduler,
@@ -196,13 +238,38 @@ class HpcEnvironment(pulumi.ComponentResource):
                 port=endpoint.port,
                 user=endpoint.user,
                 run_dir=run_dir,
-                steps=tuple(BatchStep(**s) for s in steps),
+                steps=tuple(BatchStep(**s) for s in found[0]),
                 telemetry=FilesAt(f"{run_dir}/{workload.telemetry.root}"),
                 logs=FilesAt(f"{run_dir}/{workload.logs.root}"),
                 provenance=args.provenance,
+                runtime=found[1],
             ).to_dict()
         )
         self.register_outputs({"outputs": self.outputs})
+
+
+def runtime_output(
+    sif: SifImage | None, own_image: str | None, stack_image: pulumi.Input[str] | None
+) -> pulumi.Output[ContainerRuntime]:
+    """The environment's `runtime` output: bare, or Apptainer with the image, its SIF and the
+    conversion's record (what the SifImage found on the site)."""
+    if sif is None:
+        return pulumi.Output.from_input(ContainerRuntime())
+    image = own_image if own_image is not None else stack_image
+    return pulumi.Output.all(
+        image=image, digest=sif.digest, sif=sif.sif, arch=sif.arch, version=sif.apptainer_version,
+        conversion=sif.conversion,
+    ).apply(
+        lambda found: ContainerRuntime(
+            name="apptainer",
+            image=str(found["image"]),
+            digest=found["digest"],
+            version=found["version"],
+            sif=found["sif"],
+            arch=found["arch"],
+            conversion=SifConversion(**found["conversion"]) if found.get("conversion") else None,
+        )
+    )
 
 
 def batch_step_outputs(

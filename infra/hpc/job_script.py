@@ -12,6 +12,7 @@ import hashlib
 import shlex
 from dataclasses import dataclass, replace
 
+from infra.hpc.apptainer import ContainerExec
 from infra.hpc.scheduler import NO_SITE_DIRECTIVES, JobSpec, Scheduler, SiteDirectives
 from infra.workload.model import Sweep, Workload
 from infra.workload.render import render_step, telemetry_file
@@ -63,8 +64,15 @@ def render_job_script(scheduler: Scheduler, spec: JobSpec) -> str:
             "--",
             *argv,
         )
-    lines.append(shlex.join(argv))
+    lines += _run_lines(spec, shlex.join(argv))
     return "\n".join(lines) + "\n"
+
+
+def _run_lines(spec: JobSpec, command: str) -> list[str]:
+    """The script's command line: as it is (bare), or in the image (`apptainer exec`)."""
+    if spec.container is None:
+        return [command]
+    return spec.container.script_lines(spec.gpus_per_node > 0, command)
 
 
 def render_array_script(scheduler: Scheduler, spec: JobSpec, sweep: Sweep, chunk: ArrayChunk, table: str) -> str:
@@ -108,7 +116,7 @@ def render_array_script(scheduler: Scheduler, spec: JobSpec, sweep: Sweep, chunk
         sampler = ("python3", "-m", "infra.telemetry.sampler", "--out")
         rest = ("--interval", f"{spec.telemetry_interval_s:g}", "--step", spec.step, "--")
         command = f'{shlex.join(sampler)} "$atlas_telemetry" {shlex.join(rest)} {command}'
-    lines.append(" ".join([command, *shell_words(sweep)]))
+    lines += _run_lines(spec, " ".join([command, *shell_words(sweep)]))
     return "\n".join(lines) + "\n"
 
 
@@ -162,6 +170,7 @@ def step_specs(
     queue: str | None,
     telemetry: bool = True,
     site: SiteDirectives = NO_SITE_DIRECTIVES,
+    container: ContainerExec | None = None,
 ) -> dict[str, JobSpec]:
     """Each step's `JobSpec`, in the workload's order: what its job asks of the scheduler, under
     a job name that `job_name_for` makes unique to the run."""
@@ -186,6 +195,7 @@ def step_specs(
             python_path=PYTHON_DIR if telemetry else None,
             description=step.description,
             site=site,
+            container=container,
         )
     return specs
 
@@ -197,11 +207,12 @@ def step_scripts(
     queue: str | None,
     telemetry: bool = True,
     site: SiteDirectives = NO_SITE_DIRECTIVES,
+    container: ContainerExec | None = None,
 ) -> dict[str, StepScript]:
     """One job script per step, in the workload's order, as a site would write it by hand
     (with the site's own account and directives, from the target's config)."""
     scripts = {}
-    for name, spec in step_specs(workload, run, queue, telemetry, site).items():
+    for name, spec in step_specs(workload, run, queue, telemetry, site, container).items():
         path = f"{JOBS_DIR}/{name}{scheduler.script_suffix}"
         scripts[name] = StepScript(spec.job_name, path, render_job_script(scheduler, spec))
     return scripts
@@ -233,12 +244,13 @@ def sweep_scripts(
     telemetry: bool = True,
     site: SiteDirectives = NO_SITE_DIRECTIVES,
     array_limit: int | None = None,
+    container: ContainerExec | None = None,
 ) -> dict[str, SweepScripts]:
     """Each swept step's table and array scripts, split at `array_limit` (None: the scheduler's
     default, LSF's MAX_JOB_ARRAY_SIZE 1,000 or Slurm's MaxArraySize 1,001)."""
     limit = array_limit or scheduler.array_size_limit
     result = {}
-    specs = step_specs(workload, run, queue, telemetry, site)
+    specs = step_specs(workload, run, queue, telemetry, site, container)
     for step in workload.steps:
         if step.sweep is None:
             continue

@@ -22,6 +22,7 @@ import pulumi
 
 from infra.hpc.job_script import JOBS_DIR, PYTHON_DIR, StepScript, SweepScripts
 from infra.hpc.providers import BatchJob, BatchJobCompletion, StagedFiles
+from infra.hpc.providers.apptainer_image import SifImage
 from infra.hpc.providers.sweep_job import SweepJob
 from infra.hpc.scheduler import Scheduler
 from infra.telemetry.bundle import SAMPLER_FILES, sampler_file
@@ -148,6 +149,7 @@ def submit_pipeline(
     scheduler_options: Mapping[str, str] | None = None,
     sweeps: Mapping[str, SweepScripts] | None = None,
     max_attempts: int = 1,
+    image: SifImage | None = None,
 ) -> SubmittedPipeline:
     """`{name}-staged-files`: `files` and the folders the jobs write into, in the run directory
     (after `depends_on`). Then `{name}-<step>`: one BatchJob per step, once the files are in place,
@@ -156,7 +158,8 @@ def submit_pipeline(
     is in the queue before any step is awaited. A swept step (`sweeps`, job_script.sweep_scripts)
     is one SweepJob instead, its chunks' arrays (and, with `max_attempts` above 1, its retries'); the
     steps after it wait for every array holding a point's last attempt to succeed (`afterok:<array
-    id>`, `done(<array id>)`: every element) and for those it superseded to end (`afterany`, `ended`)."""
+    id>`, `done(<array id>)`: every element) and for those it superseded to end (`afterany`, `ended`).
+    With `image` (runtime apptainer), every job waits for its SIF and is a new job for a new image."""
     sweeps = dict(sweeps or {})
     awaited_sweeps = sorted(set(wait_for_steps) & set(sweeps))
     if awaited_sweeps:
@@ -172,6 +175,8 @@ def submit_pipeline(
     )
     jobs: dict[str, BatchJob] = {}
     swept: dict[str, SweepJob] = {}
+    before_jobs: list[pulumi.Resource] = [staged] if image is None else [staged, image]
+    image_digest = image.digest if image is not None else None
 
     def definitions(step: str) -> list[str]:
         return [(swept[d] if d in swept else jobs[d]).job_definition for d in workload.depends_on(step)]
@@ -209,7 +214,8 @@ def submit_pipeline(
                 max_attempts=max_attempts,
                 poll_interval_s=poll_interval_s,
                 scheduler_options=scheduler_options,
-                opts=pulumi.ResourceOptions(parent=parent, depends_on=[staged]),
+                image_digest=image_digest,
+                opts=pulumi.ResourceOptions(parent=parent, depends_on=before_jobs),
             )
             continue
         script = scripts[step.name]
@@ -231,7 +237,8 @@ def submit_pipeline(
             after_definitions=definitions(step.name),
             poll_interval_s=poll_interval_s,
             scheduler_options=scheduler_options,
-            opts=pulumi.ResourceOptions(parent=parent, depends_on=[staged]),
+            image_digest=image_digest,
+            opts=pulumi.ResourceOptions(parent=parent, depends_on=before_jobs),
         )
     completions = {
         step: BatchJobCompletion(

@@ -27,6 +27,7 @@ from enum import StrEnum
 from typing import Any, ClassVar
 
 from infra.doctor import Finding
+from infra.hpc.apptainer import ContainerExec
 from infra.hpc.remote import RemoteResult, Runner
 from infra.job_records import ElementRecord, HpcNode, QueueJob, StepRecord, step_record
 from infra.outputs import HpcOutputs, SweepArray, SweepOutputs
@@ -139,6 +140,8 @@ class JobSpec:
     python_path: str | None = None  # where the staged `infra.telemetry` package lives, relative to workdir
     description: str = ""
     site: SiteDirectives = NO_SITE_DIRECTIVES
+    # How the command runs in the image (`apptainer exec`, infra/hpc/apptainer.py); None: bare.
+    container: ContainerExec | None = None
 
     def log_file(self, placeholder: str) -> str:
         return f"{self.log_dir}/{self.step}.{placeholder}"

@@ -31,8 +31,27 @@ DEFAULT_POLL_INTERVAL_S = 60.0
 # PROVENANCE_NOT_STATED (infra.outputs): what an HPC environment is when its config does not say
 # (`atlas:hpc.<name>.provenance`): shown beside its name in every report, never taken for "real".
 __all__ = [
-    "DEFAULT_POLL_INTERVAL_S", "DEFAULT_REMOTE_WORK_DIR", "PROVENANCE_NOT_STATED", "HpcConfigError", "HpcTarget",
+    "DEFAULT_POLL_INTERVAL_S", "DEFAULT_REMOTE_WORK_DIR", "PROVENANCE_NOT_STATED", "ApptainerSettings",
+    "HpcConfigError", "HpcTarget",
 ]
+
+
+@dataclass(frozen=True)
+class ApptainerSettings:
+    """How a site runs the steps in the image (`runtime: apptainer`; infra/hpc/apptainer.py).
+
+    The image is the stack's OpenShift image unless `image` names one (by digest); the login node
+    converts it once per digest into `cache_dir` (`source: site`), or, where the site cannot reach
+    the registry, this machine converts it and stages the SIF over SFTP (`source: here`)."""
+
+    command: str = "apptainer"  # on the login node's PATH (a site's `module load apptainer`), or a path
+    cache_dir: str = ".atlas/sif"  # on the shared filesystem; relative: under the login user's home
+    image: str | None = None  # registry/repository@sha256:...; None: the stack's OpenShift image
+    source: str = "site"  # "site": the login node pulls from the registry; "here": converted here, staged
+    pull_registry: str | None = None  # the registry's name as the site reaches it, where it differs
+    plain_http: bool = False  # the registry speaks plain HTTP (a registry on loopback)
+    image_arch: str | None = None  # the image's architecture, where its registry cannot be read from here
+    binds: tuple[str, ...] = ()  # the site's own folders (absolute), bound at the same path
 
 
 @dataclass(frozen=True)
@@ -67,6 +86,9 @@ class HpcTarget:
     private_key_passphrase: str | None = field(default=None, repr=False)
     # The OpenSSH config to read (as `ssh -F`); None: ~/.ssh/config, then /etc/ssh/ssh_config.
     ssh_config: Path | None = None
+    # How the steps run: "bare" (the login node's software) or "apptainer" (in the image, `apptainer`).
+    runtime: str = "bare"
+    apptainer: ApptainerSettings | None = None  # set when runtime is "apptainer"
 
     def __post_init__(self) -> None:
         if self.known_hosts is not None and self.known_hosts_file is not None:

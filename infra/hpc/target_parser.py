@@ -23,7 +23,7 @@ import binascii
 import re
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from annotated_types import Ge, Le
 from pydantic import (
@@ -36,10 +36,17 @@ from pydantic import (
     model_validator,
 )
 
-from infra.config_schema import ConfigSection, Number, Problem, Rule, relative, validate_section
+from infra.config_schema import Bool, ConfigSection, Number, Problem, Rule, relative, validate_section
+from infra.hpc.apptainer import RUNTIMES, ApptainerError, parse_image_reference
 from infra.hpc.registry import SCHEDULER_CLASSES, SCHEDULER_NAMES
 from infra.hpc.scheduler import Scheduler, SiteDirectives
-from infra.hpc.target import DEFAULT_POLL_INTERVAL_S, DEFAULT_REMOTE_WORK_DIR, HpcConfigError, HpcTarget
+from infra.hpc.target import (
+    DEFAULT_POLL_INTERVAL_S,
+    DEFAULT_REMOTE_WORK_DIR,
+    ApptainerSettings,
+    HpcConfigError,
+    HpcTarget,
+)
 from infra.validation import Fields
 
 # RFC 1123 host names (dots allowed), or an IPv4/IPv6 literal (no brackets).
@@ -348,6 +355,18 @@ def _remote_dir(value: Any) -> Any:
         raise relative(error) from None
 
 
+def _runtime(value: Any) -> Any:
+    if value not in RUNTIMES:
+        raise Problem(f"{value!r} is not a runtime", f"use one of {', '.join(RUNTIMES)}")
+    return value
+
+
+def _arch(value: Any) -> Any:
+    if value is not None and value not in ("amd64", "ppc64le", "arm64", "s390x"):
+        raise Problem(f"{value!r} is not an architecture", "use amd64, ppc64le, arm64 or s390x (OCI's names)")
+    return value
+
+
 def _options(value: Any) -> Any:
     if value is not None and not isinstance(value, Mapping):
         raise Problem(f"expected an object, found {type(value).__name__}", "write it as `key: value` lines")
@@ -358,6 +377,87 @@ def _directives(value: Any) -> Any:
     if value is not None and not isinstance(value, list):
         raise Problem(f"expected a list, found {type(value).__name__}", "write a list, e.g. [--qos=high]")
     return value
+
+
+def _command(value: Any) -> Any:
+    if not isinstance(value, str) or not SAFE_PATH.match(value):
+        raise Problem(f"{value!r} is not a command name or path", "use letters, digits and . _ / + - (e.g. apptainer)")
+    return value
+
+
+def _image(value: Any) -> Any:
+    if value is None:
+        return value
+    if not isinstance(value, str):
+        raise Problem(f"expected a string, found {type(value).__name__}", "give registry/repository@sha256:<digest>")
+    try:
+        parse_image_reference(value, "")
+    except ApptainerError:
+        raise Problem(f"{value!r} does not name its image by digest",
+                      "give registry/repository@sha256:<64 hex digits>; Apptainer converts an image once per "
+                      "digest") from None
+    return value
+
+
+def _registry(value: Any) -> Any:
+    if value is None:
+        return value
+    if not isinstance(value, str) or not re.match(r"^[A-Za-z0-9.-]+(:[0-9]{1,5})?$", value):
+        raise Problem(f"{value!r} is not a registry host", "give host or host:port, e.g. registry.example.org:5000")
+    return value
+
+
+def _binds(value: Any) -> Any:
+    if value is None:
+        return value
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.startswith("/") and SAFE_PATH.match(v)
+                                              and ".." not in v.split("/") for v in value):
+        raise Problem(f"{value!r} is not a list of absolute folders",
+                      "list absolute paths of letters, digits and . _ / + -, e.g. [/nobackup/users/alex]")
+    return value
+
+
+class ApptainerModel(ConfigSection):
+    """How the site runs each step in the image with Apptainer (runtime: apptainer)."""
+
+    command: Annotated[str, BeforeValidator(_command)] = Field(
+        "apptainer", description="Apptainer on the login and compute nodes: a command on the login shell's PATH "
+        "(after your site's `module load apptainer`) or an absolute path.", examples=["/opt/apptainer/bin/apptainer"])
+    cache_dir: Annotated[str, BeforeValidator(_remote_dir)] = Field(
+        ".atlas/sif", description="Where SIFs are kept, one per image digest, on the shared filesystem: absolute, or "
+        "under the login user's home. `pulumi destroy` leaves it; `scripts/sif-cache prune` empties it.",
+        examples=["/nobackup/users/alex/sif"])
+    image: Annotated[str | None, BeforeValidator(_image)] = Field(
+        None, description="The image by digest; default: the image the stack's OpenShift side runs (one image, "
+        "both sides).", examples=["quay.io/alex/biggan@sha256:0123...cdef"])
+    source: Literal["site", "here"] = Field(
+        "site", description="site: the login node pulls the image from its registry and converts it; here: this "
+        "machine converts it (Apptainer from `scripts/bootstrap --with apptainer`) and stages the SIF over SFTP, "
+        "for a site that cannot reach the registry.", examples=["here"])
+    pull_registry: Annotated[str | None, BeforeValidator(_registry)] = Field(
+        None, description="The registry's host as the site reaches it, where it differs from the image's (an "
+        "OpenShift registry's external route).", examples=["default-route-openshift-image-registry.apps.example.org"])
+    plain_http: Bool = Field(
+        False, description="The registry speaks plain HTTP (apptainer pull --no-https); a loopback registry only.",
+        examples=[True])
+    image_arch: Annotated[str | None, BeforeValidator(_arch)] = Field(
+        None, description="The image's architecture (amd64, ppc64le, arm64), where its registry cannot be read "
+        "from this machine; otherwise read from the registry.", examples=["ppc64le"])
+    binds: Annotated[list[str] | None, BeforeValidator(_binds)] = Field(
+        None, description="The site's own folders to bind at the same path (the run directory always is).",
+        examples=[["/nobackup/users/alex"]])
+
+    def settings(self) -> ApptainerSettings:
+        return ApptainerSettings(
+            command=self.command,
+            cache_dir=self.cache_dir,
+            image=self.image,
+            source=self.source,
+            pull_registry=self.pull_registry,
+            plain_http=self.plain_http,
+            image_arch=self.image_arch,
+            binds=tuple(self.binds or ()),
+        )
 
 
 _SCHEDULER_OPTIONS = "; ".join(
@@ -421,6 +521,11 @@ class _HpcTargetBase(ConfigSection):
         None, description=f"Directive lines a site adds to every job script, the option alone (at most "
         f"{MAX_SITE_DIRECTIVES}, no shell syntax); Atlas's own (job name, log, dependencies) may not be set.",
         examples=[["--qos=high"]])
+    runtime: Annotated[Literal["bare", "apptainer"], Rule(_runtime, WithJsonSchema({"enum": list(RUNTIMES)}))] = Field(
+        "bare", description="How the steps run: bare (on the nodes' own software: Python, libraries) or apptainer "
+        "(in the image the OpenShift side runs, converted to a SIF; see apptainer).", examples=["apptainer"])
+    apptainer: ApptainerModel | None = Field(
+        None, description="Apptainer's settings, for runtime: apptainer.", examples=[{"cache_dir": ".atlas/sif"}])
     skip_directives: Annotated[list[Any], BeforeValidator(_directives)] | None = Field(
         None, description="Options of Atlas's own directives to leave out (or the start of one), e.g. where the "
         "site refuses --mem.", examples=[["--mem"]])
@@ -439,6 +544,8 @@ class _HpcTargetBase(ConfigSection):
                 "remove one of them (with neither, your ssh-agent's keys and your ssh config's IdentityFile are used)",
                 ".private_key",
             )
+        if self.apptainer is not None and self.runtime != "apptainer":
+            raise Problem("is set, but runtime is bare", "set runtime: apptainer, or remove apptainer", ".apptainer")
         scheduler_class = SCHEDULER_CLASSES[self.scheduler]
         given = self.model_dump(exclude_unset=True)
         for other in SCHEDULER_CLASSES.values():
@@ -476,6 +583,8 @@ class _HpcTargetBase(ConfigSection):
             private_key=self.private_key,
             private_key_passphrase=self.private_key_passphrase,
             ssh_config=_local_path(self.ssh_config, project_dir) if self.ssh_config else None,
+            runtime=self.runtime,
+            apptainer=(self.apptainer or ApptainerModel()).settings() if self.runtime == "apptainer" else None,
         )
 
 

@@ -12,6 +12,7 @@ tests/unit/test_kinds.py checks every listed kind implements every operation.
 
 from __future__ import annotations
 
+import dataclasses
 import urllib.error
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -100,7 +101,12 @@ def build_environments(context: BuildContext) -> dict[str, Built]:
     """Every environment the stack config enables, by name, kind after kind."""
     built: dict[str, Built] = {}
     for kind in KINDS.values():
-        built |= kind.build(context)
+        found = kind.build(context)
+        built |= found
+        # The first image built (the Kubernetes side's, listed first) is the one later kinds run.
+        image = next((b.image for b in found.values() if b.image is not None), None)
+        if context.image is None and image is not None:
+            context = dataclasses.replace(context, image=image)
     return built
 
 

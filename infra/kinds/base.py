@@ -44,6 +44,9 @@ class BuildContext:
     workload: Workload
     # The workload's code, where some side stages it (batch sides; Kubernetes in the runtime image).
     source_files: tuple[StagedFile, ...]
+    # The image the stack's Kubernetes side runs (set once that kind is built): what an HPC side
+    # with runtime apptainer runs too, so both sides run one image.
+    image: pulumi.Output[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -61,9 +64,15 @@ class Built:
     """One environment's component, as the stack program keeps it: its outputs are exported under
     its name; `component` is there for what spans kinds (backfill reuses a run's run folder)."""
 
-    def __init__(self, component: pulumi.ComponentResource, outputs: pulumi.Output[dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        component: pulumi.ComponentResource,
+        outputs: pulumi.Output[dict[str, Any]],
+        image: pulumi.Output[str] | None = None,
+    ) -> None:
         self.component = component
         self.outputs = outputs
+        self.image = image  # the image its steps run in, where the kind builds or names one
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,7 @@ class HpcKind(EnvironmentKind[HpcOutputs]):
                     extra_files=context.source_files,
                     provenance=hpc_config.provenance,
                     sweep_max_attempts=config.sweep_max_attempts,
+                    image=context.image,
                 ),
             )
             built[hpc_config.name] = Built(environment, environment.outputs)

@@ -81,7 +81,7 @@ class KubernetesKind(EnvironmentKind[KubernetesOutputs]):
                 sweep_max_attempts=config.sweep_max_attempts,
             ),
         )
-        return {ENVIRONMENT: Built(environment, environment.outputs)}
+        return {ENVIRONMENT: Built(environment, environment.outputs, environment.image.image)}
 
     def outputs_before_up(self, config: Mapping[str, Any], stack: str) -> dict[str, KubernetesOutputs]:
         section = config.get(SECTION)

@@ -74,6 +74,7 @@ JOB_DEFINING_INPUTS = (
     "after_job_ids",
     "scheduler",
     "step",
+    "image_digest",
 )
 # The formula of `job_definition`, part of the state format: a definition written with another is
 # not compared (see dependency_replaced).
@@ -536,6 +537,7 @@ class BatchJob(SshResource, module="hpc", name="BatchJob"):
         wait_timeout_s: float = DEFAULT_WAIT_TIMEOUT_S,
         poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
         scheduler_options: Mapping[str, str] | None = None,
+        image_digest: pulumi.Input[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """`after_job_ids`: the ids of the jobs this one waits for; `after_array_ids`: the arrays
@@ -580,4 +582,8 @@ class BatchJob(SshResource, module="hpc", name="BatchJob"):
             # Only where a sweep comes before: every other job's inputs are what they always were.
             inputs["after_array_ids"] = after_array_ids
             inputs["after_ended_ids"] = after_ended_ids if after_ended_ids is not None else []
+        if image_digest is not None:
+            # Runs in the image (Apptainer): a new image is a new job. Only then, so every bare
+            # job's inputs are what they always were.
+            inputs["image_digest"] = image_digest
         super().__init__(BatchJobProvider(), name, inputs, BATCH_JOB_OUTPUTS, opts)

@@ -32,6 +32,7 @@ PROVIDER_SOURCES: tuple[Path, ...] = (
             "remote.py",
             "polling.py",
             "arrays.py",
+            "apptainer.py",
         )
     ),
     # The SSH package, every module of it.

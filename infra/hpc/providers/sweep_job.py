@@ -63,7 +63,7 @@ from infra.hpc.scheduler import (
 )
 from infra.index_ranges import index_ranges, parse_index_ranges
 
-SWEEP_DEFINING_INPUTS = ("chunks", "table_path", "table_sha256", "run_dir", "scheduler", "step")
+SWEEP_DEFINING_INPUTS = ("chunks", "table_path", "table_sha256", "run_dir", "scheduler", "step", "image_digest")
 SWEEP_JOB_OUTPUTS = (
     "job_ids", "job_id", "elements", "state", "counts", "submitted_at", "retries", "final_ids", "ended_ids",
 )
@@ -529,6 +529,7 @@ class SweepJob(SshResource, module="hpc", name="SweepJob"):
         max_attempts: int = 1,
         poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
         scheduler_options: Mapping[str, str] | None = None,
+        image_digest: pulumi.Input[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """`chunks`: one entry per array, in order (`job_name`, `script_path`, `script_sha256`,
@@ -570,4 +571,8 @@ class SweepJob(SshResource, module="hpc", name="SweepJob"):
         if after_array_ids is not None:
             inputs["after_array_ids"] = after_array_ids
             inputs["after_ended_ids"] = after_ended_ids if after_ended_ids is not None else []
+        if image_digest is not None:
+            # Runs in the image (Apptainer): a new image is a new job. Only then, so every bare
+            # job's inputs are what they always were.
+            inputs["image_digest"] = image_digest
         super().__init__(SweepJobProvider(), name, inputs, SWEEP_JOB_OUTPUTS, opts)
