@@ -5,6 +5,7 @@
     atlas nodes -s local            # under-used GPU nodes, queue-wait estimates, backfill (nodes.py)
     atlas doctor -s local           # before the first up: every environment checked, with fixes (doctor.py)
     atlas workload check PATH       # a workload definition as each side would run it (infra/workload_check.py)
+    atlas sif-cache -s local prune  # the Apptainer sites' SIF caches, listed or pruned (sif_cache.py)
 
 compare, monitor and nodes read a stack's outputs through the kinds router (infra.kinds), its config
 through the pulumi CLI parsed by the stack program's parsers, and reach each environment as its kind
@@ -49,6 +50,7 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "doctor": Subcommand(
         "infra.cli.doctor", "before the first `pulumi up`: every environment of a stack checked, with fixes", ("aws",)
     ),
+    "sif-cache": Subcommand("infra.cli.sif_cache", "list or prune the SIF cache of a stack's Apptainer sites"),
     "workload": Subcommand("infra.workload_check", "check a workload definition: `atlas workload check PATH`"),
 }
 

@@ -10,7 +10,10 @@ The checks, in order, each needing the ones named:
 - `gpu-request` (queue): the scheduler's `request_probes` on each step's rendered job script
   (Slurm: `sbatch --test-only`, which submits nothing; LSF: the hosts' GPUs, `lsload -gpu`);
 - `work-dir` (ssh): the run folder `pulumi up` makes (`<remote_work_dir>/<stack>/<environment>/
-  <workload>`) can be made: its nearest existing folder is writable (`test -w`, nothing written).
+  <workload>`) can be made: its nearest existing folder is writable (`test -w`, nothing written);
+- `apptainer` (ssh; runtime apptainer only): the login shell finds Apptainer (`apptainer.command`)
+  and says its version and the node's machine (the image's architecture is checked by `up`, once
+  the image exists).
 What differs between schedulers is asked of the scheduler's class through the registry. The
 deciders are pure functions of what a command printed; `ssh_login` is the one part that connects,
 and tests give `hpc_checks` a login of their own.
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 
 from infra.doctor import Check, Checklist, Finding
 from infra.errors import AtlasConfigError
+from infra.hpc.apptainer import oci_architecture, parse_probe, probe_command
 from infra.hpc.job_script import SubmissionKey, render_job_script, step_specs
 from infra.hpc.registry import scheduler_for
 from infra.hpc.remote import RemoteResult, Runner, SshEndpoint
@@ -137,6 +141,26 @@ def judge_writable(run_dir: str, key: str, result: RemoteResult) -> Finding:
     return Finding.ok(f"{run_dir} {'exists and is writable' if exists else f'can be made: {where} is writable'}")
 
 
+def judge_apptainer(command: str, key: str, result: RemoteResult) -> Finding:
+    """`apptainer_probe`'s answer: Apptainer's version and the login node's machine, or why not."""
+    if result.exit_code == 127:
+        searched = next((ln for ln in result.stdout.splitlines() if ln.startswith("PATH=")), "")
+        return Finding.fail(
+            f"runtime apptainer, but {command!r} is not found on the login shell's PATH ({searched or 'PATH unknown'})",
+            f"install Apptainer there or load its module in ~/.bash_profile, give its path as {key}.apptainer.command, "
+            f"or set {key}.runtime: bare",
+        )
+    try:
+        machine, version = parse_probe(result.stdout)
+    except ValueError:
+        said = (result.stderr or result.stdout).strip().splitlines()
+        return Finding.fail(
+            f"could not ask for Apptainer's version (exit {result.exit_code}: {said[-1] if said else 'no output'})",
+            f"run `{command} --version` on the login node",
+        )
+    return Finding.ok(f"Apptainer {version} on {machine} (images must be linux/{oci_architecture(machine)})")
+
+
 # --- the checks --------------------------------------------------------------------------------
 
 
@@ -198,4 +222,11 @@ def hpc_checks(
         lambda: judge_writable(run_dir, key, session[0].run(writable_command(run_dir))),
         needs=("ssh",),
     )
+    if target.apptainer is not None:
+        command = target.apptainer.command
+        checks.run(
+            "apptainer",
+            lambda: judge_apptainer(command, key, session[0].run(probe_command(command))),
+            needs=("ssh",),
+        )
     return tuple(checks.checks)

@@ -161,6 +161,14 @@ def local_hpc_sections(config: dict[str, Any], layout: Layout, environments: tup
         }
 
 
+def run_bare(config: dict[str, Any], environments: tuple[str, ...]) -> None:
+    """The stack's `environments` with runtime bare: for a test of something else than the runtime
+    whose stack has no OpenShift side (whose image Apptainer would run)."""
+    for name in environments:
+        section = {k: v for k, v in config["atlas:hpc"][name].items() if k not in ("runtime", "apptainer")}
+        config["atlas:hpc"][name] = section
+
+
 def local_access(kube: Layout, satori_layout: Layout, environments: tuple[str, ...]) -> Access:
     """How scripts/compare reaches the local environment: its kubeconfig, and the local Satori's
     key and host keys for each HPC environment."""

@@ -44,7 +44,7 @@ import yaml
 from infra.hpc.job_script import job_name_for
 from localenv import satori
 from localenv.layout import Layout
-from tests.e2e.pulumi_cli import PulumiProject
+from tests.e2e.pulumi_cli import PulumiProject, run_bare
 from tests.e2e.pulumi_cli import satori_ssh as ssh
 from tests.support import wait_until
 
@@ -287,6 +287,7 @@ def stack(tmp_path: Path, satori_env: Layout) -> Iterator[FaultStack]:
             **config["atlas:hpc"][name], "port": info["port"], "known_hosts_file": info["known_hosts_file"],
             "private_key_file": info["key_file"], "remote_work_dir": remote,
         }
+    run_bare(config, HPC_ENVIRONMENTS)  # no OpenShift side: the steps run on the login node's software
     proj.set_stack_config(STACK, config)
     fs = FaultStack(proj, satori_env, remote)
     _hold_preparation_steps(proj.root / "workloads" / "probe" / "workload.yaml", PREP_HOLD_S, fs.hold_file())

@@ -64,6 +64,8 @@ def test_one_up_one_destroy_for_every_side(stack, kube_env, satori_env):
     assert "#BSUB -J atlas-make-hdf5-" in preview
     assert "#SBATCH --job-name=atlas-train-" in preview
     assert "kubernetes:batch/v1:Job" in preview
+    # The HPC steps run in the OpenShift side's image: each script's command is `apptainer exec`.
+    assert 'apptainer exec --env PYTHONNOUSERSITE=1 --bind "$PWD" --pwd "$PWD" .atlas/image.sif' in preview
     assert api(kube_env, f"/api/v1/namespaces/{ns}") is None
 
     proj.run("up", "--yes", "--skip-preview", "-s", STACK)
@@ -109,6 +111,31 @@ def test_one_up_one_destroy_for_every_side(stack, kube_env, satori_env):
         assert node["metadata"]["labels"]["nvidia.com/gpu.product"] == "Tesla-V100-SXM2-32GB"
         limits = pod["spec"]["containers"][0]["resources"]["limits"]
         assert limits["nvidia.com/gpu"] == "1"
+
+    # One image on every side: the digest the build pushed is the one the pods ran and the one
+    # both HPC environments converted (once: one SIF, one conversion record) and ran under Apptainer.
+    image = envs["openshift"]["image"]
+    assert "@sha256:" in image, image
+    digest = image.split("@", 1)[1]
+    image_ids = {
+        status["imageID"].rsplit("@", 1)[-1]
+        for p in api(kube_env, f"/api/v1/namespaces/{ns}/pods")["items"]
+        for status in p["status"].get("containerStatuses") or []
+    }
+    assert image_ids == {digest}, image_ids
+    runtimes = {name: envs[name]["runtime"] for name in HPC_ENVIRONMENTS}
+    for name, runtime in runtimes.items():
+        assert (runtime["name"], runtime["digest"], runtime["image"]) == ("apptainer", digest, image), name
+        assert runtime["version"] == "1.4.0" and runtime["arch"] == "amd64", runtime
+        assert runtime["sif"].endswith(f"/.atlas/sif/sha256-{digest.removeprefix('sha256:')}.sif"), runtime
+        assert runtime["conversion"]["seconds"] > 0, runtime
+    assert runtimes["satori"]["sif"] == runtimes["satori-slurm"]["sif"]
+    assert runtimes["satori"]["conversion"]["converted_at"] == runtimes["satori-slurm"]["conversion"]["converted_at"]
+    assert [r["conversion"]["converted_now"] for r in runtimes.values()].count(True) <= 1
+    script = ssh(satori_env, f"cat ~/{remote}/local/satori-slurm/probe/.atlas/jobs/train.sbatch")
+    assert script.splitlines()[-1].startswith("apptainer exec "), script
+    linked = ssh(satori_env, f"readlink -f ~/{remote}/local/satori/probe/.atlas/image.sif").strip()
+    assert linked == runtimes["satori"]["sif"]
 
     # HPC sides: the schedulers know every job Atlas reports, and the preparation steps ran.
     lsf_ids = [s["job_id"] for s in envs["satori"]["steps"]]
@@ -163,3 +190,6 @@ def test_one_up_one_destroy_for_every_side(stack, kube_env, satori_env):
     # What was staged is gone; no job of this run is still pending or running.
     assert ssh(satori_env, f"ls ~/{remote}/local/satori/probe/.atlas/jobs 2>/dev/null | wc -l").strip() == "0"
     assert ssh(satori_env, "squeue -h -t pending,running -o %i").strip() == ""
+    # Destroy removed the run directories' links to the SIF, not the SIF: a cache, not a resource.
+    assert ssh(satori_env, f"test -L ~/{remote}/local/satori/probe/.atlas/image.sif || echo gone").strip() == "gone"
+    assert ssh(satori_env, f"test -s {runtimes['satori']['sif']} && echo kept").strip() == "kept"

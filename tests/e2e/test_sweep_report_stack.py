@@ -26,7 +26,7 @@ from infra.kinds import collect_environments, read_stack_outputs
 from localenv import satori
 from localenv.layout import Layout
 from tests import references
-from tests.e2e.pulumi_cli import PulumiProject, local_hpc_sections
+from tests.e2e.pulumi_cli import PulumiProject, local_hpc_sections, run_bare
 from tests.e2e.pulumi_cli import satori_ssh as ssh
 from tests.e2e.test_sweep_stack import step_of, wait_for_sweeps
 
@@ -63,6 +63,7 @@ def deployed(tmp_path: Path, satori_env: Layout) -> Iterator[PulumiProject]:
     config.pop("atlas:openshift", None)
     config["atlas:workload"] = WORKLOAD
     local_hpc_sections(config, satori_env, HPC, remote)
+    run_bare(config, HPC)  # no OpenShift side: the steps run on the login node's software
     proj.set_stack_config(STACK, config)
     proj.run("stack", "init", STACK)
     yield proj

@@ -28,7 +28,7 @@ import yaml
 
 from infra.hpc import arrays
 from localenv.layout import Layout
-from tests.e2e.pulumi_cli import PulumiProject, local_hpc_sections
+from tests.e2e.pulumi_cli import PulumiProject, local_hpc_sections, run_bare
 from tests.e2e.pulumi_cli import satori_ssh as ssh
 from tests.support import wait_until
 
@@ -80,6 +80,7 @@ def deployed(tmp_path: Path, satori_env: Layout) -> Iterator[tuple[PulumiProject
     config["atlas:workload"] = WORKLOAD
     config["atlas:sweep"] = {"max_attempts": 2}
     local_hpc_sections(config, satori_env, HPC, remote)
+    run_bare(config, HPC)  # no OpenShift side: the steps run on the login node's software
     proj.set_stack_config(STACK, config)
     proj.run("stack", "init", STACK)
     yield proj, remote

@@ -413,3 +413,27 @@ def test_a_refused_login_is_one_line_with_its_fix_and_nothing_else_runs(
     assert (checks[0].detail, checks[0].fix) == (detail, fix)
     assert [c.detail for c in checks[1:]] == [f"not checked (needs: {n})" for n in ("ssh", "scheduler", "queue", "ssh")]
     assert os.linesep not in checks[0].detail
+
+
+def test_apptainer_found_or_missing_through_the_login_shell(tmp_path: Path) -> None:
+    """The probe command run by bash: a site with Apptainer on PATH, and one without."""
+    from infra.hpc.apptainer import probe_command
+    from infra.hpc.doctor import judge_apptainer
+
+    fake = tmp_path / "bin" / "apptainer"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'apptainer version 1.4.0'\n")
+    fake.chmod(0o755)
+
+    def login_shell(command: str, path: str) -> RemoteResult:
+        done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, check=False,
+                              env={"PATH": path})
+        return RemoteResult(command, done.returncode, done.stdout, done.stderr)
+
+    probe = probe_command("apptainer")
+    found = judge_apptainer("apptainer", "atlas:hpc.s", login_shell(probe, f"{fake.parent}:/usr/bin:/bin"))
+    assert found.status is Status.OK and "Apptainer 1.4.0 on " in found.detail and "linux/" in found.detail
+    missing = judge_apptainer("apptainer", "atlas:hpc.s", login_shell(probe, "/usr/bin:/bin"))
+    assert missing.status is Status.FAIL
+    assert "not found on the login shell's PATH (PATH=/usr/bin:/bin)" in missing.detail
+    assert "atlas:hpc.s.apptainer.command" in missing.fix and "atlas:hpc.s.runtime: bare" in missing.fix

@@ -49,6 +49,7 @@ DYNAMIC_RESOURCE_TYPES = {
     "dynamic/hpc:BatchJob",
     "dynamic/hpc:JobCompletion",
     "dynamic/hpc:SweepJob",
+    "dynamic/hpc:SifImage",
     "dynamic/openshift:JobCompletion",
     "dynamic/openshift:SweepCompletion",
     "dynamic/aws:DataBucket",

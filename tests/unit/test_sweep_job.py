@@ -544,7 +544,7 @@ def test_a_swept_step_before_the_last_is_not_awaited_by_default(mocks: Mocks) ->
     hpc = SimpleNamespace(name="satori", target=target, wait_for=None, provenance="")
     config = SimpleNamespace(hpc=[hpc], stack="unit", run_id="1", sweep_max_attempts=1)
     # make-hdf5 and inception-moments are awaited; train, a sweep before `rank`, is not (nor refused).
-    built = HpcKind().build(SimpleNamespace(config=config, workload=sweep_then_report(), source_files=()))
+    built = HpcKind().build(SimpleNamespace(config=config, workload=sweep_then_report(), source_files=(), image=None))
 
     def check(_: Any) -> None:
         done = sorted(r.name for r in mocks.resources if r.typ.endswith("JobCompletion"))

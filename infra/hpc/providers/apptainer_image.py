@@ -252,6 +252,8 @@ class SifImageProvider(pulumi.dynamic.ResourceProvider):
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
         replaces = [] if same_login(olds, news) else ["ssh"]
         updates = changed(olds, news, (*IMAGE_INPUTS, "provider_version", "ssh_secret", "stack", "environment"))
+        if not olds.get("sif"):
+            updates.append("sif")  # refresh found the SIF or its link gone (pruned): make and link it again
         return pulumi.dynamic.DiffResult(changes=bool(replaces or updates), replaces=replaces)
 
     def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
