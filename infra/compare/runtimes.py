@@ -214,7 +214,11 @@ def digest_lines(rows: Sequence[RuntimeRow], records: Sequence[RuntimeRecord]) -
         )
     neither = [r for r, rec in zip(rows, records, strict=True) if not r.in_image and rec.name != "bare"]
     if neither:
-        lines.append("Not in an image: " + "; ".join(f"{r.environment} ({r.runtime})" for r in neither) + ".")
+        lines.append(
+            "Not counted (no step known to have run in its image): "
+            + "; ".join(f"{r.environment} ({r.runtime})" for r in neither)
+            + "."
+        )
     return same, tuple(lines)
 
 

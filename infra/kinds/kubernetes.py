@@ -116,9 +116,8 @@ class KubernetesKind(EnvironmentKind[KubernetesOutputs]):
         from infra.compare.runtimes import kube_runtime
 
         # The image is the outputs' own; what ran it is the nodes', which could not be asked.
-        runtime = dataclasses.replace(
-            kube_runtime(name, outputs, (), ()), note=f"not read: {reason}", arch_note=f"not read: {reason}"
-        )
+        why = reason if reason.startswith("not ") else f"not read: {reason}"
+        runtime = dataclasses.replace(kube_runtime(name, outputs, (), ()), note=why, arch_note=why)
 
         return without_records(
             name,

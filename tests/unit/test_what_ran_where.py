@@ -189,7 +189,8 @@ BY_TAG = dataclasses.replace(KUBE_SIDE, image="r/probe:abc", digest="", digest_n
                                               "container ran", in_image=False)},
             None,
             ["No side ran in an image of known digest: no digests to compare.",
-             "Not in an image: openshift (simulated nodes (kwok): no container ran)."],
+             "Not counted (no step known to have run in its image): openshift (simulated nodes (kwok): no "
+             "container ran)."],
             id="simulated",
         ),
     ],
