@@ -20,8 +20,9 @@ compute metrics into dataclasses, then render (Markdown, HTML, PNG, JSON, termin
     costs.py, cost_files.py             the cost model and its defaults; override, rate and estimate files
     report_model.py                     the Report dataclasses (every number a `Value`)
     metrics.py, estimates.py            records -> Report
-    step_metrics.py, performance.py, economics.py, data_access.py, scalability.py, comparability.py
-                                        one dimension of the Report each (metrics.py assembles it)
+    step_metrics.py, performance.py, economics.py, data_access.py, scalability.py, comparability.py,
+    runtimes.py                         one dimension of the Report each (metrics.py assembles it;
+                                        runtimes.py: what ran where, each SIF conversion)
     charts.py, render.py, report.py     Report -> files; nothing is computed there
 
 Entry points: `atlas compare` (infra/cli/compare.py: flags -> collect, compute, write, print) and

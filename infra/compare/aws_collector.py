@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from infra.compare.records import EnvironmentRecords, without_records
+from infra.compare.runtimes import bare_runtime
 from infra.outputs import AwsOutputs
 
 
@@ -44,6 +45,7 @@ def not_executed(name: str, outputs: AwsOutputs) -> EnvironmentRecords:
         gpus=outputs.gpus_per_instance,
         gpu_product=outputs.gpu_product,
         cloud_rate=cloud_rate_name(outputs),
+        runtime=bare_runtime(name, "no step ran"),
     )
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from infra.compare.records import DEFAULT_CONTRACT, EnvironmentRecords, Missing, ReportContract, StepRecord
 from infra.compare.remote_files import RemoteFiles
 from infra.compare.run_files import collect_logs, collect_telemetry, staged_files
+from infra.compare.runtimes import hpc_runtime
 from infra.compare.sweep_records import collect_hpc_sweeps, with_sweep_steps
 from infra.hpc.registry import scheduler_for
 from infra.hpc.remote import Runner
@@ -69,4 +70,5 @@ def collect_hpc(
         # Stack outputs from before Atlas recorded it say nothing: never taken for real.
         provenance=outputs.provenance,
         sweeps=sweeps,
+        runtime=hpc_runtime(name, outputs),
     )

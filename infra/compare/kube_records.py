@@ -15,6 +15,7 @@ from infra.compare.records import (
     StepRecord,
     step_record,
 )
+from infra.compare.runtimes import kube_runtime
 from infra.outputs import KubernetesOutputs, KubeStep
 from infra.timeparse import rfc3339
 
@@ -41,6 +42,7 @@ def _node_record(node: Mapping[str, Any]) -> NodeRecord:
     meta = node.get("metadata", {})
     labels = meta.get("labels") or {}
     allocatable = (node.get("status") or {}).get("allocatable") or {}
+    info = (node.get("status") or {}).get("nodeInfo") or {}
     return NodeRecord(
         name=meta.get("name", ""),
         simulated=(meta.get("annotations") or {}).get(KWOK_NODE_ANNOTATION) == "fake" or labels.get("type") == "kwok",
@@ -48,6 +50,8 @@ def _node_record(node: Mapping[str, Any]) -> NodeRecord:
         gpus_allocatable=int(allocatable[GPU_RESOURCE]) if GPU_RESOURCE in allocatable else None,
         labels=tuple(sorted(labels.items())),
         gpu_mock=labels.get(GPU_MOCK_LABEL) == "true",
+        container_runtime=str(info.get("containerRuntimeVersion") or ""),
+        architecture=str(info.get("architecture") or ""),
     )
 
 
@@ -262,4 +266,5 @@ def records_from_api(
             else ()
         ),
         cost_profile="moc",
+        runtime=kube_runtime(name, outputs, sorted(used), tuple(node_records.values()), nodes_unread),
     )

@@ -22,6 +22,7 @@ from infra.compare.economics import cost_parameters, economics
 from infra.compare.performance import performance
 from infra.compare.records import EnvironmentRecords, Missing
 from infra.compare.report_model import EnvironmentMetrics, Report, StepMetrics, Value
+from infra.compare.runtimes import what_ran_where
 from infra.compare.scalability import scalability
 from infra.compare.step_metrics import elasticity, step_metrics
 from infra.compare.sweeps import sweep_metrics
@@ -105,6 +106,7 @@ def build_report(
         per_hour,
         rates,
         tuple(notes),
+        what_ran_where(environments, run.get("stack", "")),
     )
 
 

@@ -16,6 +16,7 @@ import numpy.typing as npt
 from infra.job_records import ElementRecord as ElementRecord
 from infra.job_records import StepRecord as StepRecord
 from infra.job_records import step_record as step_record
+from infra.outputs import SifConversion
 from infra.workload.model import Sweep
 
 FloatArray = npt.NDArray[np.float64]
@@ -46,6 +47,9 @@ class NodeRecord:
     labels: tuple[tuple[str, str], ...]
     # Its GPUs are mock (a device plugin with no GPU behind it, label atlas.dev/gpu-mock).
     gpu_mock: bool = False
+    # status.nodeInfo: what runs its containers (`containerd://2.0.1`) and its architecture (amd64).
+    container_runtime: str = ""
+    architecture: str = ""
 
 
 @dataclass(frozen=True)
@@ -120,6 +124,32 @@ class TrainingLog:
     # Real images one iteration consumes (batch x D steps x D accumulations) where known.
     images_per_iteration: int | None = None
     images_basis: str = ""
+
+
+# Where the records an environment was read from do not say what ran its steps (an imported run).
+RUNTIME_NOT_RECORDED = "not recorded: the files this run was read from do not say what ran its steps"
+
+
+@dataclass(frozen=True)
+class RuntimeRecord:
+    """What ran an environment's steps, as its stack outputs (and on Kubernetes the nodes that ran
+    the step pods) say: the runtime, the image and its digest, the architecture; for Apptainer
+    on an HPC site, the SIF and its conversion's record. Pure data: infra.compare.runtimes
+    makes these and computes the report's table from them."""
+
+    name: str  # bare | apptainer | containerd | cri-o | ...; "" where not read (`note` says why)
+    version: str = ""
+    image: str = ""  # the reference the steps ran (registry/repository@sha256:... or a tag)
+    digest: str = ""  # sha256:<hex>; "" where not known (`digest_note` says why)
+    digest_note: str = ""
+    arch: str = ""  # as OCI names it (amd64, ppc64le); "" where not recorded (`arch_note`)
+    arch_note: str = ""
+    in_image: bool = False  # the steps ran in the image (not bare, not on simulated nodes)
+    note: str = ""  # why the runtime was not read, or what it is besides its name
+    source: str = ""
+    site: str = ""  # an HPC side's login node (host:port): where its SIF cache is
+    sif: str = ""
+    conversion: SifConversion | None = None
 
 
 # Where a workload's definition names no BigGAN-style training log (logs.experiment).
@@ -217,6 +247,8 @@ class EnvironmentRecords:
     throughput: ThroughputReading | Missing = field(default_factory=lambda: Missing(NO_THROUGHPUT_LINE))
     # Each swept step's records (infra/compare/sweeps.py reads them), in the workload's order.
     sweeps: tuple[SweepRecord, ...] = ()
+    # What ran the steps, in which image (infra/compare/runtimes.py).
+    runtime: RuntimeRecord = field(default_factory=lambda: RuntimeRecord("", note=RUNTIME_NOT_RECORDED))
 
 
 def without_records(
@@ -229,9 +261,10 @@ def without_records(
     gpu_product: str | None = None,
     cost_profile: str = "",
     cloud_rate: str = "",
+    runtime: RuntimeRecord | None = None,
 ) -> EnvironmentRecords:
     """An environment none of whose records could be collected (unreachable, or nothing ran):
-    every block `Missing(reason)`, with what the stack outputs still say about it."""
+    every block `Missing(reason)`, with what the stack outputs still say about it (`runtime`)."""
     return EnvironmentRecords(
         name=name,
         kind=kind,
@@ -245,4 +278,5 @@ def without_records(
         notes=notes,
         cost_profile=cost_profile,
         cloud_rate=cloud_rate,
+        runtime=runtime if runtime is not None else RuntimeRecord("", note=RUNTIME_NOT_RECORDED),
     )

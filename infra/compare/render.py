@@ -273,6 +273,34 @@ def _comparability_lines(report: Report) -> list[str]:
     return lines
 
 
+RUNTIME_HEADER = ("environment", "runtime", "image digest", "architecture", "source")
+CONVERSION_HEADER = ("site", "image digest", "environments", "conversion time", "when", "converted by", "in this run")
+
+
+def runtime_table(report: Report, sources: Sources) -> list[list[str]]:
+    """The "what ran where" rows as text: runtime, digest (short: the JSON has it in full), architecture."""
+    return [
+        [r.environment, r.runtime, r.digest_text, r.arch, sources.cite(r.source)] for r in report.what_ran_where.rows
+    ]
+
+
+def conversion_table(report: Report, sources: Sources) -> list[list[str]]:
+    """Each SIF conversion once per (site, digest), apart from the steps' times."""
+    return [
+        [c.site, c.digest_text, ", ".join(c.environments), format_value(c.seconds, sources), c.converted_at, c.by,
+         c.origin]
+        for c in report.what_ran_where.conversions
+    ]  # fmt: skip
+
+
+CONVERSIONS_TITLE = "SIF conversions (once per site and image digest, not part of any step's time)"
+
+
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    out = ["| " + " | ".join(_md_escape(h) for h in header) + " |", "|" + "---|" * len(header)]
+    return out + ["| " + " | ".join(_md_escape(x) for x in row) + " |" for row in rows]
+
+
 def _md_escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -287,6 +315,12 @@ def render_markdown(report: Report, charts: Sequence[Chart], chart_files: dict[s
     ]
     out += [f"> {note}" for note in report.notes] + ([""] if report.notes else [])
     out += ["## Comparability", "", *_comparability_lines(report), ""]
+    if report.what_ran_where.rows:
+        out += ["## What ran where", "", *_md_table(RUNTIME_HEADER, runtime_table(report, sources)), ""]
+        out += [*(f"- {line}" for line in report.what_ran_where.digests), ""]
+        if report.what_ran_where.conversions:
+            conversions = conversion_table(report, sources)
+            out += [f"### {CONVERSIONS_TITLE}", "", *_md_table(CONVERSION_HEADER, conversions), ""]
     titles = {c.name: c.title for c in charts}
     for section in report_tables(report):
         out += [f"## {section.title}", ""]
@@ -337,6 +371,12 @@ def render_html(report: Report, charts: Sequence[Chart]) -> str:
     for line in _comparability_lines(report):
         css = " class='bad'" if line.startswith("**") else ""
         parts.append(f"<p{css}>{e(line.replace('**', ''))}</p>")
+    if report.what_ran_where.rows:
+        parts.append("<h2>What ran where</h2>" + _html_table(RUNTIME_HEADER, runtime_table(report, sources)))
+        parts += [f"<p>{e(line)}</p>" for line in report.what_ran_where.digests]
+        if report.what_ran_where.conversions:
+            parts.append(f"<h3>{e(CONVERSIONS_TITLE)}</h3>")
+            parts.append(_html_table(CONVERSION_HEADER, conversion_table(report, sources)))
     by_name = {c.name: c for c in charts}
     for section in report_tables(report):
         parts.append(f"<h2>{e(section.title)}</h2><table><tr>")
@@ -374,6 +414,17 @@ def render_html(report: Report, charts: Sequence[Chart]) -> str:
     parts.append("<h2>Sources</h2><ol>" + "".join(f"<li>{e(s)}</li>" for s in sources.numbers) + "</ol>")
     parts.append("</body></html>")
     return "".join(parts)
+
+
+def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    e = html.escape
+    head = "".join(f"<th>{e(h)}</th>" for h in header)
+    missing = " class='missing'"
+    body = "".join(
+        "<tr>" + "".join(f"<td{missing if x.startswith('not ') else ''}>{e(x)}</td>" for x in row) + "</tr>"
+        for row in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
 
 
 def _plain(value: Any) -> Any:
@@ -429,6 +480,6 @@ def summary_table(report: Report) -> Table:
 def summary_renderables(report: Report) -> list[Table | str]:
     """What the terminal shows after a report is written, in order: the table, the notes and the
     comparability lines (without Markdown's bold); scripts/compare prints them."""
-    lines: list[Table | str] = [summary_table(report), *report.notes]
+    lines: list[Table | str] = [summary_table(report), *report.notes, *report.what_ran_where.digests]
     lines += [line.replace("**", "") for line in _comparability_lines(report)]
     return lines

@@ -189,6 +189,49 @@ class Comparability:
 
 
 @dataclass(frozen=True)
+class RuntimeRow:
+    """One environment in the "what ran where" table (infra/compare/runtimes.py)."""
+
+    environment: str
+    runtime: str  # "Apptainer 1.4.0", "containerd 2.0.1", "bare", or "not read: why"
+    image: str  # the reference, or "" (bare)
+    digest: str  # sha256:<hex> in full; "" where not known
+    digest_text: str  # the short form (sha256:0123456789ab), or why there is none
+    arch: str  # amd64, ppc64le, or why not recorded
+    in_image: bool
+    source: str
+
+
+@dataclass(frozen=True)
+class SifConversionRow:
+    """An image's conversion to a SIF, once per (site, digest) however many steps, environments
+    and stacks ran it: apart from the steps' times."""
+
+    site: str  # the login node (host:port): its SIF cache
+    digest: str
+    digest_text: str
+    environments: tuple[str, ...]  # this report's environments that ran that SIF
+    seconds: Value  # the conversion's wall time, or not recorded and why
+    converted_at: str  # or "not recorded"
+    by: str  # the stack whose `up` converted it, or "not recorded"
+    origin: str  # "converted by this stack's `up`" | "found in the cache: ..."
+    sif: str
+    source: str
+
+
+@dataclass(frozen=True)
+class WhatRanWhere:
+    """Each environment's runtime and image, whether the sides that ran in an image ran one
+    digest (`same_image`: None where fewer than two sides of known digest ran in one), the line
+    that says it, and each SIF conversion."""
+
+    rows: tuple[RuntimeRow, ...] = ()
+    same_image: bool | None = None
+    digests: tuple[str, ...] = ()  # the lines saying which digests are equal, which differ, which ran bare
+    conversions: tuple[SifConversionRow, ...] = ()
+
+
+@dataclass(frozen=True)
 class CostParameter:
     profile: str
     parameter: str
@@ -207,3 +250,4 @@ class Report:
     cost_per_gpu_hour: tuple[tuple[str, Value], ...]
     rate_table: RateTable
     notes: tuple[str, ...] = field(default_factory=tuple)
+    what_ran_where: WhatRanWhere = field(default_factory=WhatRanWhere)

@@ -74,6 +74,7 @@ class AwsKind(EnvironmentKind[AwsOutputs]):
     def unreachable(self, name: str, outputs: AwsOutputs, reason: str) -> EnvironmentRecords:
         from infra.compare.aws_collector import cloud_rate_name, platform
         from infra.compare.records import without_records
+        from infra.compare.runtimes import bare_runtime
 
         return without_records(
             name,
@@ -84,6 +85,7 @@ class AwsKind(EnvironmentKind[AwsOutputs]):
             gpus=outputs.gpus_per_instance,
             gpu_product=outputs.gpu_product,
             cloud_rate=cloud_rate_name(outputs),
+            runtime=bare_runtime(name),
         )
 
     def monitor_source(self, name: str, outputs: AwsOutputs, access: Access, interval_s: float) -> EnvironmentSource:

@@ -100,6 +100,7 @@ class HpcKind(EnvironmentKind[HpcOutputs]):
 
     def unreachable(self, name: str, outputs: HpcOutputs, reason: str) -> EnvironmentRecords:
         from infra.compare.records import without_records
+        from infra.compare.runtimes import hpc_runtime
 
         return without_records(
             name,
@@ -109,6 +110,7 @@ class HpcKind(EnvironmentKind[HpcOutputs]):
             notes=(reason,),
             gpus=outputs.gpus_requested,
             cost_profile="satori",
+            runtime=hpc_runtime(name, outputs),  # what `up` recorded: the site need not answer
         )
 
     def monitor_source(self, name: str, outputs: HpcOutputs, access: Access, interval_s: float) -> EnvironmentSource:

@@ -110,7 +110,14 @@ class KubernetesKind(EnvironmentKind[KubernetesOutputs]):
         return collect_kubernetes(name, outputs, api.get, files, raw_dir, contract, pod_log=api.text)
 
     def unreachable(self, name: str, outputs: KubernetesOutputs, reason: str) -> EnvironmentRecords:
+        import dataclasses
+
         from infra.compare.records import without_records
+        from infra.compare.runtimes import kube_runtime
+
+        # The image is the outputs' own; what ran it is the nodes', which could not be asked.
+        why = reason if reason.startswith("not ") else f"not read: {reason}"
+        runtime = dataclasses.replace(kube_runtime(name, outputs, (), ()), note=why, arch_note=why)
 
         return without_records(
             name,
@@ -121,6 +128,7 @@ class KubernetesKind(EnvironmentKind[KubernetesOutputs]):
             gpus=outputs.gpus_requested,
             gpu_product=outputs.gpu_product,
             cost_profile="moc",
+            runtime=runtime,
         )
 
     def monitor_source(

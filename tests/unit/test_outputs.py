@@ -17,12 +17,14 @@ from infra.outputs import (
     AwsOutputs,
     AwsStaging,
     BatchStep,
+    ContainerRuntime,
     FilesAt,
     HpcOutputs,
     KubernetesOutputs,
     KubeStep,
     OutputsError,
     RunOutputs,
+    SifConversion,
     read_environment,
 )
 
@@ -66,7 +68,23 @@ AWS = AwsOutputs(
 )
 
 
-@pytest.mark.parametrize("outputs", [HPC, KUBE, AWS], ids=lambda o: o.kind)
+# An HPC side that ran its steps under Apptainer: the image by digest, its SIF and the conversion.
+HPC_APPTAINER = HpcOutputs(
+    **{
+        **{f: getattr(HPC, f) for f in ("gpus_requested", "run_id", "scheduler", "host", "port", "user", "run_dir",
+                                        "steps", "telemetry", "logs", "provenance")},
+        "runtime": ContainerRuntime(
+            "apptainer", "r.example.org/atlas/probe@sha256:" + "ab" * 32, "sha256:" + "ab" * 32, "1.4.0",
+            "/home/alice/.atlas/sif/sha256-" + "ab" * 32 + ".sif", "ppc64le",
+            SifConversion(41.5, "2026-12-05T17:00:00Z", "s", converted_now=True),
+        ),
+    }
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "outputs", [HPC, HPC_APPTAINER, KUBE, AWS], ids=["hpc-bare", "hpc-apptainer", "kubernetes", "aws"]
+)
 def test_each_kind_reads_back_what_its_component_writes(outputs: Any) -> None:
     written = json.loads(json.dumps(outputs.to_dict()))  # as `pulumi stack output --json` gives it
     assert written["kind"] == outputs.kind and written["version"] == OUTPUTS_VERSION
@@ -121,3 +139,18 @@ def test_the_stacks_own_version_applies_where_an_environment_says_none() -> None
     with pytest.raises(OutputsError, match=r"atlas\.version: outputs of version 9"):
         read_stack_outputs({"atlas": {"version": 9}, "environments": {"e": bare}})
     assert read_stack_outputs({"atlas": {"version": 2}, "environments": {"e": bare}}).environments["e"] == HPC
+
+
+def test_hpc_outputs_without_a_runtime_read_as_bare_and_a_conversion_may_be_absent() -> None:
+    """Outputs written before Atlas recorded a runtime (the recorded stack's) ran bare; an Apptainer
+    side whose SIF has no conversion record exports `conversion: null`."""
+    satori = read_stack_outputs(RECORDED).environments["satori"]
+    assert "runtime" not in RECORDED["environments"]["satori"]
+    assert isinstance(satori, HpcOutputs) and satori.runtime == ContainerRuntime() and satori.runtime.name == "bare"
+    written = json.loads(json.dumps(HPC_APPTAINER.to_dict()))
+    written["runtime"]["conversion"] = None
+    read = read_environment(HpcOutputs, written, "satori")
+    assert read.runtime.conversion is None and read.runtime.digest == HPC_APPTAINER.runtime.digest
+    written["runtime"]["conversion"] = {"seconds": "slow"}
+    with pytest.raises(OutputsError, match=r"satori\.runtime\.conversion\.seconds: expected a number"):
+        read_environment(HpcOutputs, written, "satori")
