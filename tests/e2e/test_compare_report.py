@@ -126,6 +126,18 @@ def test_report_lifecycle_times_agree_with_the_schedulers_and_the_api(
     for name, env in envs.items():
         assert sorted(s["step"] for s in env["steps"]) == sorted(s.name for s in workload.steps), name
     assert data["comparability"]["comparable"], data["comparability"]
+    # What ran where: one digest on every side (the build's), the node's containerd on the
+    # OpenShift side, Apptainer on both HPC sides, and their one conversion shown once.
+    ran = data["what_ran_where"]
+    digest = outputs["environments"]["openshift"]["image"].split("@", 1)[1]
+    rows = {r["environment"]: r for r in ran["rows"]}
+    assert {name: row["digest"] for name, row in rows.items()} == dict.fromkeys(("openshift", *HPC), digest)
+    assert ran["same_image"] is True, ran["digests"]
+    assert rows["openshift"]["runtime"].startswith("containerd"), rows["openshift"]
+    assert all(rows[name]["runtime"].lower().startswith("apptainer 1.4.0") for name in HPC), rows
+    assert [c["digest"] for c in ran["conversions"]] == [digest]
+    assert ran["conversions"][0]["seconds"]["value"] > 0, ran["conversions"]
+    assert sorted(ran["conversions"][0]["environments"]) == sorted(HPC)
     checked = 0
 
     def near(report_value: dict[str, Any], truth: float | None, what: str, tolerance: float) -> None:
