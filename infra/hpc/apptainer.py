@@ -229,8 +229,6 @@ class ContainerExec:
         words = [self.command, "exec"]
         if gpus:
             words.append("--nv")  # the host's NVIDIA driver libraries and devices, as the GPU operator does
-        # Host ~/.local site-packages would shadow the image's (the home is bound by default).
-        words += ["--env", "PYTHONNOUSERSITE=1"]
         for path in self.binds:
             words += ["--bind", path]
         return (*words, self.sif)
@@ -242,6 +240,9 @@ class ContainerExec:
         words = self.argv(gpus)
         prefix = shlex.join(words[:-1])
         return [
+            # Host ~/.local site-packages would shadow the image's (the home is bound by default);
+            # APPTAINERENV_<NAME> is <NAME> inside the container only.
+            "export APPTAINERENV_PYTHONNOUSERSITE=1",
             f"if [ ! -r {sif} ]; then",
             f'  echo "atlas: {self.sif} (the image as a SIF) is missing: it was pruned or never made; '
             'run pulumi up again" >&2',

@@ -162,3 +162,40 @@ def test_concurrent_conversions_make_one_sif(kube_env, satori_env):
         assert marker.startswith("marker ")
     finally:
         ssh(satori_env, f"rm -rf ~/{cache}")
+
+
+def test_converted_here_and_staged_for_a_site_that_cannot_reach_the_registry(
+    kube_env, satori_env, tmp_path, monkeypatch
+):
+    """`source: here`: this machine pulls and converts (the toolchain's Apptainer), the SIF is
+    staged over SFTP into the site's cache and linked into the run directory; a second `up` finds
+    it on both ends and converts nothing."""
+    from infra.hpc.providers import apptainer_image
+    from tests.integration.satori_fixtures import satori_target
+
+    monkeypatch.setattr(apptainer_image, "local_sif_cache", lambda: tmp_path / "sif-here")
+    reference = push_image(kube_env, "atlas-e2e/amd64-staged", "amd64", f"staged {uuid.uuid4().hex}")
+    image = parse_image_reference(reference, "image")
+    remote = f"atlas-e2e-here-{uuid.uuid4().hex[:6]}"
+    props = {
+        **satori_target(satori_env), "environment": ENVIRONMENT, "stack": "e2e-here",
+        "run_dir": f"{remote}/run", "image": reference, "command": "apptainer", "cache_dir": f"{remote}/sif",
+        "source": "here", "pull_registry": None, "plain_http": True, "image_arch": None,
+    }
+    try:
+        first = apptainer_image.make_sif(props)
+        assert first["conversion"]["converted_now"] is True and first["conversion"]["seconds"] > 0
+        assert first["conversion"]["by"] == "e2e-here"
+        assert (tmp_path / "sif-here" / image.sif_name).is_file()
+        assert first["sif"].endswith(f"/{remote}/sif/{image.sif_name}")
+        assert ssh(satori_env, f"readlink -f ~/{remote}/run/.atlas/image.sif").strip() == first["sif"]
+        # The staged SIF is the one converted here, byte for byte.
+        here = hashlib.sha256((tmp_path / "sif-here" / image.sif_name).read_bytes()).hexdigest()
+        assert ssh(satori_env, f"sha256sum ~/{remote}/sif/{image.sif_name}").split()[0] == here
+        assert sorted(ssh(satori_env, f"ls -A ~/{remote}/sif").split()) == sorted(
+            [image.sif_name, f"{image.sif_name}.json", f".{image.sif_name}.lock"]
+        ), "no staged partial left behind"
+        second = apptainer_image.make_sif(props)
+        assert second["conversion"] == {**first["conversion"], "converted_now": False}
+    finally:
+        ssh(satori_env, f"rm -rf ~/{remote}")

@@ -104,12 +104,13 @@ def test_the_exec_line_binds_the_run_directory_and_asks_for_gpus_only_where_the_
     cpu = container.script_lines(False, "python3 -m x")
     gpu = container.script_lines(True, "python3 -m x")
     assert cpu[-1] == (
-        'apptainer exec --env PYTHONNOUSERSITE=1 --bind /nobackup/users/alex --bind "$PWD" --pwd "$PWD" '
-        f"{RUN_DIR_SIF} python3 -m x"
+        f'apptainer exec --bind /nobackup/users/alex --bind "$PWD" --pwd "$PWD" {RUN_DIR_SIF} python3 -m x'
     )
     assert gpu[-1].startswith("apptainer exec --nv ")
+    # The image's Python, not the user's ~/.local packages; set for inside the container only.
+    assert cpu[0] == "export APPTAINERENV_PYTHONNOUSERSITE=1"
     # A pruned SIF fails the step with why, before Apptainer's own message.
-    assert cpu[0] == f"if [ ! -r {RUN_DIR_SIF} ]; then" and "pruned" in cpu[1] and cpu[2].strip() == "exit 1"
+    assert cpu[1] == f"if [ ! -r {RUN_DIR_SIF} ]; then" and "pruned" in cpu[2] and cpu[3].strip() == "exit 1"
 
 
 def _probe_workload():

@@ -141,8 +141,10 @@ def _conversion(stdout: str) -> dict[str, Any]:
 
 
 def local_sif_cache() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "atlas" / "sif"
+    """Where `source: here` keeps the SIFs it converts, beside the toolchain."""
+    from infra.toolchain.pins import cache_root
+
+    return cache_root() / "sif"
 
 
 def _convert_here(conn: ssh.PooledConnection, image: ImageReference, props: Mapping[str, Any]) -> dict[str, Any]:
@@ -195,11 +197,12 @@ def _convert_here(conn: ssh.PooledConnection, image: ImageReference, props: Mapp
 
 
 def _local_apptainer() -> str:
-    from infra.toolchain.pins import cache_root
+    from infra.toolchain.apptainer import apptainer_prefix
+    from infra.toolchain.pins import load_pins
 
-    built = sorted((cache_root() / "toolchain" / "apptainer").glob("*/bin/apptainer"))
-    if built:
-        return str(built[-1])
+    built = apptainer_prefix(load_pins()) / "bin" / "apptainer"
+    if built.is_file():
+        return str(built)
     raise ApptainerError(
         "apptainer.source is here, but this machine has no Apptainer: run `scripts/bootstrap --with apptainer`"
     )
