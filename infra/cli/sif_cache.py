@@ -103,11 +103,11 @@ def to_prune(cached: Sequence[CachedSif], everything: bool) -> list[str]:
 def render(environment: str, cache_dir: str, cached: Sequence[CachedSif]) -> str:
     lines = [f"{environment}: {cache_dir} ({len(cached)} SIF{'s' if len(cached) != 1 else ''})"]
     for c in cached:
-        took = f"converted in {c.seconds:.1f} s" if c.seconds is not None else "conversion not recorded"
-        lines.append(
-            f"  {c.name}  {c.size_bytes / 1e6:.1f} MB  {took} {c.converted_at} by {c.by or '?'}  "
-            f"{'in use' if c.in_use else 'not in use'}"
-        )
+        if c.seconds is not None:
+            took = f"converted in {c.seconds:.1f} s, {c.converted_at or 'when not recorded'}, by {c.by or '?'}"
+        else:
+            took = "conversion not recorded (made outside Atlas)"
+        lines.append(f"  {c.name}  {c.size_bytes / 1e6:.1f} MB  {took}  {'in use' if c.in_use else 'not in use'}")
     return "\n".join(lines) + "\n"
 
 

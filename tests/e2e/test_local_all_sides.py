@@ -8,12 +8,15 @@ over SSH), not through Pulumi's own view.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import urllib.error
 import uuid
 
 import pytest
 
 from infra.outputs import OUTPUTS_VERSION
+from infra.toolchain.pins import REPO_ROOT
 from localenv import kube, satori
 from localenv.layout import Layout
 from tests.e2e.pulumi_cli import PulumiProject, local_openshift
@@ -54,6 +57,16 @@ def stack(tmp_path, kube_env, satori_env):
     proj.run("destroy", "--yes", "-s", STACK, check=False)
     proj.run("stack", "rm", "--yes", "-s", STACK, check=False)
     ssh(satori_env, f"rm -rf ~/atlas-e2e-{run}")
+
+
+def sif_cache(proj: PulumiProject, *args: str) -> str:
+    """`atlas sif-cache -s local ARGS` as a user runs it from the project's folder."""
+    done = subprocess.run(
+        [sys.executable, "-m", "infra.cli", "sif-cache", "-s", STACK, *args], cwd=proj.root,
+        env={**proj.env, "PYTHONPATH": str(REPO_ROOT)}, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
 
 
 def test_one_up_one_destroy_for_every_side(stack, kube_env, satori_env):
@@ -138,6 +151,11 @@ def test_one_up_one_destroy_for_every_side(stack, kube_env, satori_env):
     assert script.splitlines()[-1].startswith("apptainer exec "), script
     linked = ssh(satori_env, f"readlink -f ~/{remote}/local/satori/probe/.atlas/image.sif").strip()
     assert linked == runtimes["satori"]["sif"]
+    # The cache as `scripts/sif-cache` shows it: this SIF, in use by this run's folders.
+    sif_name = runtimes["satori"]["sif"].rsplit("/", 1)[1]
+    listing = sif_cache(proj)
+    line = next(line for line in listing.splitlines() if sif_name in line)
+    assert line.rstrip().endswith("  in use") and "converted in" in line, listing
 
     # HPC sides: the schedulers know every job Atlas reports, and the preparation steps ran.
     lsf_ids = [s["job_id"] for s in envs["satori"]["steps"]]
@@ -195,3 +213,6 @@ def test_one_up_one_destroy_for_every_side(stack, kube_env, satori_env):
     # Destroy removed the run directories' links to the SIF, not the SIF: a cache, not a resource.
     assert ssh(satori_env, f"test -L ~/{remote}/local/satori/probe/.atlas/image.sif || echo gone").strip() == "gone"
     assert ssh(satori_env, f"test -s {runtimes['satori']['sif']} && echo kept").strip() == "kept"
+    # Pruning would remove it now that no run folder links to it (a dry run: other tests reuse it).
+    pruned = sif_cache(proj, "prune", "--dry-run")
+    assert "would remove:" in pruned and sif_name in pruned.split("would remove:", 1)[1], pruned

@@ -276,3 +276,17 @@ def test_list_and_prune_against_a_real_folder(tmp_path: Path) -> None:
     assert sorted(p.name for p in cache.iterdir() if not p.name.startswith(".")) == [
         "sha256-aa.sif", "sha256-aa.sif.json"
     ]
+
+
+def test_the_listing_says_size_conversion_and_use() -> None:
+    from infra.cli.sif_cache import render
+
+    text = render("satori", ".atlas/sif", [
+        CachedSif("sha256-aa.sif", 202_371_072, 183.282, "2026-12-05T17:33:49Z", "local", True),
+        CachedSif("sha256-bb.sif", 10, None, "", "", False),
+    ])
+    assert text.splitlines() == [
+        "satori: .atlas/sif (2 SIFs)",
+        "  sha256-aa.sif  202.4 MB  converted in 183.3 s, 2026-12-05T17:33:49Z, by local  in use",
+        "  sha256-bb.sif  0.0 MB  conversion not recorded (made outside Atlas)  not in use",
+    ]
