@@ -99,7 +99,11 @@ def apptainer_probe_rows(data: dict[str, Any], name: str) -> list[Row]:
     (bench/apptainer_probe.py); a part the run did not reach says so."""
     how = f"`bench/apptainer_probe.py`, `{name}`"
     image = f"image `{data['image']['digest'][:19]}…`"
-    where = "local stand-in: Slurm on this host and a real kubelet + containerd node, mock GPUs, CPU runs"
+    slurm = "Slurm on this host (the local Satori)"
+    where = {
+        "apptainer_over_bare": f"local stand-in: {slurm}, mock GPUs, CPU runs",
+        "pod_over_apptainer": f"local stand-in: {slurm} and a real kubelet + containerd node, mock GPUs, CPU runs",
+    }
     rows: list[Row] = []
     train = (data.get("train") or {}).get("summary") or {}
     median = train.get("median", {})
@@ -117,14 +121,15 @@ def apptainer_probe_rows(data: dict[str, Any], name: str) -> list[Row]:
         a, b = key.split("_over_")
         pair = train.get(key)
         if pair is None:
-            rows.append((f"{what} ({where})", f"not measured in this run ({a} or {b} did not run)", how))
+            rows.append((f"{what} ({where[key]})", f"not measured in this run ({a} or {b} did not run)", how))
             continue
         ratio, first = pair["images_per_s"], pair["request_to_first_iteration_s_difference"]
         low, high = first["ci95"]
         rows.append((
-            f"{what}, {data['cpus_each']} CPUs each, one at a time, {image} ({where})",
+            f"{what}, {data['cpus_each']} CPUs each, one at a time, {image} ({where[key]})",
             f"images/s {speed(a)} vs {speed(b)} (medians of {runs.get(a, 0)}/{runs.get(b, 0)}); ratio "
-            f"{a}/{b} {_ci(ratio)}; within 3 %: {ratio['within_3_percent']}; request to first iteration "
+            f"{a}/{b} {_ci(ratio)}, {verdict(ratio['ci95'], f'{a} faster', f'**{a} slower**')}; within 3 %: "
+            f"{ratio['within_3_percent']}; request to first iteration "
             f"{a} minus {b} {first['median']:+.2f} s (95 % CI {low:+.2f} to {high:+.2f})",
             how,
         ))
