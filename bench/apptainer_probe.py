@@ -39,7 +39,7 @@ rewritten after every block, so a stopped run keeps what it measured.
     .venv/bin/python -m bench.apptainer_probe [--rounds 10] [--startup-rounds 30] [--pull-rounds 3]
         [--sides apptainer,bare,pod] [--out FILE]
     (the environment: ATLAS_LOCALENV_DIR / ATLAS_LOCALENV_PORT_BASE, up beforehand with
-     `scripts/localenv up`; `--only satori` is enough without the pod side)
+     `scripts/localenv up`: the registry comes with the node, so the node is needed by every side)
 
 Writes bench/results/apptainer-probe-<date>.json with the commit, the machine and every sample.
 """
