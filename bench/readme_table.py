@@ -94,6 +94,77 @@ def container_vs_bare_rows(data: dict[str, Any], name: str) -> list[Row]:
     ]
 
 
+def apptainer_probe_rows(data: dict[str, Any], name: str) -> list[Row]:
+    """The probe in Atlas's image under Apptainer on the local Slurm against bare and against a pod
+    (bench/apptainer_probe.py); a part the run did not reach says so."""
+    how = f"`bench/apptainer_probe.py`, `{name}`"
+    image = f"image `{data['image']['digest'][:19]}…`"
+    slurm = "Slurm on this host (the local Satori)"
+    where = {
+        "apptainer_over_bare": f"local stand-in: {slurm}, mock GPUs, CPU runs",
+        "pod_over_apptainer": f"local stand-in: {slurm} and a real kubelet + containerd node, mock GPUs, CPU runs",
+    }
+    rows: list[Row] = []
+    train = (data.get("train") or {}).get("summary") or {}
+    median = train.get("median", {})
+    runs = train.get("runs", {})
+
+    def speed(side: str) -> str:
+        return f"{side} **{median[side]['images_per_s']:,.0f}**" if side in median else f"{side}: not measured"
+
+    for key, what in (
+        ("apptainer_over_bare", "the probe's train step, Apptainer (Atlas's `apptainer exec` of the SIF) vs bare "
+                                "(Debian's python3, the image's wheels) as sbatch jobs on the local Slurm"),
+        ("pod_over_apptainer", "the same image in a pod on the local node (containerd, runc) vs under Apptainer "
+                               "on the local Slurm: the platforms with one software stack"),
+    ):
+        a, b = key.split("_over_")
+        pair = train.get(key)
+        if pair is None:
+            rows.append((f"{what} ({where[key]})", f"not measured in this run ({a} or {b} did not run)", how))
+            continue
+        ratio, first = pair["images_per_s"], pair["request_to_first_iteration_s_difference"]
+        low, high = first["ci95"]
+        rows.append((
+            f"{what}, {data['cpus_each']} CPUs each, one at a time, {image} ({where[key]})",
+            f"images/s {speed(a)} vs {speed(b)} (medians of {runs.get(a, 0)}/{runs.get(b, 0)}); ratio "
+            f"{a}/{b} {_ci(ratio)}, {verdict(ratio['ci95'], f'{a} faster', f'**{a} slower**')}; within 3 %: "
+            f"{ratio['within_3_percent']}; request to first iteration "
+            f"{a} minus {b} {first['median']:+.2f} s (95 % CI {low:+.2f} to {high:+.2f})",
+            how,
+        ))
+    startup, conversion = data.get("startup"), data.get("conversion")
+    parts = []
+    if startup:
+        s = startup["summary"]
+        d = s["apptainer_minus_bare_s"]
+        parts.append(
+            f"`apptainer exec` of the cached SIF running `python3 -c pass` **{s['apptainer_median_s']:.3f} s** "
+            f"(95 % CI {s['apptainer_ci95'][0]:.3f} to {s['apptainer_ci95'][1]:.3f}) vs bare "
+            f"{s['bare_median_s']:.3f} s: **{d['median']:+.3f} s** a start (95 % CI {d['ci95'][0]:+.3f} to "
+            f"{d['ci95'][1]:+.3f}, {d['rounds']} ABBA rounds, run directly as the login user)"
+        )
+    else:
+        parts.append("start-up: not measured in this run")
+    if conversion:
+        c = conversion["summary"]
+        sizes = "/".join(f"{b / 1e6:.0f}" for b in c["sif_bytes"])
+        parts.append(
+            f"first conversion (`apptainer pull` by digest from the local registry into an empty cache) "
+            f"**{c['median_s']:.1f} s** median of {c['rounds']} ({c['min_s']:.1f} to {c['max_s']:.1f} s), "
+            f"SIF {sizes} MB"
+        )
+    else:
+        parts.append("first conversion: not measured in this run")
+    rows.append((
+        f"Apptainer's fixed costs on the local Satori, {image} ({data['apptainer']['version']}; local stand-in, "
+        "this host)",
+        "; ".join(parts),
+        how,
+    ))
+    return rows
+
+
 SWEEP_SIDES = {
     "ssh-mux": "`ssh` per job over one ControlMaster connection",
     "array": "one job array in one `ssh`",
@@ -481,6 +552,7 @@ RENDERERS: dict[str, tuple[str, Callable[[dict[str, Any], str], list[Row]]]] = {
     "warm_ci": ("warm-ci-*.json", warm_ci_rows),
     "local_node": ("local-node-*.json", local_node_rows),
     "container_vs_bare": ("container-vs-bare-*.json", container_vs_bare_rows),
+    "apptainer_probe": ("apptainer-probe-*.json", apptainer_probe_rows),
     "hpc_sweep_slurm": ("hpc-sweep-slurm-*.json", hpc_sweep_rows),
     "hpc_sweep_lsf": ("hpc-sweep-lsf-*.json", hpc_sweep_rows),
     "sweep_arrays_slurm_50": ("sweep-arrays-slurm-50-*.json", sweep_arrays_rows),
