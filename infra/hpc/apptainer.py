@@ -234,8 +234,11 @@ class ContainerExec:
         return (*words, self.sif)
 
     def script_lines(self, gpus: bool, command_text: str) -> list[str]:
-        """The script's last lines: the SIF checked (a pruned cache fails the step with why) and
-        the command run in it, the run directory bound at its own path and the working directory."""
+        """The script's last lines: the SIF checked (a pruned cache fails the step with why), the
+        command as a bash array (on a line of its own, as a bare script has it: `pulumi preview`
+        cuts a shown line at 150 characters, so the exec line's prefix must not push the command
+        out of sight), then that command run in the image, the run directory bound at its own
+        path and the working directory."""
         sif = shlex.quote(self.sif)
         words = self.argv(gpus)
         prefix = shlex.join(words[:-1])
@@ -248,7 +251,8 @@ class ContainerExec:
             'run pulumi up again" >&2',
             "  exit 1",
             "fi",
-            f'{prefix} --bind "$PWD" --pwd "$PWD" {sif} {command_text}',
+            f"atlas_command=({command_text})",
+            f'{prefix} --bind "$PWD" --pwd "$PWD" {sif} "${{atlas_command[@]}}"',
         ]
 
 

@@ -77,10 +77,12 @@ def test_one_up_one_destroy_for_every_side(stack, kube_env, satori_env):
     assert "#BSUB -J atlas-make-hdf5-" in preview
     assert "#SBATCH --job-name=atlas-train-" in preview
     assert "kubernetes:batch/v1:Job" in preview
-    # The HPC steps run in the OpenShift side's image: each script's command is `apptainer exec`.
-    # (Pulumi prints each script line as a JSON string, the quotes escaped, cut after 150 characters.)
-    exec_line = 'apptainer exec --nv --bind \\"$PWD\\" --pwd \\"$PWD\\" .atlas/image.sif python3 -m infra.telemetry'
+    # The HPC steps run in the OpenShift side's image: each script's command is `apptainer exec`
+    # (Pulumi prints each script line as a JSON string, the quotes escaped, cut after 150
+    # characters: the command is on a line of its own, as in a bare script).
+    exec_line = 'apptainer exec --nv --bind \\"$PWD\\" --pwd \\"$PWD\\" .atlas/image.sif \\"${atlas_command[@]}\\"'
     assert exec_line in preview
+    assert "atlas_command=(python3 -m infra.telemetry.sampler --out telemetry/train.jsonl" in preview
     assert api(kube_env, f"/api/v1/namespaces/{ns}") is None
 
     proj.run("up", "--yes", "--skip-preview", "-s", STACK)

@@ -103,9 +103,10 @@ def test_the_exec_line_binds_the_run_directory_and_asks_for_gpus_only_where_the_
     container = ContainerExec(binds=("/nobackup/users/alex",))
     cpu = container.script_lines(False, "python3 -m x")
     gpu = container.script_lines(True, "python3 -m x")
-    assert cpu[-1] == (
-        f'apptainer exec --bind /nobackup/users/alex --bind "$PWD" --pwd "$PWD" {RUN_DIR_SIF} python3 -m x'
-    )
+    assert cpu[-2:] == [
+        "atlas_command=(python3 -m x)",
+        f'apptainer exec --bind /nobackup/users/alex --bind "$PWD" --pwd "$PWD" {RUN_DIR_SIF} "${{atlas_command[@]}}"',
+    ]
     assert gpu[-1].startswith("apptainer exec --nv ")
     # The image's Python, not the user's ~/.local packages; set for inside the container only.
     assert cpu[0] == "export APPTAINERENV_PYTHONNOUSERSITE=1"
@@ -125,10 +126,12 @@ def test_job_scripts_run_the_sampler_and_the_step_in_the_image(scheduler: str) -
     boxed = step_scripts(workload, scheduler_for(scheduler), run, "normal", container=ContainerExec())
     for step, script in boxed.items():
         bare_lines, lines = bare[step].script.splitlines(), script.script.splitlines()
-        # Everything before the command is the same; the command itself is unchanged, in the image.
+        # Everything before the command is the same; the command itself is unchanged, on a line
+        # of its own (what preview shows), run in the image.
         assert lines[: len(bare_lines) - 1] == bare_lines[:-1]
-        assert lines[-1].endswith(f"{RUN_DIR_SIF} {bare_lines[-1]}")
-        assert "python3 -m infra.telemetry.sampler" in lines[-1]
+        assert lines[-2] == f"atlas_command=({bare_lines[-1]})"
+        assert lines[-1].startswith("apptainer exec ")
+        assert lines[-1].endswith(f'{RUN_DIR_SIF} "${{atlas_command[@]}}"')
 
 
 def test_array_scripts_run_each_point_in_the_image() -> None:
@@ -138,9 +141,9 @@ def test_array_scripts_run_each_point_in_the_image() -> None:
     assert arrays
     for sweep in arrays.values():
         for script in sweep.scripts:
-            last = script.script.splitlines()[-1]
-            assert last.startswith("apptainer exec ") and f'{RUN_DIR_SIF} python3 -m infra.telemetry.sampler' in last
-            assert '"$atlas_telemetry"' in last
+            *_, command, last = script.script.splitlines()
+            assert last.startswith("apptainer exec ") and last.endswith(f'{RUN_DIR_SIF} "${{atlas_command[@]}}"')
+            assert command.startswith("atlas_command=(python3 -m infra.telemetry.sampler --out \"$atlas_telemetry\"")
 
 
 BASE = {"host": "login.example.org", "user": "alex", "scheduler": "slurm"}
@@ -289,4 +292,21 @@ def test_the_listing_says_size_conversion_and_use() -> None:
         "satori: .atlas/sif (2 SIFs)",
         "  sha256-aa.sif  202.4 MB  converted in 183.3 s, 2026-12-05T17:33:49Z, by local  in use",
         "  sha256-bb.sif  0.0 MB  conversion not recorded (made outside Atlas)  not in use",
+    ]
+
+
+def test_the_command_reaches_apptainer_word_for_word(tmp_path: Path) -> None:
+    """The script's last lines run by bash with a fake `apptainer` that prints its arguments: the
+    command's words (quoted spaces, expansions) arrive as the bare script would pass them."""
+    fake = tmp_path / "apptainer"
+    fake.write_text('#!/bin/bash\nprintf "[%s]\\n" "$@"\n')
+    fake.chmod(0o755)
+    (tmp_path / ".atlas").mkdir()
+    (tmp_path / ".atlas" / "image.sif").write_text("sif")
+    lines = ContainerExec(command=str(fake)).script_lines(True, "python3 -m x --name 'two words' \"$POINT\"")
+    done = subprocess.run(["bash", "-c", "\n".join(lines)], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "POINT": "p 1"}, check=True)
+    assert done.stdout.splitlines() == [
+        "[exec]", "[--nv]", "[--bind]", f"[{tmp_path}]", "[--pwd]", f"[{tmp_path}]", f"[{RUN_DIR_SIF}]",
+        "[python3]", "[-m]", "[x]", "[--name]", "[two words]", "[p 1]",
     ]
