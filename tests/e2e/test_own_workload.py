@@ -63,6 +63,20 @@ def deployed(tmp_path: Path, own_workload: Path, kube_env: Layout, satori_env: L
     ssh(satori_env, f"rm -rf ~/{remote}")
 
 
+def states_everywhere(outputs: dict[str, Any], kube_env: Layout, satori_env: Layout) -> dict[str, Any]:
+    """Each side's step states as its own system reports them (what a timed-out wait shows)."""
+    envs = outputs["environments"]
+    lsf_ids = " ".join(s["job_id"] for s in envs["satori"]["steps"])
+    slurm_ids = ",".join(s["job_id"] for s in envs["satori-slurm"]["steps"])
+    ns = envs["openshift"]["namespace"]
+    jobs = kube.api_get(kube_env, f"/apis/batch/v1/namespaces/{ns}/jobs?labelSelector=atlas.dev/workload=wordfreq")
+    return {
+        "satori": json.loads(ssh(satori_env, f"bjobs -a -o 'jobid stat' -json {lsf_ids}"))["RECORDS"],
+        "satori-slurm": ssh(satori_env, f"squeue -h -t all -o '%i|%T|%r' -j {slurm_ids}").split(),
+        "openshift": {j["metadata"]["name"]: j["status"] for j in jobs["items"]},
+    }
+
+
 def finished_everywhere(outputs: dict[str, Any], kube_env: Layout, satori_env: Layout) -> bool:
     envs = outputs["environments"]
     lsf_ids = " ".join(s["job_id"] for s in envs["satori"]["steps"])
@@ -113,7 +127,7 @@ def test_a_workload_outside_atlas_runs_on_every_side_and_is_compared(
     assert carried == staged
 
     wait_until(lambda: finished_everywhere(outputs, kube_env, satori_env), "every step on every side to finish", 300,
-               pause=2)
+               pause=2, detail=lambda: states_everywhere(outputs, kube_env, satori_env))
 
     # HPC: the pipeline ran in each run folder; the top words agree with the counts they came from.
     for name in HPC:
