@@ -376,7 +376,6 @@ def up(layout: Layout) -> dict[str, Any]:
 
     user = _ensure_login_user()
     _install_lsf()
-    APPTAINER_TOP.mkdir(parents=True, exist_ok=True)
     _install_apptainer()
     _write_login_profile(user)
     _ensure_keys(paths)

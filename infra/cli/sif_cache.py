@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from infra.cli.common import UsageError, add_stack_config_arguments, project_of, read_stack
 from infra.hpc.apptainer import RUN_DIR_SIF
+from infra.hpc.remote import remote_path_expression
 
 # One line per SIF: name, bytes, record (JSON or "-"), in use ("1"/"0"); tab-separated.
 _LIST = r"""
@@ -62,16 +63,13 @@ class CachedSif:
     in_use: bool
 
 
-def _remote_dir(path: str) -> str:
-    return shlex.quote(path) if path.startswith("/") else f'"$HOME"/{shlex.quote(path)}'
-
-
 def list_script(cache_dir: str, remote_work_dir: str) -> str:
-    return _LIST.format(cache=_remote_dir(cache_dir), runs=_remote_dir(remote_work_dir), link=RUN_DIR_SIF)
+    cache, runs = remote_path_expression(cache_dir), remote_path_expression(remote_work_dir)
+    return _LIST.format(cache=cache, runs=runs, link=RUN_DIR_SIF)
 
 
 def prune_script(cache_dir: str, names: Sequence[str]) -> str:
-    return _PRUNE.format(cache=_remote_dir(cache_dir), names=" ".join(shlex.quote(n) for n in names))
+    return _PRUNE.format(cache=remote_path_expression(cache_dir), names=" ".join(shlex.quote(n) for n in names))
 
 
 def parse_listing(stdout: str) -> list[CachedSif]:

@@ -22,10 +22,12 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from infra.errors import ActionableError
+from infra.hpc.remote import remote_path_expression
 
 RUNTIMES = ("bare", "apptainer")
 # The run directory's link to the SIF its jobs run in (made by the SifImage resource): the job
@@ -111,13 +113,15 @@ def oci_architecture(machine: str) -> str:
     return MACHINE_TO_OCI_ARCH.get(machine.strip(), machine.strip())
 
 
-def check_architecture(image: ImageReference, image_arch: str, machine: str, environment: str) -> None:
-    """Refuse an image built for another machine than the login node's (`uname -m`): Apptainer
-    would convert it and the step would fail with `exec format error` on the compute node."""
+def check_architecture(image: ImageReference, image_archs: Sequence[str], machine: str, environment: str) -> None:
+    """Refuse an image built for none of the login node's machine (`uname -m`): Apptainer would
+    convert it and the step would fail with `exec format error` on the compute node. An index
+    lists an architecture per platform; a single image, its own."""
     site_arch = oci_architecture(machine)
-    if image_arch != site_arch:
+    if site_arch not in image_archs:
+        built_for = ", ".join(f"linux/{a}" for a in image_archs if a) or "an unknown platform"
         raise ApptainerError(
-            f"atlas:hpc.{environment}: the image {image.pinned} is built for linux/{image_arch}, but the site's "
+            f"atlas:hpc.{environment}: the image {image.pinned} is built for {built_for}, but the site's "
             f"login node is {machine.strip()} (linux/{site_arch}); nothing was submitted. Fix: build the image for "
             f"linux/{site_arch} (e.g. `podman build --platform linux/{site_arch}`, or a BuildConfig on "
             f"{site_arch} nodes) and give it as atlas:hpc.{environment}.apptainer.image, or set "
@@ -135,7 +139,7 @@ def ensure_sif_script(
     The lock file lives beside the SIF, so it is on the same (shared) filesystem; `flock` on
     GPFS, Lustre and NFSv4 locks across nodes. The pull writes to a name of its own and is renamed
     into place only once whole: a failed or interrupted pull leaves no SIF under the digest."""
-    cache = _dir_expression(cache_dir)
+    cache = remote_path_expression(cache_dir)
     name = image.sif_name
     pull = [command, "pull"]
     if plain_http:
@@ -187,10 +191,14 @@ def parse_conversion(stdout: str) -> Conversion:
     if not lines:
         raise ValueError(f"no conversion record in {stdout!r}")
     found = json.loads(lines[-1])
-    record = found.get("record") or {}
+    return conversion_of(bool(found.get("converted")), found.get("record") or {})
+
+
+def conversion_of(converted: bool, record: Mapping[str, Any]) -> Conversion:
+    """A Conversion from the record kept beside a SIF (`<sif>.json`)."""
     seconds = record.get("seconds")
     return Conversion(
-        converted=bool(found.get("converted")),
+        converted=converted,
         seconds=float(seconds) if isinstance(seconds, int | float) else None,
         converted_at=str(record.get("converted_at") or ""),
         by=str(record.get("by") or ""),
@@ -206,6 +214,11 @@ def probe_command(command: str) -> str:
         f"if command -v {quoted} >/dev/null 2>&1; then {quoted} --version; "
         'else echo "PATH=$PATH"; exit 127; fi'
     )
+
+
+def searched_path(stdout: str) -> str:
+    """The `PATH=...` line probe_command prints where the command is not found ("PATH unknown")."""
+    return next((line for line in stdout.splitlines() if line.startswith("PATH=")), "PATH unknown")
 
 
 def parse_probe(stdout: str) -> tuple[str, str]:
@@ -254,11 +267,6 @@ class ContainerExec:
             f"atlas_command=({command_text})",
             f'{prefix} --bind "$PWD" --pwd "$PWD" {sif} "${{atlas_command[@]}}"',
         ]
-
-
-def _dir_expression(path: str) -> str:
-    """A remote folder as shell text: relative ones are under the login user's home."""
-    return shlex.quote(path) if path.startswith("/") else f'"$HOME"/{shlex.quote(path)}'
 
 
 # --- the image's platform, from its registry ----------------------------------------------------

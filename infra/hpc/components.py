@@ -226,7 +226,7 @@ class HpcEnvironment(pulumi.ComponentResource):
         gpus = requested_gpus(workload, args.environment)
         step_outputs = batch_step_outputs(workload, pipeline, sweeps, target.queue or "", args.sweep_max_attempts)
         self.run_dir = run_dir
-        runtime = runtime_output(self.sif, target.apptainer.image if target.apptainer else None, args.image)
+        runtime = runtime_output(self.sif)
         self.outputs = pulumi.Output.all(pulumi.Output.all(*step_outputs), runtime).apply(
             lambda found: HpcOutputs(
                 gpus_requested=gpus,
@@ -248,16 +248,13 @@ class HpcEnvironment(pulumi.ComponentResource):
         self.register_outputs({"outputs": self.outputs})
 
 
-def runtime_output(
-    sif: SifImage | None, own_image: str | None, stack_image: pulumi.Input[str] | None
-) -> pulumi.Output[ContainerRuntime]:
+def runtime_output(sif: SifImage | None) -> pulumi.Output[ContainerRuntime]:
     """The environment's `runtime` output: bare, or Apptainer with the image, its SIF and the
     conversion's record (what the SifImage found on the site)."""
     if sif is None:
         return pulumi.Output.from_input(ContainerRuntime())
-    image = own_image if own_image is not None else stack_image
     return pulumi.Output.all(
-        image=image, digest=sif.digest, sif=sif.sif, arch=sif.arch, version=sif.apptainer_version,
+        image=sif.image, digest=sif.digest, sif=sif.sif, arch=sif.arch, version=sif.apptainer_version,
         conversion=sif.conversion,
     ).apply(
         lambda found: ContainerRuntime(

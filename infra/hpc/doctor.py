@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from infra.doctor import Check, Checklist, Finding
 from infra.errors import AtlasConfigError
-from infra.hpc.apptainer import oci_architecture, parse_probe, probe_command
+from infra.hpc.apptainer import oci_architecture, parse_probe, probe_command, searched_path
 from infra.hpc.job_script import SubmissionKey, render_job_script, step_specs
 from infra.hpc.registry import scheduler_for
 from infra.hpc.remote import RemoteResult, Runner, SshEndpoint
@@ -144,9 +144,9 @@ def judge_writable(run_dir: str, key: str, result: RemoteResult) -> Finding:
 def judge_apptainer(command: str, key: str, result: RemoteResult) -> Finding:
     """`apptainer_probe`'s answer: Apptainer's version and the login node's machine, or why not."""
     if result.exit_code == 127:
-        searched = next((ln for ln in result.stdout.splitlines() if ln.startswith("PATH=")), "")
+        searched = searched_path(result.stdout)
         return Finding.fail(
-            f"runtime apptainer, but {command!r} is not found on the login shell's PATH ({searched or 'PATH unknown'})",
+            f"runtime apptainer, but {command!r} is not found on the login shell's PATH ({searched})",
             f"install Apptainer there or load its module in ~/.bash_profile, give its path as {key}.apptainer.command, "
             f"or set {key}.runtime: bare",
         )

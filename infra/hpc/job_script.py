@@ -13,6 +13,7 @@ import shlex
 from dataclasses import dataclass, replace
 
 from infra.hpc.apptainer import ContainerExec
+from infra.hpc.remote import remote_path_expression
 from infra.hpc.scheduler import NO_SITE_DIRECTIVES, JobSpec, Scheduler, SiteDirectives
 from infra.workload.model import Sweep, Workload
 from infra.workload.render import render_step, telemetry_file
@@ -40,7 +41,7 @@ def render_job_script(scheduler: Scheduler, spec: JobSpec) -> str:
     ]
     if spec.description:
         lines.append(f"# {' '.join(spec.description.split())}")
-    lines.append(f"cd -- {_remote_dir_expression(spec.workdir)} || exit 1")
+    lines.append(f"cd -- {remote_path_expression(spec.workdir)} || exit 1")
     lines += [f"export {name}={shlex.quote(value)}" for name, value in sorted(spec.env)]
     argv: tuple[str, ...] = spec.command
     if spec.telemetry_out is not None:
@@ -94,7 +95,7 @@ def render_array_script(scheduler: Scheduler, spec: JobSpec, sweep: Sweep, chunk
     if spec.description:
         lines.append(f"# {' '.join(spec.description.split())}")
     lines.append(f"# The points: {table}, one line each (sha256 {table_digest_of(sweep)}).")
-    lines.append(f"cd -- {_remote_dir_expression(spec.workdir)} || exit 1")
+    lines.append(f"cd -- {remote_path_expression(spec.workdir)} || exit 1")
     lines += [f"export {name}={shlex.quote(value)}" for name, value in sorted(spec.env)]
     # LSF counts from 1 (`LSB_JOBINDEX - 1`), Slurm from 0; a later chunk adds its offset.
     index = scheduler.array_task_variable
@@ -128,12 +129,6 @@ def table_path(step: str, sweep: Sweep) -> str:
     """Where a swept step's table of points is staged, relative to the run directory: beside its
     scripts, named by its digest, so an element of an earlier array still reads its own points."""
     return f"{JOBS_DIR}/{step}.{table_digest_of(sweep)[:12]}.points"
-
-
-def _remote_dir_expression(path: str) -> str:
-    """A run directory as shell text: relative paths are relative to the login user's home,
-    as for SFTP, while a job starts wherever the scheduler puts it."""
-    return shlex.quote(path) if path.startswith("/") else f'"$HOME"/{shlex.quote(path)}'
 
 
 def _parent(path: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -21,6 +22,12 @@ KEEPALIVE_S = 30
 # process that connects (OpenSSH's default, and its IdentityAgent value of the same name). Only
 # this name goes into Pulumi state, never the socket's path, which changes with every login shell.
 AGENT_FROM_ENVIRONMENT = "SSH_AUTH_SOCK"
+
+
+def remote_path_expression(path: str) -> str:
+    """A login node's path as shell text: relative paths are under the login user's home, as
+    for SFTP (a job or a command may start elsewhere)."""
+    return shlex.quote(path) if path.startswith("/") else f'"$HOME"/{shlex.quote(path)}'
 
 
 def host_key_name(host: str, port: int) -> str:

@@ -74,9 +74,10 @@ def test_machine_names_as_oci_names_them(machine: str, arch: str) -> None:
 
 def test_an_image_for_another_architecture_is_refused_with_the_fix() -> None:
     image = parse_image_reference(f"quay.io/alex/biggan@{DIGEST}", "k")
-    check_architecture(image, "ppc64le", "ppc64le", "satori")  # Satori and a ppc64le image: fine
+    check_architecture(image, ("ppc64le",), "ppc64le", "satori")  # Satori and a ppc64le image: fine
+    check_architecture(image, ("amd64", "ppc64le"), "ppc64le", "satori")  # an index with a ppc64le build
     with pytest.raises(ApptainerError) as refused:
-        check_architecture(image, "amd64", "ppc64le", "satori")
+        check_architecture(image, ("amd64",), "ppc64le", "satori")
     message = str(refused.value)
     assert "built for linux/amd64" in message and "login node is ppc64le" in message
     assert "nothing was submitted" in message

@@ -37,10 +37,13 @@ from infra.hpc.apptainer import (
     EXIT_LOCK_TIMEOUT,
     EXIT_NO_CACHE_DIR,
     EXIT_PULL_FAILED,
+    LOCK_TIMEOUT_S,
     RUN_DIR_SIF,
     ApptainerError,
+    Conversion,
     ImageReference,
     check_architecture,
+    conversion_of,
     ensure_sif_script,
     oci_architecture,
     parse_conversion,
@@ -48,18 +51,16 @@ from infra.hpc.apptainer import (
     parse_probe,
     probe_command,
     registry_architectures,
+    searched_path,
 )
 from infra.hpc.provider_inputs import check_remote_dir, check_ssh, endpoint_from, same_login
 from infra.hpc.providers.common import HpcProviderError, SshResource, join_remote, over_ssh
+from infra.hpc.remote import remote_path_expression
 
 # Inputs whose change makes another SIF (or another link): create's work again, in place.
 IMAGE_INPUTS = ("image", "command", "cache_dir", "source", "pull_registry", "plain_http", "image_arch", "run_dir")
 OUTPUTS = ("digest", "sif", "arch", "machine", "apptainer_version", "conversion")
 PULL_TIMEOUT_S = 3600.0
-
-
-def _remote_dir(path: str) -> str:
-    return shlex.quote(path) if path.startswith("/") else f'"$HOME"/{shlex.quote(path)}'
 
 
 def _where(props: Mapping[str, Any]) -> str:
@@ -70,7 +71,7 @@ def _probe(conn: ssh.PooledConnection, props: Mapping[str, Any]) -> tuple[str, s
     command = str(props["command"])
     result = ssh.run_remote(conn, probe_command(command), check=False, safe_to_retry=True)
     if result.exit_code == 127:
-        searched = next((line for line in result.stdout.splitlines() if line.startswith("PATH=")), "PATH=?")
+        searched = searched_path(result.stdout)
         raise ApptainerError(
             f"{_where(props)}.runtime is apptainer, but {command!r} is not found on {conn.endpoint.address} "
             f"({searched}); nothing was submitted. Fix: install Apptainer there or load its module in the login "
@@ -101,7 +102,7 @@ def _convert_on_site(conn: ssh.PooledConnection, image: ImageReference, props: M
         conn, f"bash -c {shlex.quote(script)}", check=False, safe_to_retry=True, timeout=PULL_TIMEOUT_S
     )
     _raise_for(result, conn, pulled, props)
-    return _conversion(result.stdout)
+    return _outputs_of(parse_conversion(result.stdout))
 
 
 def _raise_for(result: ssh.RemoteResult, conn: ssh.PooledConnection, image: ImageReference,
@@ -130,8 +131,7 @@ def _raise_for(result: ssh.RemoteResult, conn: ssh.PooledConnection, image: Imag
                                  conn.endpoint.address)
 
 
-def _conversion(stdout: str) -> dict[str, Any]:
-    found = parse_conversion(stdout)
+def _outputs_of(found: Conversion) -> dict[str, Any]:
     return {
         "converted_now": found.converted,
         "seconds": found.seconds,
@@ -175,8 +175,8 @@ def _convert_here(conn: ssh.PooledConnection, image: ImageReference, props: Mapp
             Path(f"{local}.json").write_text(json.dumps(record) + "\n")
     cache = str(props["cache_dir"])
     name = image.sif_name
-    present = ssh.run_remote(conn, f"test -s {_remote_dir(cache)}/{shlex.quote(name)}.json", check=False,
-                             safe_to_retry=True)
+    record_file = f"{remote_path_expression(cache)}/{shlex.quote(name)}.json"
+    present = ssh.run_remote(conn, f"test -s {record_file}", check=False, safe_to_retry=True)
     if present.exit_code != 0:
         ssh.make_directories(conn, [cache])
         home = ssh.run_remote(conn, 'printf %s "$HOME"', safe_to_retry=True).stdout.strip()
@@ -186,14 +186,14 @@ def _convert_here(conn: ssh.PooledConnection, image: ImageReference, props: Mapp
             conn.sftp().put(str(local), staged)
         recorded = Path(f"{local}.json").read_text().strip()
         place = (
-            f"cd {shlex.quote(target)} && exec 9>>.{shlex.quote(name)}.lock && flock -w 3600 9 && "
+            f"cd {shlex.quote(target)} && exec 9>>.{shlex.quote(name)}.lock && flock -w {LOCK_TIMEOUT_S} 9 && "
             f"if [ -s {shlex.quote(name)}.json ]; then rm -f -- {shlex.quote(staged)}; else "
             f"chmod a+r -- {shlex.quote(staged)} && mv -f -- {shlex.quote(staged)} {shlex.quote(name)} && "
             f"printf '%s\\n' {shlex.quote(recorded)} > {shlex.quote(name)}.json; fi"
         )
         ssh.run_remote(conn, place, safe_to_retry=True)
-    shown = ssh.run_remote(conn, f"cat {_remote_dir(cache)}/{shlex.quote(name)}.json", safe_to_retry=True)
-    return _conversion(json.dumps({"converted": present.exit_code != 0, "record": json.loads(shown.stdout)}))
+    shown = ssh.run_remote(conn, f"cat {record_file}", safe_to_retry=True)
+    return _outputs_of(conversion_of(present.exit_code != 0, json.loads(shown.stdout)))
 
 
 def _local_apptainer() -> str:
@@ -210,14 +210,13 @@ def _local_apptainer() -> str:
 
 def _link(conn: ssh.PooledConnection, props: Mapping[str, Any], image: ImageReference) -> str:
     """Point the run directory's .atlas/image.sif at the SIF; its absolute path."""
-    run_dir, cache = str(props["run_dir"]), str(props["cache_dir"])
-    sif = f"{_remote_dir(cache)}/{shlex.quote(image.sif_name)}"
-    link = join_remote(run_dir, RUN_DIR_SIF)
+    sif = f"{remote_path_expression(str(props['cache_dir']))}/{shlex.quote(image.sif_name)}"
+    link_path = join_remote(str(props["run_dir"]), RUN_DIR_SIF)
+    link, folder = remote_path_expression(link_path), remote_path_expression(link_path.rsplit("/", 1)[0])
+    # A new link renamed over the old one: a job starting meanwhile sees one or the other.
     result = ssh.run_remote(
         conn,
-        f"mkdir -p -- {_remote_dir(str(link.rsplit('/', 1)[0]))} && "
-        f"ln -sfn -- {sif} {_remote_dir(link)}.new && mv -fT -- {_remote_dir(link)}.new {_remote_dir(link)} && "
-        f"readlink -f -- {_remote_dir(link)}",
+        f"mkdir -p -- {folder} && ln -sfn -- {sif} {link}.new && mv -fT -- {link}.new {link} && readlink -f -- {link}",
         safe_to_retry=True,
     )
     return result.stdout.strip().splitlines()[-1]
@@ -228,17 +227,13 @@ def make_sif(props: Mapping[str, Any]) -> dict[str, Any]:
     image = parse_image_reference(str(props["image"]), f"{_where(props)}.apptainer.image")
     conn = ssh.connection(endpoint_from(props))
     machine, version = _probe(conn, props)
-    architectures = _image_architectures(image, props)
-    site_arch = oci_architecture(machine)
-    if site_arch not in architectures:
-        check_architecture(image, ",".join(a for a in architectures if a) or "an unknown platform", machine,
-                           str(props["environment"]))
+    check_architecture(image, _image_architectures(image, props), machine, str(props["environment"]))
     conversion = (_convert_here if props.get("source") == "here" else _convert_on_site)(conn, image, props)
     return {
         **props,
         "digest": image.digest,
         "sif": _link(conn, props, image),
-        "arch": site_arch,
+        "arch": oci_architecture(machine),
         "machine": machine,
         "apptainer_version": version,
         "conversion": conversion,
@@ -270,17 +265,18 @@ class SifImageProvider(pulumi.dynamic.ResourceProvider):
     def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
         # Refresh: a pruned SIF (or a removed link) makes the next `up` convert and link it again.
         conn = ssh.connection(endpoint_from(props))
-        link = _remote_dir(join_remote(str(props["run_dir"]), RUN_DIR_SIF))
+        link = remote_path_expression(join_remote(str(props["run_dir"]), RUN_DIR_SIF))
         found = ssh.run_remote(conn, f"test -s {link} && readlink -f -- {link}", check=False, safe_to_retry=True)
         return pulumi.dynamic.ReadResult(id_, {**props, "sif": found.stdout.strip() if found.exit_code == 0 else ""})
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         conn = ssh.connection(endpoint_from(props))
-        link = _remote_dir(join_remote(str(props["run_dir"]), RUN_DIR_SIF))
+        link = remote_path_expression(join_remote(str(props["run_dir"]), RUN_DIR_SIF))
         ssh.run_remote(conn, f"rm -f -- {link}", safe_to_retry=True)
 
 
 class SifImage(SshResource, module="hpc", name="SifImage"):
+    image: pulumi.Output[str]  # the input, by digest: the stack's OpenShift image or the target's own
     digest: pulumi.Output[str]
     sif: pulumi.Output[str]
     arch: pulumi.Output[str]
