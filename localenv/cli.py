@@ -208,7 +208,8 @@ def cmd_list() -> None:
         folder = "" if record.state_dir.is_dir() else "  (state folder gone)"
         state = f"running: {', '.join(running)}" if running else "stopped without `down`"
         print(f"{record.state_dir}  ports {record.port_base}+  pods {record.pod_cidr}  {state}{folder}")
-        print(f"  checkout {record.repo or '(not recorded)'}; stop: scripts/localenv down --state-dir {record.state_dir}")
+        checkout = record.repo or "(not recorded)"
+        print(f"  checkout {checkout}; stop: scripts/localenv down --state-dir {record.state_dir}")
 
 
 def collect_status(layout: Layout, parts: Sequence[str]) -> dict[str, Any]:

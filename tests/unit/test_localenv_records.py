@@ -46,7 +46,8 @@ def bridge(rec: EnvRecord | Layout) -> str:
     pytest.param([], Leftovers(kube_proxy_owner=Path("/tmp/gone")), CleanupPlan(kube_proxy_cleanup=True),
                  id="kube-proxy-of-an-unrecorded-env"),
     pytest.param([Observed(LIVE_ELSEWHERE, ("kube-proxy",), True)],
-                 Leftovers(kube_proxy_owner=LIVE_ELSEWHERE.state_dir), CleanupPlan(), id="kube-proxy-of-a-live-env-kept"),
+                 Leftovers(kube_proxy_owner=LIVE_ELSEWHERE.state_dir), CleanupPlan(),
+                 id="kube-proxy-of-a-live-env-kept"),
     pytest.param([Observed(DEAD_SAME_SUBNET, (), True)], Leftovers(kube_proxy_owner=DEAD_SAME_SUBNET.state_dir),
                  CleanupPlan(abandoned=(DEAD_SAME_SUBNET,)), id="kube-proxy-of-an-abandoned-env-left-to-its-down"),
     pytest.param([Observed(record("/tmp/own-env", 16000), (), True)], Leftovers(bridges=(bridge(OWN),)), CleanupPlan(),
@@ -57,7 +58,8 @@ def test_plan_cleanup(observed: list[Observed], leftovers: Leftovers, expected: 
 
 
 @pytest.mark.parametrize(("live", "exists", "wanted"), [
-    pytest.param(LIVE_SAME_BASE, True, [f"holds the pod subnet 10.201.160.0/24 and {PORT_COUNT} of this environment's ports"],
+    pytest.param(LIVE_SAME_BASE, True,
+                 [f"holds the pod subnet 10.201.160.0/24 and {PORT_COUNT} of this environment's ports"],
                  id="same-base"),
     pytest.param(LIVE_NEAR_BASE, False, ["(its state folder is gone)", "holds the pod subnet 10.201.160.0/24:"],
                  id="same-subnet-folder-gone"),
