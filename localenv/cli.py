@@ -117,10 +117,15 @@ def observe_machine() -> tuple[list[records.Observed], records.Leftovers]:
                                        node.kube_proxy_owner_named())
 
 
+def _pid_file_running(pid_file: Path) -> bool:
+    return Daemon(pid_file.stem, pid_file.parent, pid_file.parent).running()
+
+
 def clean_up_after_others(layout: Layout, say: Callable[[str], None]) -> None:
     """Before `up` starts anything: remove what environments stopped without `down` left on this
     machine, or refuse (nothing started) where one still runs in this one's way (localenv/records.py)."""
-    plan = records.plan_cleanup(layout, *observe_machine())
+    observed, leftovers = observe_machine()
+    plan = records.plan_cleanup(layout, observed, leftovers, records.running_ids(_pid_file_running))
     if plan.refusals:
         raise LocalEnvError("; ".join(plan.refusals))
     for note in plan.notes:

@@ -37,7 +37,7 @@ from typing import Any
 import yaml
 
 from infra.toolchain.pins import REPO_ROOT
-from localenv import images, kube, mockgpu
+from localenv import images, kube, mockgpu, records
 from localenv.layout import LOOPBACK, Layout, Ports
 from localenv.node_config import (
     Network,
@@ -174,6 +174,7 @@ def up(layout: Layout, say: Callable[[str], None]) -> None:
     if os.geteuid() != 0:
         raise LocalEnvError("the local node runs containerd and the kubelet as root: run `scripts/localenv up` as root")
     ensure_packages(NODE_PACKAGES)
+    records.write_record(layout, REPO_ROOT)  # before any daemon: findable even if its folder goes
     paths = NodePaths(layout)
     _check_socket_paths(paths)
     bins = kube.bin_dir()

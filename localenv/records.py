@@ -26,7 +26,7 @@ import datetime as dt
 import ipaddress
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,6 +106,16 @@ def read_record(path: Path) -> EnvRecord | None:
         return None
 
 
+def running_ids(running: Callable[[Path], bool], root: Path | None = None) -> frozenset[str]:
+    """The ids of the environments with a pid file whose process runs (`running(pid_file)`),
+    whether or not they have a record."""
+    folder = root or records_root()
+    if not folder.is_dir():
+        return frozenset()
+    return frozenset(d.name for d in folder.iterdir()
+                     if _ID.match(d.name) and any(running(f) for f in (d / "pids").glob("*.pid")))
+
+
 def read_records(root: Path | None = None) -> list[EnvRecord]:
     """Every environment recorded on this machine (unreadable records are skipped)."""
     folder = root or records_root()
@@ -154,14 +164,17 @@ def _down_command(record: EnvRecord) -> str:
     return f"scripts/localenv down --state-dir {record.state_dir}"
 
 
-def plan_cleanup(own: Layout, observed: Iterable[Observed], leftovers: Leftovers) -> CleanupPlan:
-    """What `up` of `own` removes or refuses, from what was observed (pure)."""
+def plan_cleanup(own: Layout, observed: Iterable[Observed], leftovers: Leftovers,
+                 running_ids: Iterable[str] = ()) -> CleanupPlan:
+    """What `up` of `own` removes or refuses, from what was observed (pure). `running_ids`: the
+    environments with a daemon running by their pid files, recorded or not (one whose record is
+    not written yet, or lost); their bridges, cgroups and mounts are never touched."""
     own_cidr = pod_cidr_of(own.ports.base)
     own_ports = set(own.ports.all().values())
     abandoned: list[EnvRecord] = []
     refusals: list[str] = []
     notes: list[str] = []
-    live_ids = {own.id}
+    live_ids = {own.id, *running_ids}
     for seen in observed:
         record = seen.record
         if record.id == own.id:
