@@ -41,7 +41,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.stats import machine, now_utc  # noqa: E402
+from bench.provenance import run_record, write_result  # noqa: E402
+from bench.stats import now_utc  # noqa: E402
 
 GOAL_POINTS = 2.0
 PERIODS_S = (0.1, 2.5)
@@ -222,6 +223,7 @@ def _sampler_readings(jsonl: Path) -> list[dict[str, Any]]:
 
 
 def check(out_dir: Path, phase_seconds: float, interval: float) -> int:
+    origin = run_record()
     out_dir.mkdir(parents=True, exist_ok=True)
     telemetry, load_out = out_dir / "gpu-check-telemetry.jsonl", out_dir / "gpu-check-load.json"
     telemetry.unlink(missing_ok=True)
@@ -253,7 +255,7 @@ def check(out_dir: Path, phase_seconds: float, interval: float) -> int:
     result = {
         "bench": "gpu_check",
         "date_utc": now_utc(),
-        "machine": machine(),
+        **origin,
         "gpu": torch.cuda.get_device_name(0),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
@@ -268,7 +270,7 @@ def check(out_dir: Path, phase_seconds: float, interval: float) -> int:
         "busy_stretches": busy,
         "goal_met": bool(summary) and all(p["goal_met"] for p in summary.values()),
     }
-    (out_dir / "gpu-check.json").write_text(json.dumps(result, indent=1) + "\n")
+    written = write_result(result, out_dir / "gpu-check.json", indent=1)
     print(f"\ngpu-check, {result['gpu']}, interval {interval:g} s (reading - truth, mean of a phase; goal ±2):")
     for name, body in summary.items():
         before = result["instant_nvml"]["summary"].get(name, {})
@@ -278,7 +280,7 @@ def check(out_dir: Path, phase_seconds: float, interval: float) -> int:
             f"{body['interval_abs_error_median_points']:.1f})  instant NVML {before.get('mean_reading_percent')} %"
             f"  {'ok' if body['goal_met'] else 'MISSED'}"
         )
-    print(f"  wrote {out_dir / 'gpu-check.json'}")
+    print(f"  wrote {written}")
     return 0 if result["goal_met"] else 1
 
 

@@ -25,7 +25,7 @@ core over the run. From the sampler's JSONL: its start-up CPU (up to its first s
 sample, to project a long step's share (per-sample CPU / interval), where start-up is spread thin.
 
     python3 -m bench.telemetry_overhead [--rounds 12] [--batches 1500] \
-        [--json bench/results/telemetry-overhead-DATE.json]
+        [--json FILE]   (default: bench/results/telemetry-overhead-<date>.json, never overwritten)
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.stats import abba_order, bootstrap_ci, machine, now_utc, paired_ratio  # noqa: E402
+from bench.provenance import run_record, write_result  # noqa: E402
+from bench.stats import RESULTS, abba_order, bootstrap_ci, now_utc, paired_ratio  # noqa: E402
 from infra.telemetry.parsers.sampler_jsonl import parse_sampler_jsonl  # noqa: E402
 
 GOAL_PERCENT_OF_A_CORE = 1.0
@@ -196,6 +197,7 @@ def main() -> int:
     if args.rounds < 10:
         parser.error("--rounds: at least 10 (the project's rule for a ratio with an interval)")
     started = now_utc()
+    origin = run_record()
     runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="atlas-overhead-") as tmp:
         folder = Path(tmp)
@@ -215,7 +217,7 @@ def main() -> int:
         "bench": "telemetry_overhead",
         "date": started,
         "finished": now_utc(),
-        "machine": machine(),
+        **origin,
         "source": "real: this machine, the sampler around a real busy process tree (no GPU: --gpu auto finds none)",
         "workload": {
             "command": " ".join(_workload_command(args.batches, Path("REPORT"))[1:]),
@@ -238,8 +240,8 @@ def main() -> int:
             f"{s['cpu_per_sample_ms']['median'] if s['cpu_per_sample_ms'] else 'n/a'} ms a sample: "
             f"{s['long_step_percent_of_a_core']} % on a long step); goal <= {GOAL_PERCENT_OF_A_CORE} %"
         )
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
+    out = write_result(result, args.json or RESULTS / f"telemetry-overhead-{started[:10]}.json", indent=1)
+    print(f"bench: wrote {out}")
     return 0
 
 

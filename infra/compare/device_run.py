@@ -126,6 +126,22 @@ def import_device_run(folder: Path, name: str, workload: Workload | None = None)
     )
 
 
+def run_provenance(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The commit, machine and command line the driver recorded on the device machine
+    (bench/provenance.py's keys); a manifest from before it records only the machine."""
+    recorded = "commit" in manifest
+    return {
+        "commit": manifest.get("commit"),
+        "tree_dirty": manifest.get("tree_dirty"),
+        "changed_paths": manifest.get("changed_paths", []),
+        "commit_source": manifest.get("commit_source")
+        if recorded
+        else f"not recorded: the driver's {MANIFEST} has no commit (a run from before bench/provenance.py)",
+        "machine": manifest.get("machine"),
+        "command_line": manifest.get("command_line"),
+    }
+
+
 def bench_result(folder: Path, workload: Workload | None = None) -> dict[str, Any]:
     """The benchmark's raw JSON: images/s of the train step, GPU use, step times, the sampler's cost."""
     manifest = load_manifest(folder)
@@ -188,7 +204,7 @@ def bench_result(folder: Path, workload: Workload | None = None) -> dict[str, An
         }
     return {
         "bench": "bench/biggan_h200.py (BigGAN-PyTorch's three steps at the workload's h200 scale)",
-        "machine": manifest.get("machine"),
+        **run_provenance(manifest),
         "run_id": manifest.get("run_id"),
         "environment": manifest.get("environment"),
         "source": manifest.get("source"),

@@ -163,6 +163,20 @@ def test_bench_result_keeps_every_sample_and_the_samplers_cost(run_folder: Path)
     assert make["gpu_utilization_percent_mean"] is None and "gpu" in make["not_measured"]
 
 
+def test_bench_result_carries_the_drivers_commit_or_says_it_has_none(run_folder: Path) -> None:
+    old = bench_result(run_folder, WORKLOAD)  # the fixture's manifest predates bench/provenance.py
+    assert old["commit"] is None and old["command_line"] is None
+    assert old["commit_source"].startswith("not recorded: the driver's atlas-run.json has no commit")
+    assert old["machine"]["hostname"] == "gpu-vm"
+    manifest = json.loads((run_folder / "atlas-run.json").read_text())
+    recorded = {"commit": "c" * 40, "tree_dirty": False, "changed_paths": [],
+                "commit_source": "recorded on the sending machine (t), read from commit.json",
+                "command_line": ["python3", "-m", "bench.biggan_h200", "--out", "/out"]}  # fmt: skip
+    (run_folder / "atlas-run.json").write_text(json.dumps({**manifest, **recorded}))
+    new = bench_result(run_folder, WORKLOAD)
+    assert {key: new[key] for key in recorded} == recorded
+
+
 def test_compare_import_recognises_a_device_run(run_folder: Path, tmp_path: Path) -> None:
     assert import_folder(run_folder, "h200").kind == "device"
 

@@ -5,6 +5,10 @@ JSON, they say who won only where the interval says so."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -234,7 +238,7 @@ def test_sweep_row_says_which_peer_was_not_measured() -> None:
     assert figure.count("**Atlas slower**") == 3
 
 
-def test_warm_ci_row_says_it_ran_on_warm_caches_and_its_commit() -> None:
+def test_warm_ci_row_says_it_ran_on_warm_caches() -> None:
     data = {
         "total_s": 2084.4,
         "returncode": 0,
@@ -244,7 +248,7 @@ def test_warm_ci_row_says_it_ran_on_warm_caches_and_its_commit() -> None:
     }
     ((what, figure, how),) = readme_table.warm_ci_rows(data, "bench/results/warm-ci-2026-12-03.json")
     assert "warm caches" in what
-    assert figure.startswith("**34 min 44 s**, exit 0: pytest 930 passed in 25 min 0 s; commit abc1234")
+    assert figure == "**34 min 44 s**, exit 0: pytest 930 passed in 25 min 0 s"  # the commit: its own column
     assert how == "`bench/cold_ci.py --warm`, `bench/results/warm-ci-2026-12-03.json`"
 
 
@@ -275,5 +279,115 @@ def test_cold_ci_row_says_whether_the_run_installed_the_debian_packages(apt: Any
     _, (what, figure, _) = readme_table.cold_ci_rows(data, "bench/results/cold-ci-2026-12-05.json")
     assert says in what
     assert figure.startswith(
-        "**49 min 0 s** (goal ≤ 60 min 0 s), exit 0: pytest 1519 passed in 33 min 0 s; commit 2e07b4e"
+        "**49 min 0 s** (goal ≤ 60 min 0 s), exit 0: pytest 1519 passed in 33 min 0 s"
     )
+
+
+# -- where each row ran: commit and machine (issue 34, item 1) ------------------------------------
+
+MACHINE = {"cpu_model": "Intel(R) Xeon(R) Processor", "cpus": 2, "memory_bytes": 25276203008,
+           "kernel": "6.18.44-fc-v1252", "host_id": "026cc04052275a41", "boot_id": "f6841de51fca8452"}  # fmt: skip
+OLD_MACHINE = {"cpus": 2, "kernel": "6.18.44-fc-v1147", "python": "3.11.7"}
+HISTORY = {("1111111aaaa", "bench/x.py"): 0, ("2222222bbbb", "bench/x.py"): 3, ("3333333cccc", "bench/x.py"): 1}
+
+
+def _changes(commit: str, path: str) -> int | None:
+    return HISTORY.get((commit, path))
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (
+            {"commit": "1111111aaaa", "tree_dirty": False, "machine": MACHINE},
+            "commit 1111111; Intel Xeon Processor, 2 cores, 24 GiB, host 026cc0, boot f6841d",
+        ),
+        (
+            {"commit": "2222222bbbb", "tree_dirty": False, "machine": MACHINE},
+            "commit 2222222 (**older than the bench**: `bench/x.py` changed in 3 commits since); Intel Xeon "
+            "Processor, 2 cores, 24 GiB, host 026cc0, boot f6841d",
+        ),
+        (
+            {"commit": "3333333cccc", "machine": OLD_MACHINE},
+            "commit 3333333 (**older than the bench**: `bench/x.py` changed in 1 commit since); 2 cores, kernel "
+            "6.18.44-fc-v1147, CPU model and host id not recorded",
+        ),
+        (
+            {"commit": "05489df0000", "machine": MACHINE},
+            "commit 05489df (**not in this repository's history**: whether `bench/x.py` changed since is "
+            "unknown); Intel Xeon Processor, 2 cores, 24 GiB, host 026cc0, boot f6841d",
+        ),
+        (
+            {"commit": "1111111aaaa", "tree_dirty": True, "changed_paths": ["bench/x.py", "README.md"],
+             "machine": MACHINE},
+            "commit 1111111, with uncommitted changes (`bench/x.py` among them); Intel Xeon Processor, 2 cores, "
+            "24 GiB, host 026cc0, boot f6841d",
+        ),
+        (
+            {"commit": "1111111aaaa", "tree_dirty": True, "changed_paths": ["README.md"], "machine": MACHINE},
+            "commit 1111111, with uncommitted changes to 1 other file; Intel Xeon Processor, 2 cores, 24 GiB, "
+            "host 026cc0, boot f6841d",
+        ),
+        ({"machine": OLD_MACHINE}, "commit not recorded; 2 cores, kernel 6.18.44-fc-v1147, CPU model and host id "
+                                   "not recorded"),
+        (
+            {"commit": None, "commit_source": "not recorded: no git checkout here (git: not found) and no "
+             "ATLAS_BENCH_COMMIT_FILE", "machine": MACHINE},
+            "commit not recorded (no git checkout here (git: not found) and no ATLAS_BENCH_COMMIT_FILE); Intel "
+            "Xeon Processor, 2 cores, 24 GiB, host 026cc0, boot f6841d",
+        ),
+        ({}, "commit not recorded; machine not recorded"),
+    ],
+)  # fmt: skip
+def test_origin_names_the_commit_flags_a_stale_one_and_names_the_machine(data: dict[str, Any], expected: str) -> None:
+    assert readme_table.origin(data, "bench/x.py", _changes) == expected
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+
+
+def test_changes_since_counts_the_commits_that_touched_the_bench(tmp_path: Path) -> None:
+    _git(tmp_path, "init", "-q")
+    commits = []
+    for n, path in enumerate(["bench/x.py", "bench/y.py", "bench/x.py", "README.md"]):
+        (tmp_path / path).parent.mkdir(exist_ok=True)
+        (tmp_path / path).write_text(f"{n}\n")
+        _git(tmp_path, "add", path)
+        _git(tmp_path, "commit", "-q", "-m", str(n))
+        commits.append(_git(tmp_path, "rev-parse", "HEAD"))
+    assert readme_table.git_changes_since(commits[0], "bench/x.py", tmp_path) == 1
+    assert readme_table.git_changes_since(commits[0], "bench/y.py", tmp_path) == 1
+    assert readme_table.git_changes_since(commits[2], "bench/x.py", tmp_path) == 0
+    assert readme_table.git_changes_since(commits[-1], "bench/x.py", tmp_path) == 0
+    assert readme_table.git_changes_since("0" * 40, "bench/x.py", tmp_path) is None
+
+
+GOLDEN_TABLE = Path(__file__).parent / "golden" / "bench-table.md"
+
+
+def test_the_table_renders_each_kinds_newest_file_with_its_origin(tmp_path: Path) -> None:
+    """Golden: the columns, the newest file of a kind chosen, a stale commit flagged, an old file's gaps said.
+    Regenerate after an intended change: ATLAS_UPDATE_GOLDEN=1 pytest tests/unit/test_readme_table.py"""
+    warm = {"bench": "warm_ci", "total_s": 2084.4, "returncode": 0, "pytest_result": "930 passed", "pytest_s": 1500.0}
+    files = {
+        "warm-ci-2026-12-05.json": {**warm, "date": "2026-12-05T04:34:04+00:00", "commit": "1111111aaaa",
+                                    "tree_dirty": False, "machine": MACHINE},
+        "warm-ci-2026-12-05b.json": {**warm, "date": "2026-12-05T16:13:19+00:00", "total_s": 2894.0,
+                                     "commit": "2222222bbbb", "tree_dirty": False, "machine": MACHINE},
+        "language-host-start-2026-12-03.json": {
+            "date": "2026-12-03T18:53:40+00:00", "machine": OLD_MACHINE, "rounds": 12,
+            "median_s": {"launcher": 0.13, "full-sdk": 0.2}, "full_sdk_over_launcher": _ratio(1.58, 1.47, 1.74),
+        },
+    }  # fmt: skip
+    for name, data in files.items():
+        (tmp_path / name).write_text(json.dumps(data))
+    history = {("2222222bbbb", "bench/cold_ci.py"): 2}
+    rendered = readme_table.render(tmp_path, lambda commit, path: history.get((commit, path))) + "\n"
+    if os.environ.get("ATLAS_UPDATE_GOLDEN") == "1":
+        GOLDEN_TABLE.write_text(rendered)
+    assert rendered == GOLDEN_TABLE.read_text()
+    assert "2026-12-05b.json" in rendered and "warm-ci-2026-12-05.json" not in rendered
