@@ -133,10 +133,10 @@ def _record(**changes: Any) -> dict[str, Any]:
 
 
 def test_write_result_never_overwrites_an_earlier_file(tmp_path: Path) -> None:
-    out = tmp_path / "results" / "x-2026-12-06.json"
+    out = tmp_path / "results" / "x-2026-12-05.json"
     first = provenance.write_result(_record(median_s=1.0), out)
     second = provenance.write_result(_record(median_s=2.0), out)
-    assert (first, second.name) == (out, "x-2026-12-06b.json")
+    assert (first, second.name) == (out, "x-2026-12-05b.json")
     assert json.loads(first.read_text())["median_s"] == 1.0
     assert json.loads(second.read_text())["median_s"] == 2.0
     # A bench that saves as it goes rewrites its own file, and only that one.
@@ -205,11 +205,11 @@ def test_without_git_the_senders_record_is_read_and_named(
     assert provenance.COMMIT_FILE_ENV in missing.source
     record = tmp_path / "commit.json"
     record.write_text(json.dumps({"commit": "b" * 40, "tree_dirty": True, "changed_paths": ["bench/x.py"],
-                                  "recorded_at": "2026-12-06T10:00:00+00:00"}))  # fmt: skip
+                                  "recorded_at": "2026-12-05T10:00:00+00:00"}))  # fmt: skip
     monkeypatch.setenv(provenance.COMMIT_FILE_ENV, str(record))
     sent = provenance.read_commit(copy)
     assert (sent.sha, sent.dirty, sent.changed_paths) == ("b" * 40, True, ("bench/x.py",))
-    assert sent.source == f"recorded on the sending machine (2026-12-06T10:00:00+00:00), read from {record}"
+    assert sent.source == f"recorded on the sending machine (2026-12-05T10:00:00+00:00), read from {record}"
 
 
 @pytest.mark.parametrize("commit", [None, "", "abc1234", "B" * 40, "z" * 40])
