@@ -188,13 +188,24 @@ def bench_result(folder: Path, workload: Workload | None = None) -> dict[str, An
         metalog = _read(folder / "logs" / training.experiment / "metalog.txt")
         argv = next(s["argv"] for s in manifest["steps"] if s["step"] == "train")
         measured = train_speed(console, metalog, argv, "logs/train.console.log")
+        start = measured.from_start
         speed = {
             "images_per_iteration": measured.images_per_iteration,
             "images_basis": measured.images_basis,
             "iterations_logged": measured.rate.iterations,
-            "window_s": measured.rate.window_s,
-            "overall_it_per_s": measured.rate.overall_it_per_s,
+            # Overall: from the start of training (train.py's line before its epoch loop) to the last
+            # logged iteration; the first epoch's wait for its data and the first iterations count.
+            "overall_window_start": f"train.py's {start.start_line!r} line" if start else None,
+            "overall_window_start_t": start.start_t if start else None,
+            "overall_window_s": start.window_s if start else None,
+            "overall_iterations": start.iterations if start else None,
+            "overall_it_per_s": start.it_per_s if start else None,
             "overall_images_per_s": measured.overall_images_per_s,
+            "first_iteration_after_start_s": start.first_iteration_after_s if start else None,
+            # Between the first and last logged iteration: what the time before the first `itr:` line hides.
+            "logged_window_s": measured.rate.window_s,
+            "logged_it_per_s": measured.rate.overall_it_per_s,
+            "logged_window_images_per_s": measured.logged_window_images_per_s,
             "steady_median_s_per_iteration": measured.rate.steady_median_s,
             "steady_intervals": measured.rate.steady_intervals,
             "steady_images_per_s": measured.steady_images_per_s,

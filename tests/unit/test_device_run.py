@@ -83,6 +83,7 @@ def run_folder(tmp_path: Path) -> Path:
         t += 2.0 if itr <= 10 else (5.0 if itr == 21 else 0.25)
         console.append(format_cri_line(t, "stdout", f"\r{itr}/7 (1%) itr: {itr}, G_loss : +1.000, D_loss_real : +0.5"))
     console.insert(25, format_cri_line(t, "stdout", "Saving weights to weights/x..."))
+    console.insert(0, format_cri_line(T0 + 30, "stdout", "Beginning training at epoch 0..."))
     (folder / "logs" / "train.console.log").write_text("\n".join(console) + "\n")
     (folder / "logs" / EXPERIMENT / "metalog.txt").write_text(
         "datetime: 2026-12-03\nconfig: {'batch_size': 64, 'num_D_steps': 1, 'num_D_accumulations': 4, "
@@ -153,6 +154,14 @@ def test_bench_result_keeps_every_sample_and_the_samplers_cost(run_folder: Path)
     assert speed["steady_median_s_per_iteration"] == pytest.approx(0.25)
     assert speed["steady_images_per_s"] == pytest.approx(1024.0)
     assert speed["left_out_iterations"] == list(range(2, 11))  # warm-up; itr 21 is no save point (save_every 100)
+    # Overall: from train.py's "Beginning training" line (T0 + 30) to itr 40, 40 iterations in 32.25 s.
+    assert speed["overall_window_start"] == "train.py's 'Beginning training at epoch 0...' line"
+    assert speed["overall_window_s"] == pytest.approx(32.25) and speed["overall_iterations"] == 40
+    assert speed["overall_images_per_s"] == pytest.approx(40 * 256 / 32.25)
+    assert speed["first_iteration_after_start_s"] == pytest.approx(2.0)
+    # Between the first and last logged iteration: the 2 s before itr 1 left out, 39 intervals.
+    assert speed["logged_window_s"] == pytest.approx(30.25)
+    assert speed["logged_window_images_per_s"] == pytest.approx(39 * 256 / 30.25)
     train = next(s for s in result["steps"] if s["step"] == "train")
     assert len(train["gpu_utilization_percent_samples"]) == 59
     assert train["sampler"]["percent_of_a_core"] == pytest.approx(0.5)  # the driver's /proc reading
