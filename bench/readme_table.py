@@ -244,14 +244,15 @@ def hpc_sweep_rows(data: dict[str, Any], name: str) -> list[Row]:
     profile = data.get("profile_ms") or {}
     atlas_one = profile.get("atlas run_remote(submission)", {}).get("median_ms")
     mux_one = profile.get("openssh over ControlMaster, submission", {}).get("median_ms")
+    split = data.get("atlas_phase_median_s") or {}
     if atlas_one is not None and mux_one is not None:
         parts.append(
             f"one submission alone: Atlas **{atlas_one:.1f} ms** vs `ssh` over ControlMaster "
-            f"{mux_one:.1f} ms (medians of {len(profile['atlas run_remote(submission)']['samples_ms'])}); "
-            "the sweep's difference is Atlas's fixed cost: login, SFTP staging checked by sha256, "
-            "the status query"
+            f"{mux_one:.1f} ms (medians of {len(profile['atlas run_remote(submission)']['samples_ms'])})"
+            # What the rest of the sweep's time is made of only where the file splits it.
+            + ("" if split else "; this file does not split Atlas's sweep time, so what the rest is made of is "
+               "not measured here")
         )
-    split = data.get("atlas_phase_median_s") or {}
     if split:
         parts.append(
             "Atlas's sweep split (medians): "
@@ -309,12 +310,16 @@ def gpu_check_rows(data: dict[str, Any], name: str) -> list[Row]:
     errors = [p["mean_error_points"] for p in sampled.values()]
     before = [p["mean_error_points"] for p in instant.values()]
     met = sum(p["goal_met"] for p in sampled.values())
+    # The phases as the file records them (what the load ran), not as the bench's constants say today.
+    busy = sorted({round(100 * p["busy_fraction"]) for p in data["phases"]})
+    periods = sorted({p["period_s"] for p in data["phases"]})
     return [
         (
             "GPU utilization as the sampler reads it (the mean of NVML's sample buffer over each "
             f"{data['interval_s']:g} s "
             f"interval) against loads whose busy time CUDA events measure, {data['gpu']}: "
-            f"{len(sampled)} phases, busy 27/55/84 % in 0.1 s and 2.5 s cycles",
+            f"{len(sampled)} phases, busy {'/'.join(map(str, busy))} % in "
+            f"{', '.join(f'{p:g}' for p in periods[:-1])} and {periods[-1]:g} s cycles".replace(" in  and", " in"),
             f"mean error per phase **{min(errors):+.1f} to {max(errors):+.1f} points** "
             f"(goal within ±{data['goal_points']:g}): "
             f"met in {met} of {len(sampled)}; NVML's instantaneous reading, the method before, "
@@ -324,24 +329,69 @@ def gpu_check_rows(data: dict[str, Any], name: str) -> list[Row]:
     ]
 
 
+def _biggan_overall(speed: dict[str, Any]) -> str:
+    """The train step's rate over the whole run, with the window's start said; a file from before the
+    start of training was read says what it has instead."""
+    if "overall_window_start" not in speed:
+        return (
+            f"{speed['overall_images_per_s']:,.0f} images/s between the first and last of "
+            f"{speed['iterations_logged']} logged iterations (this file has no start of training: the time "
+            "before the first `itr:` line is not in that rate)"
+        )
+    if speed["overall_images_per_s"] is None:
+        return "overall from the start of training: not measured (the log has no 'Beginning training' line)"
+    return (
+        f"**{speed['overall_images_per_s']:,.0f} images/s overall**, from the start of training "
+        f"({speed['overall_window_start']}) to the last of {speed['overall_iterations']} iterations, "
+        f"{speed['overall_window_s']:.1f} s, the first `itr:` line {speed['first_iteration_after_start_s']:.1f} s "
+        f"after the start; {speed['logged_window_images_per_s']:,.0f} images/s between the first and last "
+        "logged iteration"
+    )
+
+
+def _sampler_cost(sampler: dict[str, Any], goal: float) -> str:
+    """The sampler's cost as measured at the interval the run used; a projection to the workload's
+    interval labelled as one."""
+    measured = sampler.get("percent_of_a_core")
+    if measured is None:
+        return "sampler cost not measured"
+    text = (
+        f"sampler **{measured:.2f} %** of a core measured at the {sampler['interval_s']:g} s interval used "
+        f"(start-up included; {'within' if measured <= goal else '**over**'} the {goal:g} % goal)"
+    )
+    if sampler.get("per_sample_ms") is not None and sampler.get("workload_interval_s"):
+        text += (
+            f"; projection, not measured, for the workload's {sampler['workload_interval_s']:g} s interval: "
+            f"{sampler['percent_of_a_core_at_workload_interval']:.3f} % ({sampler['per_sample_ms']:.1f} ms a "
+            f"sample over {sampler['samples']} samples, start-up left out)"
+        )
+    return text
+
+
 def biggan_h200_rows(data: dict[str, Any], name: str) -> list[Row]:
     speed = data["train_speed"]
-    steps = {s["step"]: s for s in data["steps"]}
-    train = steps["train"]
+    train = next(s for s in data["steps"] if s["step"] == "train")
     states = ", ".join(f"{s['step']} exit {s['exit_code']}" for s in data["steps"])
-    cost = next((n for n in data["notes"] if n.startswith("Sampler cost during train")), "")
-    at_5s = cost.split("so ")[-1].split(" at the workload")[0] if "so " in cost else "not measured"
+    gpus = (data.get("machine") or {}).get("gpus") or ["GPU not recorded"]
+    source = data.get("source") or {}
+    # The scale as the run recorded it: its differences from the full run, and its data.
+    differs = "Differs from the full run: train arg "
+    overrides = [n.removeprefix(differs).rstrip(".").replace(":", "") for n in data["notes"] if n.startswith(differs)]
+    images = next((n.split(": ", 1)[1].split(" of ")[0] for n in data["notes"] if n.startswith("Data ")), None)
     return [
         (
-            "BigGAN-PyTorch's train step on one NVIDIA H200 (the pinned commit and biggan-torch2.patch; "
-            "workload.yaml's h200 overrides: channels 32, batch 64 x 4 accumulations, 1,797 images)",
+            f"BigGAN-PyTorch's train step on one {str(gpus[0]).split(',')[0]} (BigGAN-PyTorch "
+            f"{str(source.get('commit', 'commit not recorded'))[:7]} with {source.get('patch', 'no patch')}; "
+            f"{speed['images_basis']} per iteration; {images or 'data not recorded'}; "
+            + ("; ".join(overrides) if overrides else "no differences recorded")
+            + ")",
             f"**{speed['steady_images_per_s']:,.0f} images/s** steady "
             f"(median {speed['steady_median_s_per_iteration']:.3f} s "
             f"an iteration over {speed['steady_intervals']} intervals); "
-            f"{speed['overall_images_per_s']:,.0f} images/s over "
-            f"all {speed['iterations_logged']} iterations, first epoch and evaluation included; GPU utilization mean "
-            f"{train['gpu_utilization_percent_mean']:.1f} %; sampler {at_5s} of a core at the workload's 5 s interval "
-            f"(goal 1 %); {states}",
+            + _biggan_overall(speed)
+            + f"; GPU utilization mean {train['gpu_utilization_percent_mean']:.1f} %; "
+            + _sampler_cost(train.get("sampler") or {}, data.get("sampler_goal_percent_of_a_core", 1.0))
+            + f"; {states}",
             f"`bench/biggan_h200.py`, `{name}`",
         )
     ]
@@ -367,7 +417,8 @@ def local_vs_script_rows(data: dict[str, Any], name: str) -> list[Row]:
     if noop and busy:
         fixed += (
             f", measured once the warm-up's steps had ended; {statistics.median(busy):.2f} s while they still "
-            f"trained on the same 2 cores (median of {len(busy)}: {_seconds(busy)})"
+            f"trained on the same {(data.get('machine') or {}).get('cpus', '?')} cores (median of {len(busy)}: "
+            f"{_seconds(busy)})"
         )
     return [
         (

@@ -80,6 +80,7 @@ LOCAL_VS_SCRIPT = {
         {"side": "script", "seconds": 15.0},
     ],
     "atlas_noop_up_s": [6.049, 4.438, 3.667],
+    "machine": {"cpus": 2},
 }
 
 
@@ -391,3 +392,113 @@ def test_the_table_renders_each_kinds_newest_file_with_its_origin(tmp_path: Path
         GOLDEN_TABLE.write_text(rendered)
     assert rendered == GOLDEN_TABLE.read_text()
     assert "2026-12-05b.json" in rendered and "warm-ci-2026-12-05.json" not in rendered
+
+
+# -- claims only where the file carries them (issue 34, item 2) ----------------------------------
+
+NEW_SPEED = {
+    "images_per_iteration": 256, "images_basis": "batch_size 64 x num_D_steps 1 x num_D_accumulations 4",
+    "iterations_logged": 154, "overall_window_start": "train.py's 'Beginning training at epoch 0...' line",
+    "overall_window_s": 156.99, "overall_iterations": 154, "overall_images_per_s": 251.12,
+    "first_iteration_after_start_s": 35.69, "logged_window_images_per_s": 322.9,
+    "steady_median_s_per_iteration": 0.581, "steady_intervals": 143, "steady_images_per_s": 440.59,
+}  # fmt: skip
+OLD_KEYS = ("images_per_iteration", "images_basis", "iterations_logged", "steady_median_s_per_iteration",
+            "steady_intervals", "steady_images_per_s")  # fmt: skip
+OLD_SPEED = {**{k: NEW_SPEED[k] for k in OLD_KEYS}, "overall_images_per_s": 322.9}
+SAMPLER = {"percent_of_a_core": 1.4606, "interval_s": 1.0, "per_sample_ms": 13.75, "samples": 182,
+           "percent_of_a_core_at_workload_interval": 0.2751, "workload_interval_s": 5.0}  # fmt: skip
+
+
+def _biggan(speed: dict[str, Any], sampler: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "machine": {"gpus": ["NVIDIA H200, 143771 MiB, 580.159.04"]},
+        "source": {"commit": "8a6984cfabd1792cd186598372ae6fa6b499ea37", "patch": "biggan-torch2.patch"},
+        "sampler_goal_percent_of_a_core": 1.0,
+        "train_speed": speed,
+        "steps": [{"step": "train", "exit_code": 0, "gpu_utilization_percent_mean": 36.8, "sampler": sampler}],
+        "notes": ["Data imagenet-train: 1797 images of 128 px in 10 classes, made at run time.",
+                  "Differs from the full run: train arg --G_ch: 96 -> 32."],
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("speed", "sampler", "present", "absent"),
+    [
+        (
+            NEW_SPEED, SAMPLER,
+            ["**251 images/s overall**, from the start of training (train.py's 'Beginning training at epoch 0...' "
+             "line) to the last of 154 iterations, 157.0 s, the first `itr:` line 35.7 s after the start",
+             "323 images/s between the first and last logged iteration",
+             "sampler **1.46 %** of a core measured at the 1 s interval used (start-up included; **over** the 1 % "
+             "goal)",
+             "projection, not measured, for the workload's 5 s interval: 0.275 % (13.8 ms a sample over 182 samples"],
+            ["first epoch and evaluation included"],
+        ),
+        (   # a file read before the start of training was: no overall rate claimed from it
+            OLD_SPEED, SAMPLER,
+            ["323 images/s between the first and last of 154 logged iterations (this file has no start of "
+             "training"],
+            ["overall**", "251"],
+        ),
+        (NEW_SPEED, {**SAMPLER, "percent_of_a_core": 0.8}, ["**0.80 %** of a core", "within the 1 % goal"],
+         ["**over**"]),
+        (NEW_SPEED, {}, ["sampler cost not measured"], ["projection"]),
+        (
+            NEW_SPEED, {k: v for k, v in SAMPLER.items() if k != "per_sample_ms"},
+            ["**1.46 %**"], ["projection"],
+        ),
+    ],
+)  # fmt: skip
+def test_biggan_row_says_the_overall_window_and_labels_a_projection(
+    speed: dict[str, Any], sampler: dict[str, Any], present: list[str], absent: list[str]
+) -> None:
+    ((what, figure, _),) = readme_table.biggan_h200_rows(_biggan(speed, sampler), "f.json")
+    assert "one NVIDIA H200 (BigGAN-PyTorch 8a6984c with biggan-torch2.patch" in what
+    assert "1797 images" in what and "--G_ch 96 -> 32" in what
+    assert figure.startswith("**441 images/s** steady (median 0.581 s an iteration over 143 intervals)")
+    for text in present:
+        assert text in figure
+    for text in absent:
+        assert text not in figure
+
+
+def test_sweep_row_claims_a_split_of_atlas_time_only_where_the_file_has_one() -> None:
+    data = {
+        "jobs": 50, "scheduler": "lsf",
+        "median_s": {"atlas": 6.24, "ssh-mux": 6.02}, "per_job_median_ms": {"atlas": 124.9, "ssh-mux": 120.4},
+        "logins_per_sweep": {"atlas": [1], "ssh-mux": [1]}, "baseline_over_atlas": {"ssh-mux": _ratio(0.96, 0.9, 1.07)},
+        "profile_ms": {"atlas run_remote(submission)": {"median_ms": 109.1, "samples_ms": [1.0] * 30},
+                       "openssh over ControlMaster, submission": {"median_ms": 116.5}},
+    }  # fmt: skip
+    ((_, without, _),) = readme_table.hpc_sweep_rows(data, "f.json")
+    assert "one submission alone: Atlas **109.1 ms** vs `ssh` over ControlMaster 116.5 ms (medians of 30)" in without
+    assert "does not split Atlas's sweep time" in without
+    assert "fixed cost" not in without and "sweep split" not in without
+    split = {"login and staging": 0.12, "submissions": 0.43, "status query": 0.23}
+    ((_, with_split, _),) = readme_table.hpc_sweep_rows({**data, "atlas_phase_median_s": split}, "f.json")
+    assert "Atlas's sweep split (medians): login and staging 0.12 s, submissions 0.43 s, status query 0.23 s" in (
+        with_split
+    )
+    assert "does not split" not in with_split
+
+
+def _phase(period: float, fraction: float) -> dict[str, Any]:
+    return {"name": f"{fraction:.0%} busy, {period:g} s cycles", "period_s": period, "busy_fraction": fraction}
+
+
+@pytest.mark.parametrize(
+    ("phases", "says"),
+    [
+        ([_phase(p, f) for p in (0.1, 2.5) for f in (0.27, 0.55, 0.84)], "6 phases, busy 27/55/84 % in 0.1 and 2.5 s"),
+        ([_phase(p, f) for p in (0.1, 0.7, 1.0, 2.5) for f in (0.27, 0.84)],
+         "8 phases, busy 27/84 % in 0.1, 0.7, 1 and 2.5 s cycles"),
+        ([_phase(1.0, 0.5)], "1 phases, busy 50 % in 1 s cycles"),
+    ],
+)  # fmt: skip
+def test_gpu_check_row_names_the_phases_the_file_ran(phases: list[dict[str, Any]], says: str) -> None:
+    summary = {p["name"]: {"mean_error_points": -0.5, "goal_met": True} for p in phases}
+    data = {"interval_s": 1.0, "gpu": "NVIDIA H200", "goal_points": 2.0, "phases": phases,
+            "sampler": {"summary": summary}, "instant_nvml": {"summary": summary}}  # fmt: skip
+    ((what, _, _),) = readme_table.gpu_check_rows(data, "f.json")
+    assert says in what
