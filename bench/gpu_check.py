@@ -5,8 +5,10 @@ so agreeing with it proves little): a load on the GPU runs kernels for a chosen 
 cycle and times each busy stretch with CUDA events, and the truth for a sampler interval is
 the share of that interval the GPU spent in those stretches. Phases cross busy fractions
 (27, 55, 84 %) with cycle periods shorter (0.1 s) and longer (2.5 s) than the sampler's 1 s
-interval, where a single instantaneous reading aliases (issue 17: on an H200, 0 % read for a
-55 % load in 1 s cycles).
+interval, equal to it (1 s: a single instantaneous reading sees the same point of every cycle,
+issue 17: on an H200, 0 % read for a 55 % load in 1 s cycles) and one that does not divide it
+(0.7 s: each interval holds one or two busy stretches, so single intervals' truths differ and
+only the phase's mean can be judged).
 
     python3 -m bench.gpu_check --out-dir DIR [--phase-seconds 12] [--interval 1]
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -45,7 +48,7 @@ from bench.provenance import run_record, write_result  # noqa: E402
 from bench.stats import now_utc  # noqa: E402
 
 GOAL_POINTS = 2.0
-PERIODS_S = (0.1, 2.5)
+PERIODS_S = (0.1, 0.7, 1.0, 2.5)  # shorter than, not dividing, equal to and longer than a 1 s interval
 BUSY_FRACTIONS = (0.27, 0.55, 0.84)
 MATRIX = 8192  # one fp16 matmul of this size is a few milliseconds on a current GPU
 
@@ -71,6 +74,12 @@ class Interval:
 
 
 # -- pure parts -------------------------------------------------------------------------------
+
+
+def cycle_starts(start: float, period: float, phase_seconds: float) -> list[float]:
+    """When each cycle of a phase begins: whole cycles only, so a phase ends on a cycle's end."""
+    count = math.floor(phase_seconds / period + 1e-9)
+    return [start + k * period for k in range(count)]
 
 
 def busy_share(start: float, end: float, busy: Sequence[tuple[float, float]]) -> float:
@@ -168,14 +177,14 @@ def run_load(out: Path, phase_seconds: float) -> int:
             count = max(1, round(fraction * period / per_matmul_s))
             name = f"{fraction:.0%} busy, {period:g} s cycles"
             start = time.time()
-            cycle_start = start
-            while cycle_start + period <= start + phase_seconds:
-                stretch = busy_for(count)
-                busy.append(stretch)
-                cycle_start += period
+            for cycle_start in cycle_starts(start, period, phase_seconds):
                 pause = cycle_start - time.time()
                 if pause > 0:
                     time.sleep(pause)
+                busy.append(busy_for(count))
+            pause = start + len(cycle_starts(start, period, phase_seconds)) * period - time.time()
+            if pause > 0:  # the last cycle's idle part belongs to the phase
+                time.sleep(pause)
             phases.append(
                 {"name": name, "period_s": period, "busy_fraction": fraction, "start": start, "end": time.time()}
             )

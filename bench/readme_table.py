@@ -435,6 +435,26 @@ def local_vs_script_rows(data: dict[str, Any], name: str) -> list[Row]:
     ]
 
 
+def _per_sample_text(side: dict[str, Any], runs: int) -> str:
+    """The sampler's CPU per sample and what it rests on; its share on a long step is a projection."""
+    per_sample, long_step = side.get("cpu_per_sample_ms"), side.get("long_step_percent_of_a_core")
+    cost = side.get("cpu_per_sample")
+    if not per_sample or long_step is None:
+        reason = (cost or {}).get("reason", "not measured")
+        return f"CPU per sample {reason.removeprefix('not measured: ')} (not measured); "
+    if cost is None:  # a file from before every run took many samples: say how few it rests on
+        rests = f"median of the {per_sample['n']} of {runs} runs that took 2 samples or more"
+    else:
+        rests = (
+            f"median of {cost['runs_counted']} runs of at least {cost['min_samples']} samples, "
+            f"{cost['sample_intervals']} sample intervals in all; pooled {cost['pooled_ms']:.2f} ms"
+        )
+    return (
+        f"{per_sample['median']:.2f} ms a sample ({rests}), so a projected {long_step:.3f} % on a step long "
+        "enough for start-up not to count; "
+    )
+
+
 def telemetry_overhead_rows(data: dict[str, Any], name: str) -> list[Row]:
     goal = data["goal_percent_of_a_core"]
     bare = [r["workload_wall_s"] for r in data.get("runs", []) if r["side"] == "bare"]
@@ -445,20 +465,19 @@ def telemetry_overhead_rows(data: dict[str, Any], name: str) -> list[Row]:
         effect = verdict(wall["ci95"], above="**slows the step**", below="step faster (noise)")
         effect = "no measurable slowdown" if effect == "no clear winner" else effect
         share = s["sampler_percent_of_a_core"]
-        # Over a short run the sampler's interpreter start-up dominates; a long step pays the per-sample cost only.
-        over = "" if share["median"] <= goal else ", **over the goal** (its start-up weighs on a short run)"
         startup = s.get("startup_cpu_s")
-        per_sample = s.get("cpu_per_sample_ms")
-        long_step = s.get("long_step_percent_of_a_core")
+        # Over a short run the sampler's interpreter start-up weighs most: say how much, from the file.
+        over = "" if share["median"] <= goal else ", **over the goal**"
+        if over and startup and bare:
+            over += (
+                f"; start-up alone is {100 * startup['median'] / statistics.median(bare):.2f} % of a core over a run "
+                f"of {statistics.median(bare):.1f} s"
+            )
         parts.append(
             f"every {s['interval_s']:g} s: sampler **{share['median']:.3f} %** of a core over the run (95 % CI "
             f"{share['ci95'][0]:.3f} to {share['ci95'][1]:.3f}){over}; "
             + (f"start-up {startup['median']:.2f} s of CPU, " if startup else "start-up not measured, ")
-            + (
-                f"{per_sample['median']:.2f} ms a sample, so {long_step:.3f} % on a long step; "
-                if per_sample and long_step is not None
-                else "CPU per sample not measured; "
-            )
+            + _per_sample_text(s, len(bare))
             + f"step's wall time with/without {_ci(wall)}, {effect}"
         )
     return [

@@ -119,10 +119,15 @@ def test_local_vs_script_row(changes: dict[str, Any], present: list[str], absent
     assert how == "`bench/local_vs_script.py`, `bench/results/x.json`"
 
 
+COST_NEW = {"min_samples": 8, "runs_counted": 10, "runs_with_fewer_samples": 0, "sample_intervals": 95,
+            "pooled_ms": 3.01}  # fmt: skip
+
+
 def _overhead_side(
-    interval: float, wall: dict[str, Any], per_sample: dict[str, Any] | None, share: float
-) -> dict[str, Any]:
-    return {
+    interval: float, wall: dict[str, Any], per_sample: dict[str, Any] | None, share: float,
+    cost: dict[str, Any] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    side = {
         "interval_s": interval,
         "workload_wall_ratio": wall,
         "sampler_percent_of_a_core": {"median": share, "ci95": [share - 0.01, share + 0.01], "n": 12},
@@ -130,31 +135,43 @@ def _overhead_side(
         "cpu_per_sample_ms": per_sample,
         "long_step_percent_of_a_core": 0.0594 if per_sample else None,
     }
+    return {**side, "cpu_per_sample": cost} if cost is not None else side
 
 
 @pytest.mark.parametrize(
-    ("wall", "per_sample", "share", "present", "absent"),
+    ("wall", "per_sample", "share", "cost", "present", "absent"),
     [
         (
-            _ratio(1.001, 0.99, 1.01),
-            {"median": 2.97},
-            0.061,
-            ["**0.061 %** of a core", "no measurable slowdown", "2.97 ms a sample, so 0.059 % on a long step"],
-            ["over the goal"],
+            _ratio(1.001, 0.99, 1.01), {"median": 2.97, "n": 10}, 0.061, COST_NEW,
+            ["**0.061 %** of a core", "no measurable slowdown",
+             "2.97 ms a sample (median of 10 runs of at least 8 samples, 95 sample intervals in all; pooled 3.01 ms), "
+             "so a projected 0.059 % on a step long enough for start-up not to count"],
+            ["over the goal", "took 2 samples"],
         ),
-        (_ratio(1.05, 1.02, 1.08), {"median": 2.97}, 0.061, ["**slows the step**"], ["no measurable"]),
-        (_ratio(1.0, 0.99, 1.01), None, 0.061, ["CPU per sample not measured"], ["long step"]),
-        (_ratio(1.0, 0.99, 1.01), {"median": 5.8}, 1.265, ["**1.265 %**", "**over the goal**"], []),
+        (_ratio(1.05, 1.02, 1.08), {"median": 2.97, "n": 10}, 0.061, COST_NEW, ["**slows the step**"],
+         ["no measurable"]),
+        (   # no run long enough: not measured, and why
+            _ratio(1.0, 0.99, 1.01), None, 0.061,
+            {**COST_NEW, "runs_counted": 0, "reason": "not measured: no run took 8 samples"},
+            ["CPU per sample no run took 8 samples (not measured)"], ["long enough", "0.00 ms"],
+        ),
+        (   # 2026-12-03's file: the per-sample cost rested on 3 of 10 runs, and the row says so
+            _ratio(1.0, 0.99, 1.01), {"median": 5.8, "n": 3}, 1.265, None,
+            ["**1.265 %**", "**over the goal**; start-up alone is 1.24 % of a core over a run of 8.5 s",
+             "5.80 ms a sample (median of the 3 of 2 runs that took 2 samples or more)"],
+            [],
+        ),
     ],
-)
+)  # fmt: skip
 def test_telemetry_overhead_row(
-    wall: dict[str, Any], per_sample: dict[str, Any] | None, share: float, present: list[str], absent: list[str]
-) -> None:
+    wall: dict[str, Any], per_sample: dict[str, Any] | None, share: float, cost: dict[str, Any] | None,
+    present: list[str], absent: list[str],
+) -> None:  # fmt: skip
     data = {
         "workload": {"processes": 19},
         "order": "ABBA",
         "goal_percent_of_a_core": 1.0,
-        "summary": {"sampler-5s": _overhead_side(5.0, wall, per_sample, share)},
+        "summary": {"sampler-5s": _overhead_side(5.0, wall, per_sample, share, cost)},
         "runs": [{"side": "bare", "workload_wall_s": 8.0}, {"side": "bare", "workload_wall_s": 9.0}],
     }
     ((what, figure, _how),) = readme_table.telemetry_overhead_rows(data, "f.json")
