@@ -132,6 +132,8 @@ def machine_label(machine: dict[str, Any] | None) -> str:
     else:
         if machine.get("kernel"):
             parts.append(f"kernel {machine['kernel']}")
+        if machine.get("boot_id"):
+            parts.append(f"boot {str(machine['boot_id'])[:6]}")
         parts.append("CPU model and host id not recorded" if not machine.get("cpu_model") else "host id not recorded")
     return ", ".join(parts) if machine else "machine not recorded"
 
@@ -192,11 +194,16 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def read_commit(repo: Path | None = None) -> Commit:
     """HEAD and the tree's uncommitted changes to tracked files (of this checkout, or `repo`); without
     git, the sender's record named by ATLAS_BENCH_COMMIT_FILE; else not recorded, with the reason."""
-    repo = repo or REPO
+    repo = (repo or REPO).resolve()
     try:
+        top = _git(repo, "rev-parse", "--show-toplevel")
         head = _git(repo, "rev-parse", "--verify", "HEAD")
     except OSError as error:
-        head = subprocess.CompletedProcess([], 127, "", str(error))
+        top = head = subprocess.CompletedProcess([], 127, "", str(error))
+    if top.returncode == 0 and Path(top.stdout.strip()).resolve() != repo:
+        # A copy of the tree inside another checkout (an ignored folder of it, carried to another
+        # machine): that checkout's HEAD says nothing of the code that runs here.
+        head = subprocess.CompletedProcess([], 1, "", f"{repo} is inside another checkout ({top.stdout.strip()})")
     if head.returncode == 0:
         status = _git(repo, "status", "--porcelain=v1", "-z", "--untracked-files=no")
         if status.returncode != 0:

@@ -92,8 +92,12 @@ FULL = {
     [
         (FULL, "Intel Xeon Processor, 2 cores, 24 GiB, host 026cc0, boot f6841d"),
         ({**FULL, "boot_id": None}, "Intel Xeon Processor, 2 cores, 24 GiB, host 026cc0"),
-        (
+        (   # a machine without /etc/machine-id (the lent GPU machine): its kernel and boot tell it apart
             {**FULL, "host_id": None},
+            "Intel Xeon Processor, 2 cores, 24 GiB, kernel 6.18.44-fc-v1252, boot f6841d, host id not recorded",
+        ),
+        (
+            {**FULL, "host_id": None, "boot_id": None},
             "Intel Xeon Processor, 2 cores, 24 GiB, kernel 6.18.44-fc-v1252, host id not recorded",
         ),
         # Files from before the record: what they have, and what they lack.
@@ -210,6 +214,24 @@ def test_without_git_the_senders_record_is_read_and_named(
     sent = provenance.read_commit(copy)
     assert (sent.sha, sent.dirty, sent.changed_paths) == ("b" * 40, True, ("bench/x.py",))
     assert sent.source == f"recorded on the sending machine (2026-12-05T10:00:00+00:00), read from {record}"
+
+
+def test_a_copy_inside_another_checkout_does_not_take_that_checkouts_commit(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen on the lent GPU machine: a bench carried in an ignored folder of the lead's checkout read
+    that checkout's HEAD, which said nothing of the code that ran."""
+    (repo / ".git" / "info" / "exclude").write_text("/carried/\n")
+    copy = repo / "carried" / "tree"
+    copy.mkdir(parents=True)
+    monkeypatch.delenv(provenance.COMMIT_FILE_ENV, raising=False)
+    found = provenance.read_commit(copy)
+    assert found.sha is None and f"{copy.resolve()} is inside another checkout ({repo.resolve()})" in found.source
+    record = repo / "carried" / "commit.json"
+    record.write_text(json.dumps({"commit": "d" * 40, "tree_dirty": False}))
+    monkeypatch.setenv(provenance.COMMIT_FILE_ENV, str(record))
+    assert provenance.read_commit(copy).sha == "d" * 40
+    assert provenance.read_commit(repo).sha == _git(repo, "rev-parse", "HEAD")  # the checkout itself: git
 
 
 @pytest.mark.parametrize("commit", [None, "", "abc1234", "B" * 40, "z" * 40])
