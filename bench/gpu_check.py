@@ -144,6 +144,17 @@ def summarise(intervals: Sequence[Interval], goal_points: float = GOAL_POINTS) -
     return phases
 
 
+def shifted(result: dict[str, Any], lag_s: float) -> dict[str, Any]:
+    """A recorded check read again with each interval's truth taken `lag_s` earlier: how much of a
+    phase's error is NVML's samples trailing the host clock (its sample period) rather than the reading."""
+    busy = [(float(a), float(b)) for a, b in result["busy_stretches"]]
+    intervals = [
+        Interval(**{**i, "truth_percent": 100.0 * busy_share(i["start"] - lag_s, i["end"] - lag_s, busy)})
+        for i in result["sampler"]["intervals"]
+    ]
+    return summarise(intervals, float(result.get("goal_points", GOAL_POINTS)))
+
+
 # -- the load (runs under the sampler) ---------------------------------------------------------
 
 
@@ -299,10 +310,21 @@ def main(argv: list[str] | None = None) -> int:
     load = sub.add_parser("load", help="the GPU load (run under the sampler by the check)")
     load.add_argument("--out", type=Path, required=True)
     load.add_argument("--phase-seconds", type=float, default=12.0)
+    shift = sub.add_parser("shift", help="a recorded check's phases with the truth taken --lag seconds earlier")
+    shift.add_argument("file", type=Path)
+    shift.add_argument("--lag", type=float, default=0.15)
     parser.add_argument("--out-dir", type=Path, default=Path(os.environ.get("OUT", "bench-results")))
     parser.add_argument("--phase-seconds", type=float, default=12.0)
     parser.add_argument("--interval", type=float, default=1.0)
     args = parser.parse_args(argv)
+    if args.command == "shift":
+        recorded = json.loads(args.file.read_text())
+        for name, now in shifted(recorded, args.lag).items():
+            before = recorded["sampler"]["summary"][name]
+            print(f"{name:24s} mean error {before['mean_error_points']:+.2f} -> {now['mean_error_points']:+.2f}; "
+                  f"single intervals median |err| {before['interval_abs_error_median_points']:.2f} -> "
+                  f"{now['interval_abs_error_median_points']:.2f} (truth {args.lag:g} s earlier)")
+        return 0
     if args.command == "load":
         return run_load(args.out, args.phase_seconds)
     return check(args.out_dir, args.phase_seconds, args.interval)

@@ -310,6 +310,7 @@ def gpu_check_rows(data: dict[str, Any], name: str) -> list[Row]:
     errors = [p["mean_error_points"] for p in sampled.values()]
     before = [p["mean_error_points"] for p in instant.values()]
     met = sum(p["goal_met"] for p in sampled.values())
+    missed = {name: p for name, p in sampled.items() if not p["goal_met"]}
     # The phases as the file records them (what the load ran), not as the bench's constants say today.
     busy = sorted({round(100 * p["busy_fraction"]) for p in data["phases"]})
     periods = sorted({p["period_s"] for p in data["phases"]})
@@ -322,7 +323,9 @@ def gpu_check_rows(data: dict[str, Any], name: str) -> list[Row]:
             f"{', '.join(f'{p:g}' for p in periods[:-1])} and {periods[-1]:g} s cycles".replace(" in  and", " in"),
             f"mean error per phase **{min(errors):+.1f} to {max(errors):+.1f} points** "
             f"(goal within ±{data['goal_points']:g}): "
-            f"met in {met} of {len(sampled)}; NVML's instantaneous reading, the method before, "
+            f"met in {met} of {len(sampled)}"
+            + "".join(f"; **missed**: {n} ({p['mean_error_points']:+.1f})" for n, p in missed.items())
+            + "; NVML's instantaneous reading, the method before, "
             f"{min(before):+.1f} to {max(before):+.1f} points",
             f"`bench/gpu_check.py`, `{name}`",
         )

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from bench.gpu_check import PERIODS_S, Phase, busy_share, cycle_starts, intervals_in_phases, summarise
+from bench.gpu_check import (
+    PERIODS_S,
+    Phase,
+    busy_share,
+    cycle_starts,
+    intervals_in_phases,
+    shifted,
+    summarise,
+)
 
 
 @pytest.mark.parametrize(
@@ -121,3 +129,19 @@ def test_an_instant_reading_in_1_s_cycles_sees_the_same_point_of_every_cycle_and
     aliased = summarise(intervals_in_phases(_read(times, instant), [phase], busy))["p"]
     assert aliased["mean_reading_percent"] == 100.0 and aliased["mean_truth_percent"] == pytest.approx(55.0)
     assert aliased["goal_met"] is False
+
+
+def test_shifted_reads_a_recorded_check_again_with_the_truth_taken_earlier() -> None:
+    """A reader trailing the host clock by 0.15 s (NVML's sample period): single intervals of long
+    cycles miss by far; with the truth taken 0.15 s earlier they do not."""
+    phase, busy = _phase_load(2.5, 0.55)
+    times = [10.3 + k for k in range(11)]
+    readings = _read(times, lambda t: 100 * busy_share(t - 1.15, t - 0.15, busy))
+    rows = intervals_in_phases(readings, [phase], busy)
+    recorded = {"busy_stretches": busy, "goal_points": 2.0,
+                "sampler": {"intervals": [r.__dict__ for r in rows]}}  # fmt: skip
+    as_run = summarise(rows)["p"]
+    again = shifted(recorded, 0.15)["p"]
+    assert as_run["interval_abs_error_max_points"] > 10
+    assert again["interval_abs_error_max_points"] == pytest.approx(0.0, abs=1e-9)
+    assert shifted(recorded, 0.0)["p"] == as_run

@@ -517,5 +517,9 @@ def test_gpu_check_row_names_the_phases_the_file_ran(phases: list[dict[str, Any]
     summary = {p["name"]: {"mean_error_points": -0.5, "goal_met": True} for p in phases}
     data = {"interval_s": 1.0, "gpu": "NVIDIA H200", "goal_points": 2.0, "phases": phases,
             "sampler": {"summary": summary}, "instant_nvml": {"summary": summary}}  # fmt: skip
-    ((what, _, _),) = readme_table.gpu_check_rows(data, "f.json")
+    ((what, figure, _),) = readme_table.gpu_check_rows(data, "f.json")
     assert says in what
+    assert f"met in {len(phases)} of {len(phases)}; NVML's" in figure and "missed" not in figure
+    summary[phases[0]["name"]] = {"mean_error_points": 2.2, "goal_met": False}
+    ((_, figure, _),) = readme_table.gpu_check_rows(data, "f.json")
+    assert f"met in {len(phases) - 1} of {len(phases)}; **missed**: {phases[0]['name']} (+2.2); NVML's" in figure
