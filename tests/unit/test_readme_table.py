@@ -44,7 +44,7 @@ def test_every_row_names_the_file_it_came_from() -> None:
 def test_the_measured_section_has_no_table_but_the_generated_one() -> None:
     """A hand-written table row is a figure without a raw file (issue 17, item 5)."""
     text = readme_table.RESULTS_DOC.read_text()
-    section = text[text.index("## Measured") : text.index("**GPU check on an NVIDIA H200**")]
+    section = text[text.index("## Measured") : text.index("\n## ", text.index("## Measured") + 1)]
     outside = section[: section.index(readme_table.START)] + section[section.index(readme_table.END) :]
     assert [line for line in outside.splitlines() if line.lstrip().startswith("|")] == []
 
@@ -523,3 +523,19 @@ def test_gpu_check_row_names_the_phases_the_file_ran(phases: list[dict[str, Any]
     summary[phases[0]["name"]] = {"mean_error_points": 2.2, "goal_met": False}
     ((_, figure, _),) = readme_table.gpu_check_rows(data, "f.json")
     assert f"met in {len(phases) - 1} of {len(phases)}; **missed**: {phases[0]['name']} (+2.2); NVML's" in figure
+
+
+@pytest.mark.parametrize(
+    ("phases", "says", "absent"),
+    [
+        ({"venv": 38.0, "pulumi compile": 180.0, "etcd fetch": 6.0, "total": 930.0},
+         "venv 38 s, compiles pulumi 3 min 0 s, the other 1 phases 6 s together", "overlap"),
+        ({"venv": 36.0, "pulumi compile": 600.0, "pulumi fetch": 40.0, "kubernetes compile": 300.0, "total": 855.0},
+         "the phases overlap (their sum 16 min 16 s exceeds the total)", "downloads run"),
+    ],
+)  # fmt: skip
+def test_cold_bootstrap_row_claims_overlap_only_where_the_phases_show_it(
+    phases: dict[str, float], says: str, absent: str
+) -> None:
+    (_, figure, _), _ = readme_table.cold_ci_rows({**COLD_CI, "bootstrap_phases_s": phases}, "f.json")
+    assert says in figure and absent not in figure
