@@ -72,7 +72,8 @@ def telemetry_tail(code: int, text: str, source: str) -> tuple[StepTelemetry | N
     if code != 0:
         return None, SAMPLER_NOT_STARTED if "No such file" in text or code == 404 else f"not read: {_first_line(text)}"
     parsed = parse_telemetry_tail(text, source)
-    return (parsed, "") if parsed is not None else (None, SAMPLER_EMPTY)
+    # Only the start record: the sampler runs but has not taken its first sample.
+    return (parsed, "") if parsed is not None and parsed.t else (None, SAMPLER_EMPTY)
 
 
 def read_log_tail(records: Sequence[object]) -> LogTail:

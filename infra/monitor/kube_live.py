@@ -28,15 +28,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra.compare.remote_files import MONITOR_SELECTOR
 from infra.kubeapi import KubeRequestError
 from infra.monitor.hpc_reads import TELEMETRY_LINES, read_log_tail, telemetry_tail
 from infra.monitor.model import LogTail, StepTelemetry
 from infra.monitor.reasons import NO_LOG_RECORDS
 
 ApiGet = Callable[[str], Any]  # a Kubernetes API GET of JSON, raising KubeRequestError with the status
-# The run's monitor Service, as RunMonitor labels it (infra/openshift/manifests/labels.py) and as
-# scripts/compare finds it (infra/compare/kube_collector.py).
-MONITOR_SELECTOR = "app.kubernetes.io/component=monitor,atlas.dev/run={run}"
 NO_MONITOR = "no monitor serves the run's telemetry volume (atlas:openshift.monitor.enabled is false)"
 NO_SERVICE = "the run's monitor Service is not there"
 

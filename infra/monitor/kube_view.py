@@ -45,6 +45,7 @@ from infra.monitor.model import (
 )
 from infra.monitor.placement import (
     GPU_PRODUCT_LABEL,
+    GPU_TOLERATION,
     Placement,
     eligibility,
     placement_of_pod_spec,
@@ -218,7 +219,7 @@ class KubeSource(EnvironmentSource):
             )
         if self.outputs.gpu_product:
             return placement_of_selector(
-                {GPU_PRODUCT_LABEL: self.outputs.gpu_product}, (), "the outputs' GPU product alone"
+                {GPU_PRODUCT_LABEL: self.outputs.gpu_product}, (GPU_TOLERATION,), "the outputs' GPU product alone"
             )
         return None
 

@@ -143,7 +143,6 @@ class EnvironmentView:
     notes: tuple[str, ...] = ()
     provenance: str = PROVENANCE_NOT_STATED
     sweeps: tuple[SweepView, ...] = ()
-    telemetry_missing: dict[str, str] = field(default_factory=dict)  # running step -> why no readings
 
 
 @dataclass(frozen=True)

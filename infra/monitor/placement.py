@@ -15,6 +15,9 @@ from typing import Any
 # The node label NVIDIA's GPU feature discovery sets (infra/openshift/settings.py's GPU_PRODUCT_LABEL;
 # named again here so the monitor reads a node without the OpenShift package's Pulumi imports).
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+# What every GPU step's pod tolerates (infra/openshift/manifests/pods.py's GPU_TOLERATION, which a
+# unit test holds this to): the GPU nodes' taint.
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 # Only these effects keep a pod off a node; PreferNoSchedule is a preference the scheduler may ignore.
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 

@@ -15,7 +15,7 @@ from infra.hpc.scheduler import Phase
 from infra.monitor.model import CellReasons, LiveReading, LogTail, StepTelemetry
 
 NOT_STARTED = "not started"
-ENDED = "step ended: scripts/compare reads its whole record"
+ENDED = "step ended"  # its whole record is the report's (scripts/compare)
 UNKNOWN_STATE = "state unknown"
 SAMPLER_NOT_STARTED = "sampler not started yet"
 SAMPLER_EMPTY = "sampler has written no sample yet"
