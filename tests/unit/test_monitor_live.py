@@ -574,3 +574,79 @@ def test_the_monitor_s_gpu_toleration_and_product_label_are_the_manifests_own() 
     from infra.openshift.settings import GPU_PRODUCT_LABEL
 
     assert placement.GPU_TOLERATION == pods.GPU_TOLERATION and placement.GPU_PRODUCT_LABEL == GPU_PRODUCT_LABEL
+
+
+# --- the batch side: the same reasons from its poll's sections -------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "text", "reason"),
+    [
+        (1, "tail: cannot open 'run/telemetry/train.jsonl' for reading: No such file or directory",
+         SAMPLER_NOT_STARTED),
+        (404, "no telemetry for step 'train' yet", SAMPLER_NOT_STARTED),
+        (0, "", SAMPLER_EMPTY),
+        (0, '{"type": "start", "t": 990.0}', SAMPLER_EMPTY),
+        (1, "tail: cannot open 'run/telemetry/train.jsonl' for reading: Permission denied",
+         "not read: tail: cannot open 'run/telemetry/train.jsonl' for reading: Permission denied"),
+        (0, json.dumps(SAMPLE), ""),
+    ],
+)
+def test_a_sampler_file_s_tail_or_why_there_is_none(code: int, text: str, reason: str) -> None:
+    from infra.monitor.hpc_reads import telemetry_tail
+
+    telemetry, why = telemetry_tail(code, text, "test")
+    assert why == reason and (telemetry is not None) is (reason == "")
+
+
+SQUEUE_RUNNING = (
+    "1|COMPLETED|normal|atlas-make-hdf5-0951b8f262|None|0|2026-12-04T12:01:16|2026-12-04T12:01:16|"
+    "2026-12-04T12:01:18|cpu=1,mem=1G,node=1,billing=1|N/A|N/A|N/A|N/A|1|vm|\n"
+    "3|RUNNING|normal|atlas-train-8ee107b1f2|None|0|2026-12-04T12:01:16|2026-12-04T12:01:22|"
+    "2026-12-04T13:01:22|cpu=1,mem=2G,node=1,billing=1|N/A|gres:gpu:1|N/A|N/A|1|vm|\n"
+)
+STARTED = 1796385682.0  # 2026-12-04T12:01:22Z
+
+
+def slurm_view(telemetry: tuple[int, str], log: str) -> Any:
+    from infra.hpc.registry import scheduler_for
+    from infra.hpc.remote import RemoteResult
+    from infra.monitor.hpc import HpcSource
+    from infra.monitor.hpc_reads import EXIT, SECTION
+    from infra.monitor.hpc_view import HpcEnvironmentSource
+    from tests.support import hpc_outputs
+
+    query = scheduler_for("slurm").record_query(["1"]).removesuffix(" 1")
+
+    def run(command: str) -> RemoteResult:
+        if command.startswith(query):
+            return RemoteResult(command, 0, SQUEUE_RUNNING, "")
+        code, text = telemetry
+        out = f"\n{SECTION} telemetry train\n{text}\n{EXIT} {code}\n{SECTION} log\n{log}\n{EXIT} 0\n"
+        return RemoteResult(command, 0, out, "")
+
+    outputs = hpc_outputs({
+        "kind": "hpc", "scheduler": "slurm", "host": "127.0.0.1", "port": 22, "user": "atlas", "run_dir": "run",
+        "steps": [{"name": "make-hdf5", "job_id": "1"}, {"name": "train", "job_id": "3"}],
+        "telemetry": {"path": "run/telemetry"}, "logs": {"path": "run/logs"},
+    })
+    source = HpcEnvironmentSource("satori-slurm", outputs, HpcSource("satori-slurm", outputs, run, 30.0))
+    run_outputs = read_stack_outputs({"atlas": {"report": {"step": "train", "training_log": True}}}).run
+    monitor = Monitor(run_outputs, {"satori-slurm": source}, None, 30.0, wall=lambda: STARTED + 60)
+    (env,) = monitor.snapshot().environments
+    assert not env.error, env.error
+    return {s.name: s for s in env.steps}
+
+
+def test_the_batch_side_says_why_too() -> None:
+    missing = (1, "tail: cannot open 'run/telemetry/train.jsonl' for reading: No such file or directory")
+    one = json.dumps({"itr": 50, "_stamp": STARTED + 30})
+    steps = slurm_view(missing, one)
+    assert steps["train"].reasons == CellReasons(ONE_LOG_RECORD, *(SAMPLER_NOT_STARTED,) * 3)
+    assert steps["make-hdf5"].reasons == CellReasons(ENDED, ENDED, ENDED, ENDED)
+    two = one + "\n" + json.dumps({"itr": 250, "_stamp": STARTED + 40})
+    sample = {**SAMPLE, "t": STARTED + 45}
+    steps = slurm_view((0, json.dumps({"type": "start", "t": STARTED}) + "\n" + json.dumps(sample)), two)
+    train = steps["train"]
+    assert (train.iterations_per_s, train.cpu_percent, train.memory_bytes) == (20.0, 97.0, 56e6)
+    assert train.reasons == CellReasons(gpu_util_percent="not measured: no NVIDIA driver: libnvidia-ml.so.1 not found")
