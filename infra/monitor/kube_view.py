@@ -93,7 +93,12 @@ class KubeSource(EnvironmentSource):
         )
         step_records = records.steps if isinstance(records.steps, tuple) else ()
         steps, live_note = self._steps(step_records, nodes, now, context)
-        node_views = sorted((self._node_view(node, pods) for node in nodes), key=lambda n: n.name)
+        # A real node's GPU use where this run's running steps on it read theirs (their GPUs only).
+        used: dict[str, list[float]] = {}
+        for step in steps:
+            if step.gpu_util_percent is not None and step.node:
+                used.setdefault(step.node, []).append(step.gpu_util_percent)
+        node_views = sorted((self._node_view(node, pods, used) for node in nodes), key=lambda n: n.name)
         estimate = None
         if context.shape is not None:
             estimate = self._estimate(context.shape, nodes, node_views, pods, jobs, now)
@@ -248,25 +253,30 @@ class KubeSource(EnvironmentSource):
             )
         return tuple(views)
 
-    def _node_view(self, node: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> NodeView:
+    def _node_view(
+        self, node: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], used: Mapping[str, Sequence[float]]
+    ) -> NodeView:
         allocatable = (node.get("status") or {}).get("allocatable") or {}
         node_name = (node.get("metadata") or {}).get("name", "")
         holders = [p for p in pods if (p.get("spec") or {}).get("nodeName") == node_name and pod_active(p)]
         gpu_holders = [p for p in holders if pod_gpus(p)]
         simulated = is_simulated(node)
         mock = ((node.get("metadata") or {}).get("labels") or {}).get(GPU_MOCK_LABEL) == "true"
+        readings = [] if simulated or mock else list(used.get(node_name, ()))
         return NodeView(
             name=node_name,
             state=_node_state(node),
             gpus_total=int(allocatable.get(GPU_RESOURCE, 0) or 0),
             gpus_allocated=sum(pod_gpus(p) for p in gpu_holders),
-            gpu_util_percent=None,
+            gpu_util_percent=sum(readings) / len(readings) if readings else None,
             util_source="not measured: simulated node (KWOK), no GPU ran"
             if simulated
             else MOCK_GPU
             if mock
-            else "not readable: no GPU metrics source for Kubernetes nodes here (the sampler's files "
-            "sit on the run's PVC)",
+            else "the sampler (NVML / nvidia-smi) of this run's running steps on it, their GPUs only"
+            if readings
+            else "not readable: no GPU metrics source for Kubernetes nodes here; a running step of this run "
+            "shows its own GPUs' use (the sampler, through the run's monitor)",
             simulated=simulated,
             provenance=SIMULATED_NODE if simulated else LOCAL_NODE if mock else REAL,
             site=self.outputs.api_url or self.cache.client.server,

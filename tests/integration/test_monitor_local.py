@@ -525,6 +525,12 @@ def test_a_running_step_s_telemetry_is_read_through_the_run_s_monitor_with_a_pro
     # stands (no NVIDIA driver behind the mock device).
     assert train.gpu_util_percent is None and train.reasons.gpu_util_percent.startswith("not measured: ")
     assert train.reasons.cpu_percent == "" and train.reasons.iterations_per_s == ""
+    from rich.console import Console
+
+    from infra.monitor.render import terminal_view
+
+    console = Console(record=True, width=220)
+    console.print(terminal_view(monitor.snapshot()))  # the view a reader of `pytest -s` sees (docs/monitoring.md)
     proxied = client.get(f"/api/v1/namespaces/{namespace}/services/monitor:http/proxy/telemetry/train?tail=1")
     assert proxied["records"][-1]["type"] == "sample"
     # At most one read a second (the Service lookup once, then the step's file and the log), though

@@ -482,7 +482,7 @@ def kube_outputs(monitor_url: str = "http://openshift-monitor-service-1.atlas-lo
 
 
 def kube_view(monitor: FakeApi, outputs: dict[str, Any] | None = None, extra_pods: list[dict[str, Any]] = (),
-              jobs: list[dict[str, Any]] | None = None) -> Any:
+              jobs: list[dict[str, Any]] | None = None, real: dict[str, Any] = REAL) -> Any:
     jobs = jobs if jobs is not None else [job("make-hdf5-1", {"tolerations": [GPU_TOLERATION]}, 0, "done"),
                                           job("train-1", LOCAL_STEP, 1)]
     pods = [
@@ -490,7 +490,7 @@ def kube_view(monitor: FakeApi, outputs: dict[str, Any] | None = None, extra_pod
         pod("train-1-a", "train-1", "atlas-node", 1),
         *extra_pods,
     ]
-    api = ClusterApi([REAL, KWOK], pods, jobs, monitor)
+    api = ClusterApi([real, KWOK], pods, jobs, monitor)
     cache = KubeCache(api, NS)  # type: ignore[arg-type]
     cache.list_all()
     typed = read_stack_outputs({"atlas": {"stack": "local", "workload": "probe", "run_id": "1",
@@ -513,6 +513,18 @@ def test_the_kubernetes_side_shows_the_running_step_s_own_readings_and_why_where
     # The node's GPUs are mock: the sampler's reading is never the step's.
     assert train.gpu_util_percent is None and train.reasons == CellReasons(gpu_util_percent=MOCK_GPU)
     assert steps["make-hdf5"].reasons == CellReasons(ENDED, ENDED, ENDED, ENDED)
+
+
+def test_on_a_node_with_real_gpus_the_step_s_reading_is_its_own_and_the_node_s() -> None:
+    labels = {k: v for k, v in REAL["metadata"]["labels"].items() if k != "atlas.dev/gpu-mock"}
+    real = {**REAL, "metadata": {**REAL["metadata"], "labels": labels}}
+    gpu = {**SAMPLE, "gpu": {"measured": True, "devices": [{"index": 0, "utilization_percent": 55.0}]}}
+    api = monitor_api(**{f"{PROXY}/telemetry/train?tail=3": {"records": [gpu]}})
+    (env,) = kube_view(api, real=real).environments
+    train = next(s for s in env.steps if s.name == "train")
+    assert train.gpu_util_percent == 55.0 and train.reasons == CellReasons()
+    atlas_node = next(n for n in env.nodes if n.name == "atlas-node")
+    assert atlas_node.gpu_util_percent == 55.0 and atlas_node.util_source.startswith("the sampler")
 
 
 def test_the_estimate_counts_only_the_nodes_the_gpu_step_may_run_on() -> None:
