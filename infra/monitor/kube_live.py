@@ -138,6 +138,11 @@ class KubeLive:
         except KubeRequestError as error:
             short, note = refusal_reason(error)
             return LiveRead(steps, missing=dict.fromkeys(steps, short), log=LogTail(unread=short), note=note)
+        except (OSError, urllib.error.URLError, ValueError) as error:
+            # The API server did not answer: this read says so; the Jobs and pods still show.
+            short = f"not read: {type(error).__name__}"
+            note = f"the run's monitor Service not looked up: {error}"
+            return LiveRead(steps, missing=dict.fromkeys(steps, short), log=LogTail(unread=short), note=note)
         if not service:
             why = f"{NO_SERVICE} (label {MONITOR_SELECTOR.format(run=self.run_id)})"
             return LiveRead(steps, missing=dict.fromkeys(steps, NO_SERVICE), log=LogTail(unread=NO_SERVICE), note=why)

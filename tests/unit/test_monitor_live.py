@@ -383,6 +383,8 @@ def test_a_running_step_is_read_through_the_monitor_at_most_once_an_interval() -
          "the run's monitor is not ready: no endpoints available for service \"x\""),
         ({SERVICES: refusal(SERVICES, 403, "services is forbidden")}, True, "may not read the run's monitor (403)",
          "may not read the run's monitor (403)", "GET "),
+        ({SERVICES: ConnectionRefusedError(111, "Connection refused")}, True, "not read: ConnectionRefusedError",
+         "not read: ConnectionRefusedError", "the run's monitor Service not looked up: [Errno 111] Connection refused"),
         ({f"{PROXY}/telemetry/train?tail=3": {"records": [{"type": "start", "t": 990.0}]}}, True, SAMPLER_EMPTY,
          "", ""),
     ],
