@@ -67,8 +67,10 @@ class KubeSource(EnvironmentSource):
 
     def __init__(self, name: str, outputs: KubernetesOutputs, cache: KubeCache, live: KubeLive | None = None) -> None:
         self.name, self.outputs, self.cache = name, outputs, cache
+        # The cache's own client, reached when a step runs (a view of finished steps asks nothing).
         self.live = live or KubeLive(
-            cache.client.get, outputs.namespace, outputs.run_id, bool(outputs.monitor_url), DEFAULT_POLL_INTERVAL_S
+            lambda path: cache.client.get(path), outputs.namespace, outputs.run_id, bool(outputs.monitor_url),
+            DEFAULT_POLL_INTERVAL_S,
         )
 
     def start(self, watch: bool) -> None:
