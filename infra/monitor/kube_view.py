@@ -103,7 +103,14 @@ class KubeSource(EnvironmentSource):
         node_views = sorted((self._node_view(node, pods, used) for node in nodes), key=lambda n: n.name)
         estimate = None
         if context.shape is not None:
-            estimate = self._estimate(context.shape, nodes, node_views, pods, jobs, now)
+            unread = cache.error("nodes")
+            estimate = (
+                # Free GPUs are the nodes' to say: without them nothing can be estimated, and "never
+                # starts" would be a guess.
+                WaitEstimate(self.name, max(context.shape.gpus, 0), None, f"the nodes are {unread}", 0, 0)
+                if unread
+                else self._estimate(context.shape, nodes, node_views, pods, jobs, now)
+            )
         notes = (*cache.notes, *(records.notes or ()), *((live_note,) if live_note else ()))
         return EnvironmentView(
             name=self.name,

@@ -664,3 +664,26 @@ def test_the_batch_side_says_why_too() -> None:
     train = steps["train"]
     assert (train.iterations_per_s, train.cpu_percent, train.memory_bytes) == (20.0, 97.0, 56e6)
     assert train.reasons == CellReasons(gpu_util_percent="not measured: no NVIDIA driver: libnvidia-ml.so.1 not found")
+
+
+def test_without_the_right_to_read_nodes_the_estimate_says_so_rather_than_never() -> None:
+    class NoNodes(ClusterApi):
+        def get(self, path: str) -> Any:
+            if path == "/api/v1/nodes":
+                raise KubeRequestError("GET", path, 403, "nodes is forbidden")
+            return super().get(path)
+
+    api = NoNodes([], [pod("train-1-a", "train-1", "atlas-node", 1)], [job("train-1", LOCAL_STEP, 1)], monitor_api())
+    cache = KubeCache(api, NS)  # type: ignore[arg-type]
+    cache.list_all()
+    typed = read_stack_outputs({"environments": {"openshift": kube_outputs()}})
+    kubernetes = typed.environments["openshift"]
+    assert isinstance(kubernetes, KubernetesOutputs)
+    source = KubeSource("openshift", kubernetes, cache, KubeLive(api.get, NS, "1", True, 30.0, Clock()))
+    monitor = Monitor(typed.run, {"openshift": source}, JobShape("probe", 1), 30.0, wall=lambda: NOW)
+    (env,) = monitor.snapshot().environments
+    assert env.estimate is not None and env.estimate.seconds is None
+    assert env.estimate.basis.startswith("the nodes are not readable: ") and "never" not in env.estimate.basis
+    # The step's own readings do not need the nodes.
+    train = next(s for s in env.steps if s.name == "train")
+    assert train.cpu_percent == 97.0 and train.iterations_per_s == 20.0
