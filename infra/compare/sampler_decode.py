@@ -18,6 +18,7 @@ import numpy as np
 
 from infra.compare.records import CGROUP_PEAK, FloatArray, TelemetryColumns
 from infra.telemetry import columns as column_file
+from infra.telemetry.procfs import judge_memory_cgroup
 
 NEWLINE, COMMA = ord("\n"), ord(",")
 NAN = math.nan
@@ -59,6 +60,15 @@ class _Disk(msgspec.Struct, gc=False):
     reason: str | None = None
 
 
+class _MemoryCgroup(msgspec.Struct, gc=False):
+    """The start record's memory cgroup: which, and whether the sampler judged it the step's own."""
+
+    version: int | None = None
+    cgroup: str | None = None
+    own: bool | None = None  # None: a sampler from before the check
+    reason: str | None = None
+
+
 class Record(msgspec.Struct, gc=False):
     type: str = ""
     t: float = NAN
@@ -71,6 +81,7 @@ class Record(msgspec.Struct, gc=False):
     argv: list[str] = []
     interval_s: float | None = None
     exit_code: int | None = None
+    memory_cgroup: _MemoryCgroup | None = None
 
 
 _DECODE_MANY = msgspec.json.Decoder(list[Record])
@@ -179,6 +190,22 @@ class Partial:
     start: tuple[str | None, tuple[str, ...], float, float | None] | None
     end: tuple[float, int | None] | None
     skipped: int
+    cgroup_refusal: str | None = None  # why the start record's cgroup is not the step's own (see cgroup_refusal)
+
+
+def cgroup_refusal(block: _MemoryCgroup | None) -> str | None:
+    """Why the start record's memory cgroup is not the step's own, or None (it is, or none was named).
+    The sampler's verdict where it recorded one; for a sampler from before that check, the same rule
+    (infra.telemetry.procfs.judge_memory_cgroup) on the cgroup's path alone, so an old record of a
+    cgroup shared with slurmd or a session does not pass its peak off as the step's."""
+    if block is None or block.cgroup is None:
+        return None
+    if block.own is not None:
+        return None if block.own else block.reason or "the cgroup is not the step's own"
+    verdict = judge_memory_cgroup(block.version or 0, block.cgroup, {})
+    if verdict.own:
+        return None
+    return f"{verdict.reason} (judged from the cgroup's path: a sampler from before that check recorded no verdict)"
 
 
 def add_chunk(partial: Partial, buffer: bytearray, last_newline: int) -> None:
@@ -191,6 +218,7 @@ def add_chunk(partial: Partial, buffer: bytearray, last_newline: int) -> None:
         for record in records:
             if record.type == "start":
                 partial.start = (record.step, tuple(record.argv), record.t, record.interval_s)
+                partial.cgroup_refusal = cgroup_refusal(record.memory_cgroup)
             elif record.type == "end":
                 partial.end = (record.t, record.exit_code)
     if not samples:
@@ -213,12 +241,18 @@ def assemble(partials: list[Partial], source: str) -> TelemetryColumns:
     for partial in partials:
         for block, reason in partial.not_measured.items():
             not_measured.setdefault(block, reason)
-    start = next((p.start for p in partials if p.start is not None), None)
+    start_partial = next((p for p in partials if p.start is not None), None)
+    start = start_partial.start if start_partial is not None else None
     end = next((p.end for p in reversed(partials) if p.end is not None), None)
     chunks = [c for p in partials for c in p.columns]
     arrays = {
         name: np.concatenate([c[name] for c in chunks]) if chunks else np.empty(0, dtype=np.float64) for name in COLUMNS
     }
+    refusal = start_partial.cgroup_refusal if start_partial is not None else None
+    if refusal is not None:
+        # The peaks are a cgroup's the step shares (recorded by a sampler before the check): not the step's.
+        arrays["cgroup_peak_bytes"] = np.full(arrays["cgroup_peak_bytes"].size, NAN)
+        not_measured[CGROUP_PEAK] = refusal
     return TelemetryColumns(
         step=start[0] if start else None,
         source=source,
