@@ -339,7 +339,7 @@ def _describe(kind: str, ident: str) -> str:
         "pod": f"Kubernetes pod {ident}'s cgroup",
         "slurm": f"Slurm job {ident}'s cgroup",
         "lsf": f"LSF job {ident}'s cgroup",
-    }.get(kind, "a path of no job or pod (not Slurm's job_<N>, LSF's job.<N>.<index>.<time> or a Kubernetes pod<uid>)")
+    }.get(kind, "a path that names no job or pod")
 
 
 def judge_memory_cgroup(version: int, name: str, environ: Mapping[str, str]) -> CgroupVerdict:
@@ -364,7 +364,7 @@ def judge_memory_cgroup(version: int, name: str, environ: Mapping[str, str]) -> 
         where_runs = f"{job} runs in {daemon}'s {where} ({_describe(kind, ident)})"
         return CgroupVerdict(False, "", f"the step has no cgroup of its own on this site: {where_runs}; {fix}")
     if kind == "pod":
-        return CgroupVerdict(True, f"Kubernetes pod {ident}", f"{where} is Kubernetes pod {ident}'s")
+        return CgroupVerdict(True, f"Kubernetes pod {ident}", f"{where} is Kubernetes pod {ident}'s own")
     if kind == "namespace" and environ.get("KUBERNETES_SERVICE_HOST"):
         return CgroupVerdict(True, "the pod's container", f"{where} is the pod's container's own (a cgroup namespace)")
     if kind == "namespace":
