@@ -19,6 +19,7 @@ MIB = 1 << 20
 
 
 NO_OWN_CGROUP = "the step has no cgroup of its own on this site: Slurm job 2600005 runs in slurmd's v1 cgroup"
+JOB_CGROUP = "v1 cgroup /slurm_vm/uid_1001/job_2600003/step_batch/task_0 is Slurm job 2600003's own"
 
 
 @pytest.mark.parametrize(
@@ -54,6 +55,7 @@ def test_memory_peak_prefers_the_step_s_own_cgroup_and_says_which(
     assert peak.value == expected and peak.unit == "bytes" and peak.source == "recorded"
     if why is None:
         assert CGROUP_PEAK not in dict(columns.not_measured)
+        assert said == f"{basis}: {JOB_CGROUP}"  # whose cgroup it is
         assert peak.value is not None and peak.value < np.nanmax(columns.tree_rss_bytes) / 4
     else:
         assert why in dict(columns.not_measured)[CGROUP_PEAK] and why in said
@@ -65,7 +67,9 @@ def test_an_old_record_of_a_job_s_own_cgroup_keeps_its_peak() -> None:
     lines = (DATA / "sampler_cgroup_v1.jsonl").read_text().replace("/atlas-record-22244", "/slurm/uid_0/job_9/step_0")
     columns = telemetry.load_sampler_jsonl(lines.encode(), "x")
     peak, basis = performance.memory_peak(columns)
-    assert (peak.value, basis) == (229707776, performance.CGROUP_BASIS)
+    judged = "(judged from the cgroup's path: a sampler from before that check recorded no verdict)"
+    expected = f"{performance.CGROUP_BASIS}: v1 cgroup /slurm/uid_0/job_9/step_0 is Slurm job 9's own {judged}"
+    assert (peak.value, basis) == (229707776, expected)
 
 
 def _with_column_file(tmp_path: Path, lines: list[dict]) -> Path:  # type: ignore[type-arg]
@@ -94,7 +98,7 @@ def test_a_peak_the_sampler_could_not_read_keeps_its_reason_through_the_column_f
     assert dict(fast.not_measured)[CGROUP_PEAK] == reason
     assert math.isnan(fast.cgroup_peak_bytes[0]) and fast.cgroup_peak_bytes[2] == 227053568
     peak, basis = performance.memory_peak(fast)
-    assert peak.value == 227053568 and basis == performance.CGROUP_BASIS  # the samples that have one
+    assert peak.value == 227053568 and basis == f"{performance.CGROUP_BASIS}: {JOB_CGROUP}"  # the samples with one
 
 
 def test_an_old_record_s_shared_peaks_are_dropped_through_the_column_file_too(tmp_path: Path) -> None:
