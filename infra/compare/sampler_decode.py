@@ -204,7 +204,7 @@ def judge_start_cgroup(block: _MemoryCgroup | None) -> tuple[bool, str] | None:
         return None
     if block.own is not None:
         return block.own, (block.why if block.own else block.reason) or f"v{block.version} cgroup {block.cgroup}"
-    verdict = judge_memory_cgroup(block.version or 0, block.cgroup, {})
+    verdict = judge_memory_cgroup(block.version or 0, block.cgroup, None)
     judged = "judged from the cgroup's path: a sampler from before that check recorded no verdict"
     return verdict.own, f"{verdict.reason} ({judged})"
 

@@ -342,15 +342,18 @@ def _describe(kind: str, ident: str) -> str:
     }.get(kind, "a path that names no job or pod")
 
 
-def judge_memory_cgroup(version: int, name: str, environ: Mapping[str, str]) -> CgroupVerdict:
+def judge_memory_cgroup(version: int, name: str, environ: Mapping[str, str] | None) -> CgroupVerdict:
     """Whether cgroup `name` (v1 or v2, as /proc/self/cgroup names it) is the step's own, given the
     sampler's environment (pure). A scheduler's job comes first: under Slurm (SLURM_JOB_ID) or LSF
     (LSB_JOBID) only that job's cgroup is the step's, even where the path is a pod's (a slurmd in a
     pod runs every job in the pod's cgroup). Without one, a Kubernetes pod's cgroup is, and a v2
     namespace root is where KUBERNETES_SERVICE_HOST says the container is a pod's. Anything else
-    (the root, a session or service, a path of no known layout) is not: its peak may be others'."""
+    (the root, a session or service, a path of no known layout) is not: its peak may be others'.
+    `environ` None: not known (a record that did not keep it), so the path alone decides."""
     kind, ident = _cgroup_kind(version, name)
     where = f"v{version} cgroup {name}"
+    known = environ is not None
+    environ = environ or {}
     slurm_job, lsf_job = environ.get("SLURM_JOB_ID"), environ.get("LSB_JOBID")
     if kind in ("slurm", "lsf"):
         label, expected = ("Slurm", slurm_job) if kind == "slurm" else ("LSF", lsf_job)
@@ -368,8 +371,10 @@ def judge_memory_cgroup(version: int, name: str, environ: Mapping[str, str]) -> 
     if kind == "namespace" and environ.get("KUBERNETES_SERVICE_HOST"):
         return CgroupVerdict(True, "the pod's container", f"{where} is the pod's container's own (a cgroup namespace)")
     if kind == "namespace":
-        return CgroupVerdict(False, "", f"the step has no cgroup of its own: {where} is {_NOT_A_POD}")
-    what = f"{_describe(kind, ident)}, and the step is no Slurm or LSF job and in no Kubernetes pod"
+        what = _NOT_A_POD if known else f"{_describe(kind, ident)}, and whether the container was a pod's is not known"
+    else:
+        what = _describe(kind, ident)
+        what += ", and the step is no Slurm or LSF job and in no Kubernetes pod" if known else ""
     return CgroupVerdict(False, "", f"the step has no cgroup of its own: {where} is {what}")
 
 

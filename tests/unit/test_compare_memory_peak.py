@@ -36,9 +36,8 @@ JOB_CGROUP = "v1 cgroup /slurm_vm/uid_1001/job_2600003/step_batch/task_0 is Slur
             "sampler_cgroup_v1.jsonl",
             None,
             performance.RSS_BASIS,
-            "the step has no cgroup of its own: v1 cgroup /atlas-record-22244 is a path that names no job or pod, "
-            "and the step is no Slurm or LSF job and in no Kubernetes pod (judged from the cgroup's path: "
-            "a sampler from before that check recorded no verdict)",
+            "the step has no cgroup of its own: v1 cgroup /atlas-record-22244 is a path that names no job or pod "
+            "(judged from the cgroup's path: a sampler from before that check recorded no verdict)",
         ),
         # A sampler from before cgroup peaks: the RSS sum, and why.
         ("sampler_h200.jsonl", None, performance.RSS_BASIS, "not recorded (a sampler from before cgroup peaks)"),

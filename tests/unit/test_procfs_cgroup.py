@@ -326,9 +326,22 @@ def test_any_other_cgroup_is_refused_with_the_reason(
     assert reason in verdict.reason, verdict.reason
 
 
-def test_without_the_scheduler_s_environment_a_job_path_is_trusted_by_its_layout() -> None:
-    """The report judges records of samplers from before the check from the path alone."""
-    assert judge_memory_cgroup(1, "/slurm/uid_1000/job_77/step_0/task_0", {}).owner == "Slurm job 77"
-    assert judge_memory_cgroup(2, "/", {}).own is False  # a namespace root needs the pod's environment
+def test_without_the_environment_the_path_alone_decides() -> None:
+    """The report judges records of samplers from before the check from the path alone (None: the
+    environment was not recorded), and says no more than the path does."""
+    assert judge_memory_cgroup(1, "/slurm/uid_1000/job_77/step_0/task_0", None).owner == "Slurm job 77"
+    assert judge_memory_cgroup(2, f"/kubepods.slice/kubepods-pod{POD_UID.replace('-', '_')}.slice", None).own
+    namespace = judge_memory_cgroup(2, "/", None)  # a pod's container, or any container's: not known
+    assert namespace.own is False and namespace.reason == (
+        "the step has no cgroup of its own: v2 cgroup / is a container's own cgroup namespace, "
+        "and whether the container was a pod's is not known"
+    )
+    sandbox = judge_memory_cgroup(2, "/process_api/357a1b", None)
+    assert sandbox.reason == (
+        "the step has no cgroup of its own: v2 cgroup /process_api/357a1b is a path that names no job or pod"
+    )
     # v1's root (locate_memory_cgroup refuses it before; an old record may still name it).
-    assert "is the root cgroup, the whole host's" in judge_memory_cgroup(1, "/", {}).reason
+    assert judge_memory_cgroup(1, "/", {}).reason == (
+        "the step has no cgroup of its own: v1 cgroup / is the root cgroup, the whole host's, "
+        "and the step is no Slurm or LSF job and in no Kubernetes pod"
+    )
