@@ -48,6 +48,7 @@ from localenv.satori_config import (
     PARTITIONS,
     SatoriPaths,
     cluster_name,
+    render_cgroup_conf,
     render_gres_conf,
     render_slurm_conf,
     render_sshd_config,
@@ -390,8 +391,9 @@ def up(layout: Layout) -> dict[str, Any]:
     node = _node_name()
     paths.slurm_conf.write_text(render_slurm_conf(paths, layout, node))
     paths.gres_conf.write_text(render_gres_conf(node))
+    paths.cgroup_conf.write_text(render_cgroup_conf())
     paths.sshd_config.write_text(render_sshd_config(paths, layout.ports.sshd))
-    for f in (paths.slurm_conf, paths.gres_conf, paths.sshd_config):
+    for f in (paths.slurm_conf, paths.gres_conf, paths.cgroup_conf, paths.sshd_config):
         f.chmod(0o644)
 
     munged = daemons["munged"]

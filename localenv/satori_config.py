@@ -1,4 +1,4 @@
-"""The local Satori's config files rendered: sshd_config, slurm.conf and gres.conf, and where they live.
+"""The local Satori's config files rendered: sshd_config, slurm.conf, cgroup.conf and gres.conf, and where they live.
 
 Pure: the login node's and the Slurm node's figures (declared, not detected) and the paths
 under the environment's `satori_dir`; localenv/satori.py writes the files and runs
@@ -72,6 +72,11 @@ class SatoriPaths:
         return self.root / "slurm.conf"
 
     @property
+    def cgroup_conf(self) -> Path:
+        # Slurm reads cgroup.conf, as gres.conf, from the directory of slurm.conf.
+        return self.root / "cgroup.conf"
+
+    @property
     def gres_conf(self) -> Path:
         # Slurm reads gres.conf from the directory of slurm.conf.
         return self.root / "gres.conf"
@@ -91,6 +96,14 @@ class SatoriPaths:
 
 def cluster_name(layout: Layout) -> str:
     return f"atlas{layout.ports.base}"
+
+
+def first_job_id(layout: Layout) -> int:
+    """Where this environment's job ids start. Slurm's cgroup plugin puts a job in /slurm_<node>/uid_<U>/job_<N>
+    (Debian's build; the prefix is not configurable), and every local environment's node is this host: two
+    running at once must never reuse each other's ids. Their port bases are about a block (1000) apart at
+    least, their first ids 100 times that."""
+    return layout.ports.base * 100
 
 
 def render_sshd_config(paths: SatoriPaths, port: int, pid_file: Path | None = None) -> str:
@@ -143,9 +156,11 @@ def render_slurm_conf(paths: SatoriPaths, layout: Layout, node: str) -> str:
             f"SlurmdSpoolDir={paths.slurmd_spool}",
             f"SlurmctldPidFile={paths.root / 'slurmctld.pid'}",
             f"SlurmdPidFile={paths.root / 'slurmd.pid'}",
-            # No cgroups and no systemd on this machine: track processes by parentage.
-            "ProctrackType=proctrack/linuxproc",
-            "TaskPlugin=task/none",
+            # Each job in cgroups of its own (cgroup.conf), as on Satori: proctrack/cgroup finds every
+            # process of a job, task/cgroup gives it a memory cgroup whose peak is the job's own.
+            "ProctrackType=proctrack/cgroup",
+            "TaskPlugin=task/cgroup",
+            f"FirstJobId={first_job_id(layout)}",
             "MpiDefault=none",
             "SwitchType=switch/none",
             # Trust the declared CPUs and memory, not the 2-core host.
@@ -187,6 +202,27 @@ def render_slurm_conf(paths: SatoriPaths, layout: Layout, node: str) -> str:
                 f"PartitionName={BACKFILL_PARTITION} Nodes={node} Default=NO MaxTime=INFINITE State=UP "
                 "PriorityTier=1 PreemptMode=REQUEUE Hidden=YES"
             ),
+            "",
+        ]
+    )
+
+
+def render_cgroup_conf() -> str:
+    return "\n".join(
+        [
+            "# Written by Atlas's local environment: Slurm's cgroup plugins (slurm.conf names them).",
+            # autodetect: cgroup/v1 on this machine; cgroup/v2 where /sys/fs/cgroup is cgroup2.
+            "CgroupPlugin=autodetect",
+            "CgroupMountpoint=/sys/fs/cgroup",
+            # No systemd here to ask for slurmstepd's scope (cgroup v2 only; v1 ignores it).
+            "IgnoreSystemd=yes",
+            # The memory cgroup is made only where RAM is constrained: each job to what it asked for.
+            "ConstrainRAMSpace=yes",
+            "ConstrainSwapSpace=no",
+            # The node declares 8 CPUs on a 2-core machine: a cpuset of cores 0-7 cannot exist.
+            "ConstrainCores=no",
+            # The GPUs are aliases of /dev/null (gres.conf): nothing to fence off.
+            "ConstrainDevices=no",
             "",
         ]
     )

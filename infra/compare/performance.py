@@ -16,18 +16,20 @@ from infra.compare.report_model import MOCK_GPU, Performance, Series, StepMetric
 MAX_CHART_POINTS = 1000  # a series is reduced to at most this many (mean per bin) before charting
 
 
-CGROUP_BASIS = "the memory cgroup's peak (the kernel's high-water mark: every page once, page cache included)"
+CGROUP_BASIS = "the step's own memory cgroup's peak (the kernel's high-water mark: each page once, page cache included)"
 RSS_BASIS = "the RSS sum of the step's processes, highest sample (a page shared by forked workers counts in each)"
 
 
 def memory_peak(columns: TelemetryColumns) -> tuple[Value, str]:
-    """The step's memory peak and what it was read from: the cgroup's high-water mark where the
-    sampler recorded one (it counts pages shared between processes once, and sees between samples),
-    else the largest RSS sum over the samples, saying why there was no cgroup peak."""
+    """The step's memory peak and what it was read from: the high-water mark of the step's own cgroup
+    where the sampler recorded one (it counts pages shared between processes once, and sees between
+    samples), saying whose; else the largest RSS sum over the samples, saying why there was no cgroup
+    peak (none, or a cgroup the step shares: infra.telemetry.procfs.judge_memory_cgroup)."""
     src = columns.source
     cgroup = _stat(columns.cgroup_peak_bytes, "max", "bytes", src, _reason(columns, CGROUP_PEAK))
     if cgroup.measured:
-        return replace(cgroup, note=f"{CGROUP_BASIS}; {cgroup.note}"), CGROUP_BASIS
+        basis = f"{CGROUP_BASIS}: {columns.memory_cgroup_why}" if columns.memory_cgroup_why else CGROUP_BASIS
+        return replace(cgroup, note=f"{basis}; {cgroup.note}"), basis
     rss = _stat(columns.tree_rss_bytes, "max", "bytes", src, _reason(columns, "memory"))
     if not rss.measured:
         return rss, rss.note

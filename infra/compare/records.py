@@ -97,6 +97,9 @@ class TelemetryColumns:
     cgroup_peak_bytes: FloatArray  # the memory cgroup's high-water mark (NaN: see not_measured's CGROUP_PEAK)
     not_measured: tuple[tuple[str, str], ...]  # (block, first reason seen)
     skipped_lines: int
+    # Why the memory cgroup the peaks are of is the step's own ("v1 cgroup /slurm/.../job_77/... is Slurm
+    # job 77's own"); "" where there are no peaks (not_measured's CGROUP_PEAK says why).
+    memory_cgroup_why: str = ""
 
     @property
     def rows(self) -> int:

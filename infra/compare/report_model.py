@@ -94,8 +94,9 @@ class Performance:
     samples: Value
     series: tuple[Series, ...]
     loss: Series | None
-    # The step's memory peak: the cgroup's where the sampler recorded it, else memory_rss_peak;
-    # memory_peak_basis says which, in words, for the report.
+    # The step's memory peak: its own cgroup's where the sampler recorded one (a Slurm or LSF job's,
+    # a pod's: infra.telemetry.procfs.judge_memory_cgroup), else memory_rss_peak; memory_peak_basis
+    # says which and whose, or why there was no peak, in words for the report.
     memory_peak: Value = field(default_factory=lambda: missing("bytes", "not measured"))
     memory_peak_basis: str = "not measured"
     # The step `train_duration` and the telemetry figures are of (report.step; BigGAN's `train`).

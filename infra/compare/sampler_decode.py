@@ -18,6 +18,7 @@ import numpy as np
 
 from infra.compare.records import CGROUP_PEAK, FloatArray, TelemetryColumns
 from infra.telemetry import columns as column_file
+from infra.telemetry.procfs import judge_memory_cgroup
 
 NEWLINE, COMMA = ord("\n"), ord(",")
 NAN = math.nan
@@ -59,6 +60,16 @@ class _Disk(msgspec.Struct, gc=False):
     reason: str | None = None
 
 
+class _MemoryCgroup(msgspec.Struct, gc=False):
+    """The start record's memory cgroup: which, and whether the sampler judged it the step's own."""
+
+    version: int | None = None
+    cgroup: str | None = None
+    own: bool | None = None  # None: a sampler from before the check
+    reason: str | None = None  # why not the step's own (or why no peak could be read)
+    why: str | None = None  # why it is the step's own
+
+
 class Record(msgspec.Struct, gc=False):
     type: str = ""
     t: float = NAN
@@ -71,6 +82,7 @@ class Record(msgspec.Struct, gc=False):
     argv: list[str] = []
     interval_s: float | None = None
     exit_code: int | None = None
+    memory_cgroup: _MemoryCgroup | None = None
 
 
 _DECODE_MANY = msgspec.json.Decoder(list[Record])
@@ -179,6 +191,22 @@ class Partial:
     start: tuple[str | None, tuple[str, ...], float, float | None] | None
     end: tuple[float, int | None] | None
     skipped: int
+    # The start record's memory cgroup judged (see judge_start_cgroup): (the step's own?, why); None: none named.
+    cgroup_verdict: tuple[bool, str] | None = None
+
+
+def judge_start_cgroup(block: _MemoryCgroup | None) -> tuple[bool, str] | None:
+    """Whether the start record's memory cgroup is the step's own, and why; None where it names none.
+    The sampler's verdict where it recorded one; for a sampler from before that check, the same rule
+    (infra.telemetry.procfs.judge_memory_cgroup) on the cgroup's path alone, so an old record of a
+    cgroup shared with slurmd or a session does not pass its peak off as the step's."""
+    if block is None or block.cgroup is None:
+        return None
+    if block.own is not None:
+        return block.own, (block.why if block.own else block.reason) or f"v{block.version} cgroup {block.cgroup}"
+    verdict = judge_memory_cgroup(block.version or 0, block.cgroup, None)
+    judged = "judged from the cgroup's path: a sampler from before that check recorded no verdict"
+    return verdict.own, f"{verdict.reason} ({judged})"
 
 
 def add_chunk(partial: Partial, buffer: bytearray, last_newline: int) -> None:
@@ -191,6 +219,7 @@ def add_chunk(partial: Partial, buffer: bytearray, last_newline: int) -> None:
         for record in records:
             if record.type == "start":
                 partial.start = (record.step, tuple(record.argv), record.t, record.interval_s)
+                partial.cgroup_verdict = judge_start_cgroup(record.memory_cgroup)
             elif record.type == "end":
                 partial.end = (record.t, record.exit_code)
     if not samples:
@@ -213,12 +242,18 @@ def assemble(partials: list[Partial], source: str) -> TelemetryColumns:
     for partial in partials:
         for block, reason in partial.not_measured.items():
             not_measured.setdefault(block, reason)
-    start = next((p.start for p in partials if p.start is not None), None)
+    start_partial = next((p for p in partials if p.start is not None), None)
+    start = start_partial.start if start_partial is not None else None
     end = next((p.end for p in reversed(partials) if p.end is not None), None)
     chunks = [c for p in partials for c in p.columns]
     arrays = {
         name: np.concatenate([c[name] for c in chunks]) if chunks else np.empty(0, dtype=np.float64) for name in COLUMNS
     }
+    verdict = start_partial.cgroup_verdict if start_partial is not None else None
+    if verdict is not None and not verdict[0]:
+        # The peaks are a cgroup's the step shares (recorded by a sampler before the check): not the step's.
+        arrays["cgroup_peak_bytes"] = np.full(arrays["cgroup_peak_bytes"].size, NAN)
+        not_measured[CGROUP_PEAK] = verdict[1]
     return TelemetryColumns(
         step=start[0] if start else None,
         source=source,
@@ -229,5 +264,6 @@ def assemble(partials: list[Partial], source: str) -> TelemetryColumns:
         interval_s=start[3] if start else None,
         not_measured=tuple(sorted(not_measured.items())),
         skipped_lines=sum(p.skipped for p in partials),
+        memory_cgroup_why=verdict[1] if verdict is not None and verdict[0] else "",
         **arrays,
     )

@@ -7,6 +7,8 @@ failure into a "not measured" record with the reason. Nothing here keeps file ha
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -263,6 +265,117 @@ def find_memory_cgroup(proc: Path = PROC) -> MemoryCgroup | NoMemoryCgroup:
             return NoMemoryCgroup("in the root cgroup (v2), which has no memory.peak: its peak would be the host's")
         return NoMemoryCgroup(f"{found.folder / found.peak_file} absent (no memory controller for this cgroup)")
     return found
+
+
+# -- whose cgroup is it? ------------------------------------------------------------------------
+# A cgroup's peak is the step's memory only where the cgroup holds the step's processes alone. The
+# sampler knows its own cgroup's path (/proc/self/cgroup) and the scheduler's environment; these
+# are the layouts that say "one job" or "one pod" (docs/telemetry.md, "Whose cgroup"):
+# - Slurm, v1: /slurm[_<node>]/uid_<U>/job_<N>/step_<S>/task_<T> (task/cgroup or jobacct_gather/cgroup
+#   make the memory cgroup); v2: .../[<node>_]slurmstepd.scope/job_<N>/step_<S>/user/task_<T>.
+# - LSF (LSF_PROCESS_TRACKING=Y, LSF_LINUX_CGROUP_ACCT=Y): .../lsf/<cluster>/job.<N>.<index>.<submit time>.
+# - Kubernetes: cgroupfs .../kubepods[/<qos>]/pod<uid>[/<container>]; systemd
+#   /kubepods.slice/.../kubepods-<qos>-pod<uid>.slice[/cri-containerd-<id>.scope | crio-<id>.scope];
+#   with a cgroup namespace (containerd and CRI-O on v2) the container sees its own cgroup as "/".
+_SLURM_TOP = re.compile(r"^(slurm|slurm_.+|(.+_)?slurmstepd\.scope)$")
+_SLURM_JOB = re.compile(r"^job_(\d+)$")
+_LSF_JOB = re.compile(r"^job\.(\d+)(\.\d+)*$")
+_POD = re.compile(r"^(pod([0-9a-f][0-9a-f_-]*)|kubepods(-[a-z]+)*-pod([0-9a-f_]+)\.slice)$")
+_SESSION = re.compile(r"^(user\.slice|user-\d+\.slice|user@\d+\.service|session-.+\.scope)$")
+# Where a scheduler said the step is one of its jobs, how its administrator gives jobs cgroups of their own.
+_SLURM_FIX = (
+    "Slurm gives a job a memory cgroup of its own only with TaskPlugin=task/cgroup "
+    "(or JobAcctGatherType=jobacct_gather/cgroup)"
+)
+_LSF_FIX = "LSF gives a job cgroups of its own only with LSF_PROCESS_TRACKING=Y and LSF_LINUX_CGROUP_ACCT=Y"
+_NOT_A_POD = (
+    "a container's own cgroup namespace, but not a pod's (KUBERNETES_SERVICE_HOST is not set): "
+    "nothing says the container runs the step alone"
+)
+
+
+@dataclass(frozen=True)
+class CgroupVerdict:
+    """Whether a memory cgroup is the step's own, and why (or why not), in words for the report."""
+
+    own: bool
+    owner: str  # "Slurm job 77", "Kubernetes pod 1b2c...", "" where not own
+    reason: str
+
+
+def _cgroup_kind(version: int, name: str) -> tuple[str, str]:
+    """(kind, identity) of a cgroup path: slurm/lsf (job id), pod (uid), namespace (a v2 "/"), root,
+    session, service (its unit), or other. Pure: the path as /proc/self/cgroup writes it."""
+    parts = [part for part in name.split("/") if part]
+    if not parts:
+        # v2: the host's root has no memory.peak (find_memory_cgroup refuses it), so a "/" with a
+        # peak is a cgroup namespace's root, a container's own cgroup. v1's root is the host's.
+        return ("namespace", "") if version == 2 else ("root", "")
+    # Deepest first: a job's cgroup inside a pod's (a slurmd in a pod, with cgroups) is the job's.
+    for index in range(len(parts) - 1, -1, -1):
+        part, above = parts[index], parts[:index]
+        slurm = _SLURM_JOB.match(part)
+        if slurm and any(_SLURM_TOP.match(p) for p in above):
+            return "slurm", slurm.group(1)
+        lsf = _LSF_JOB.match(part)
+        if lsf and any(p == "lsf" or p.startswith("lsf.") for p in above):
+            return "lsf", lsf.group(1)
+        pod = _POD.match(part)
+        if pod and any(p.startswith("kubepods") for p in [*above, part]):
+            return "pod", (pod.group(2) or pod.group(4) or "").replace("_", "-")
+    if any(_SESSION.match(part) for part in parts):
+        return "session", next(part for part in reversed(parts) if _SESSION.match(part))
+    if "system.slice" in parts and parts[-1].endswith(".service"):
+        return "service", parts[-1]
+    return "other", ""
+
+
+def _describe(kind: str, ident: str) -> str:
+    return {
+        "root": "the root cgroup, the whole host's",
+        "namespace": "a container's own cgroup namespace",
+        "session": f"a login session's or user's cgroup ({ident}), shared by every process of that session",
+        "service": f"a system service's cgroup ({ident}), shared by the service and everything it started",
+        "pod": f"Kubernetes pod {ident}'s cgroup",
+        "slurm": f"Slurm job {ident}'s cgroup",
+        "lsf": f"LSF job {ident}'s cgroup",
+    }.get(kind, "a path that names no job or pod")
+
+
+def judge_memory_cgroup(version: int, name: str, environ: Mapping[str, str] | None) -> CgroupVerdict:
+    """Whether cgroup `name` (v1 or v2, as /proc/self/cgroup names it) is the step's own, given the
+    sampler's environment (pure). A scheduler's job comes first: under Slurm (SLURM_JOB_ID) or LSF
+    (LSB_JOBID) only that job's cgroup is the step's, even where the path is a pod's (a slurmd in a
+    pod runs every job in the pod's cgroup). Without one, a Kubernetes pod's cgroup is, and a v2
+    namespace root is where KUBERNETES_SERVICE_HOST says the container is a pod's. Anything else
+    (the root, a session or service, a path of no known layout) is not: its peak may be others'.
+    `environ` None: not known (a record that did not keep it), so the path alone decides."""
+    kind, ident = _cgroup_kind(version, name)
+    where = f"v{version} cgroup {name}"
+    known = environ is not None
+    environ = environ or {}
+    slurm_job, lsf_job = environ.get("SLURM_JOB_ID"), environ.get("LSB_JOBID")
+    if kind in ("slurm", "lsf"):
+        label, expected = ("Slurm", slurm_job) if kind == "slurm" else ("LSF", lsf_job)
+        if expected is not None and expected != ident:
+            return CgroupVerdict(False, "", f"{where} is {label} job {ident}'s, not this step's job {expected}'s")
+        return CgroupVerdict(True, f"{label} job {ident}", f"{where} is {label} job {ident}'s own")
+    if slurm_job is not None or lsf_job is not None:
+        job, fix = (f"Slurm job {slurm_job}", _SLURM_FIX) if slurm_job is not None else (f"LSF job {lsf_job}", _LSF_FIX)
+        # Without cgroups of its own, a job stays in the cgroup of the daemon that forked it.
+        daemon = "slurmd" if slurm_job is not None else "LSF's sbatchd"
+        where_runs = f"{job} runs in {daemon}'s {where} ({_describe(kind, ident)})"
+        return CgroupVerdict(False, "", f"the step has no cgroup of its own on this site: {where_runs}; {fix}")
+    if kind == "pod":
+        return CgroupVerdict(True, f"Kubernetes pod {ident}", f"{where} is Kubernetes pod {ident}'s own")
+    if kind == "namespace" and environ.get("KUBERNETES_SERVICE_HOST"):
+        return CgroupVerdict(True, "the pod's container", f"{where} is the pod's container's own (a cgroup namespace)")
+    if kind == "namespace":
+        what = _NOT_A_POD if known else f"{_describe(kind, ident)}, and whether the container was a pod's is not known"
+    else:
+        what = _describe(kind, ident)
+        what += ", and the step is no Slurm or LSF job and in no Kubernetes pod" if known else ""
+    return CgroupVerdict(False, "", f"the step has no cgroup of its own: {where} is {what}")
 
 
 def read_memory_cgroup_peak(cgroup: MemoryCgroup) -> int:

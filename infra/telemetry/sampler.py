@@ -31,7 +31,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
@@ -54,7 +54,10 @@ UNITS = {
     "cpu.tree_percent": "% of one core (200 = two cores busy)",
     "cpu.host_percent": "% of all the host's cores",
     "*_bytes": "bytes",
-    "memory.cgroup_peak_bytes": "the memory cgroup's high-water mark since its creation (page cache included)",
+    "memory.cgroup_peak_bytes": (
+        "the step's own memory cgroup's high-water mark since its creation (page cache included); null where"
+        " the cgroup is not the step's own (the start record's memory_figure says why)"
+    ),
     "gpu.devices[].utilization_percent": (
         "% of the time a kernel ran: the mean of NVML's samples since the last reading (utilization_method says how)"
     ),
@@ -79,6 +82,7 @@ class Sampler:
         columns: ColumnWriter | None = None,
         out_offset: int = 0,
         memory_cgroup: procfs.MemoryCgroup | procfs.NoMemoryCgroup | None = None,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
         self.out = out
         # The binary rows beside the JSONL (infra/telemetry/columns.py); each names its line's offset.
@@ -93,8 +97,23 @@ class Sampler:
         self.previous_tree: dict[int, tuple[int, int]] = {}  # pid -> (start ticks, cpu ticks)
         self.previous_host: procfs.HostCpu | None = None
         self.previous_t = time.monotonic()
-        # Found once: a process does not change cgroups by itself, and each sample then reads one file.
+        # Found and judged once: a process does not change cgroups by itself, and each sample then
+        # reads one file. Its peak is read only where the cgroup is the step's own (a Slurm or LSF
+        # job's, a pod's): a cgroup shared with a daemon or a session would credit the step with
+        # their memory, so there the RSS sum stands and the start record says why.
         self.memory_cgroup = memory_cgroup if memory_cgroup is not None else procfs.find_memory_cgroup()
+        self.memory_verdict = (
+            procfs.judge_memory_cgroup(
+                self.memory_cgroup.version, self.memory_cgroup.name, os.environ if environ is None else environ
+            )
+            if isinstance(self.memory_cgroup, procfs.MemoryCgroup)
+            else None
+        )
+        self.peak_cgroup: procfs.MemoryCgroup | procfs.NoMemoryCgroup = (
+            procfs.NoMemoryCgroup(self.memory_verdict.reason)
+            if self.memory_verdict is not None and not self.memory_verdict.own
+            else self.memory_cgroup
+        )
 
     # -- output --------------------------------------------------------------------------
     def write(self, record: dict[str, Any]) -> None:
@@ -177,7 +196,7 @@ class Sampler:
         cpu, memory = _safe_pair(lambda: self._cpu_and_rss(now))
         if memory.get("measured"):
             memory.update(_measured(_host_memory))
-            memory.update(_cgroup_peak(self.memory_cgroup))
+            memory.update(_cgroup_peak(self.peak_cgroup))
         return {
             "type": "sample",
             "t": time.time(),
@@ -209,7 +228,7 @@ class Sampler:
         for signum in FORWARDED_SIGNALS:
             signal.signal(signum, self.on_signal)
         self.previous_host = _try(procfs.read_host_cpu)
-        cgroup_at_start = _cgroup_description(self.memory_cgroup)  # before the child adds to it
+        cgroup_at_start = _cgroup_description(self.memory_cgroup, self.memory_verdict)  # before the child adds to it
         started = time.time()
         start_monotonic = time.monotonic()
         try:
@@ -233,6 +252,7 @@ class Sampler:
                 "interval_s": self.interval_s,
                 "gpu_source": self.gpu_reader.source,
                 "memory_cgroup": cgroup_at_start,
+                "memory_figure": _memory_figure(cgroup_at_start),
                 "units": UNITS,
             }
         )
@@ -351,20 +371,33 @@ def _cgroup_peak(cgroup: procfs.MemoryCgroup | procfs.NoMemoryCgroup) -> dict[st
         return {"cgroup_peak_bytes": None, "cgroup_peak_reason": f"{type(error).__name__}: {error}"}
 
 
-def _cgroup_description(cgroup: procfs.MemoryCgroup | procfs.NoMemoryCgroup) -> dict[str, Any]:
-    """For the start record: which cgroup the peaks are of, and its peak before the step began
-    (the kernel's mark counts from the cgroup's creation: a later peak equal to it may predate the step)."""
+def _cgroup_description(
+    cgroup: procfs.MemoryCgroup | procfs.NoMemoryCgroup, verdict: procfs.CgroupVerdict | None
+) -> dict[str, Any]:
+    """For the start record: which cgroup the peaks are of, whether it is the step's own and why, and
+    its peak before the step began (the kernel's mark counts from the cgroup's creation: a later peak
+    equal to it may predate the step). A cgroup that is not the step's own is named, its peak not read."""
     if isinstance(cgroup, procfs.NoMemoryCgroup):
         return gpu.not_measured(cgroup.reason)
+    block: dict[str, Any] = {"version": cgroup.version, "cgroup": cgroup.name, "peak_file": cgroup.peak_file}
+    if verdict is not None and not verdict.own:
+        return {"measured": False, **block, "own": False, "reason": verdict.reason}
     before = _cgroup_peak(cgroup)
-    return {
-        "measured": before["cgroup_peak_bytes"] is not None,
-        "version": cgroup.version,
-        "cgroup": cgroup.name,
-        "peak_file": cgroup.peak_file,
-        "peak_at_start_bytes": before["cgroup_peak_bytes"],
-        **({"reason": before["cgroup_peak_reason"]} if "cgroup_peak_reason" in before else {}),
-    }
+    block = {"measured": before["cgroup_peak_bytes"] is not None, **block}
+    if verdict is not None:
+        block.update({"own": True, "owner": verdict.owner, "why": verdict.reason})
+    block["peak_at_start_bytes"] = before["cgroup_peak_bytes"]
+    if "cgroup_peak_reason" in before:
+        block["reason"] = before["cgroup_peak_reason"]
+    return block
+
+
+def _memory_figure(cgroup: dict[str, Any]) -> dict[str, str]:
+    """Which reading is the step's memory figure, and why: the cgroup's peak where the cgroup is the
+    step's own and its peak could be read, else the RSS sum of the step's processes."""
+    if cgroup.get("measured") and cgroup.get("own"):
+        return {"source": "cgroup_peak", "why": str(cgroup["why"])}
+    return {"source": "tree_rss", "why": str(cgroup.get("reason", "no memory cgroup"))}
 
 
 def _network() -> dict[str, Any]:

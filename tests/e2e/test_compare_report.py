@@ -234,3 +234,14 @@ def test_report_lifecycle_times_agree_with_the_schedulers_and_the_api(
     assert openshift["performance"]["cpu_tree_mean"]["value"] > 0
     assert openshift["performance"]["gpu_utilization_mean"]["value"] is None
     assert "mock GPU" in openshift["performance"]["gpu_utilization_mean"]["note"]
+    # Each side's memory figure is its measured step's own cgroup's peak: the pod's on the node, the
+    # Slurm job's on both HPC sides (the local Slurm's task/cgroup; the LSF stand-in's jobs are
+    # Slurm's). Each of those cgroups is held to the step's request (the pod's limit, Slurm's
+    # ConstrainRAMSpace), so its peak cannot pass it: a cgroup shared with slurmd or the node could.
+    step = next(s for s in workload.steps if s.name == workload.measured_step)
+    owners = {"openshift": "is Kubernetes pod ", "satori": "is Slurm job ", "satori-slurm": "is Slurm job "}
+    for name, owner in owners.items():
+        performance = envs[name]["performance"]
+        basis, peak = performance["memory_peak_basis"], performance["memory_peak"]
+        assert basis.startswith("the step's own memory cgroup's peak") and owner in basis, (name, basis)
+        assert 0 < peak["value"] <= step.resources.memory_bytes, (name, peak)

@@ -56,6 +56,22 @@ def test_satori_configs_name_the_node_and_its_files() -> None:
     assert gres.endswith("NodeName=node1 Name=gpu Type=v100 File=/dev/fakegpu[0-3]\n")
 
 
+def test_the_local_slurm_puts_each_job_in_cgroups_of_its_own() -> None:
+    """proctrack/cgroup and task/cgroup with RAM constrained (the memory cgroup is made only then):
+    each job's memory cgroup is its own, so the sampler trusts its peak (docs/telemetry.md). Job ids
+    start per environment: Slurm's cgroup prefix is one for every environment on this host."""
+    paths = satori_config.SatoriPaths(LAYOUT.satori_dir)
+    slurm = satori_config.render_slurm_conf(paths, LAYOUT, "node1").splitlines()
+    assert {"ProctrackType=proctrack/cgroup", "TaskPlugin=task/cgroup", "FirstJobId=1600000"} <= set(slurm)
+    other = satori_config.render_slurm_conf(paths, Layout(LAYOUT.state_dir, Ports(17000)), "node1").splitlines()
+    assert "FirstJobId=1700000" in other
+    cgroup = satori_config.render_cgroup_conf().splitlines()
+    assert {"CgroupPlugin=autodetect", "ConstrainRAMSpace=yes", "ConstrainCores=no", "ConstrainDevices=no"} <= set(
+        cgroup
+    )
+    assert paths.cgroup_conf.parent == paths.slurm_conf.parent  # Slurm reads it beside slurm.conf
+
+
 def test_the_local_site_s_login_node_asks_a_code_after_the_key_and_the_bastion_only_forwards() -> None:
     satori, site = satori_config.SatoriPaths(LAYOUT.satori_dir), site_config.SitePaths(LAYOUT.site_dir)
     login = site_config.render_login_config(satori, site, LAYOUT).splitlines()

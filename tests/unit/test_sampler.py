@@ -63,49 +63,97 @@ def test_tree_cpu_and_rss_are_seen_and_the_exit_code_propagates(tmp_path: Path) 
     assert raw[-1]["type"] == "end" and raw[-1]["duration_s"] > 1
 
 
-def _fresh_v1_memory_cgroup(name: str) -> Path:
-    """A new memory cgroup (v1) beside this test's own, or a skip saying why none can be made here.
-    Not being root is no such reason: the test asks for the `root` fixture, which fails (CI runs as root)."""
+def _fresh_v1_memory_cgroup(relative: str) -> list[Path]:
+    """New memory cgroups (v1) below this test's own, deepest last, or a skip saying why none can be
+    made here. Not being root is no such reason: the test asks for the `root` fixture, which fails
+    (CI runs as root)."""
     from infra.telemetry.procfs import MemoryCgroup, find_memory_cgroup
 
     own = find_memory_cgroup()
     if not isinstance(own, MemoryCgroup) or own.version != 1:
         pytest.skip(f"needs a cgroup v1 memory hierarchy: {getattr(own, 'reason', 'this one is cgroup v2')}")
-    folder = own.folder / name
+    made: list[Path] = []
+    folder = own.folder
     try:
-        folder.mkdir()
+        for part in relative.split("/"):
+            folder = folder / part
+            folder.mkdir()
+            made.append(folder)
     except OSError as error:
+        _remove(made)
         pytest.skip(f"cannot create a memory cgroup here, even as root ({error}): a read-only or foreign hierarchy")
-    return folder
+    return made
+
+
+def _remove(cgroups: list[Path]) -> None:
+    for folder in reversed(cgroups):  # deepest first; each is empty once its processes have exited
+        folder.rmdir()
+
+
+def _sample_in_cgroup(tmp_path: Path, folder: Path, env: dict[str, str]) -> Path:
+    out = tmp_path / "t.jsonl"
+    script = f"{shlex.quote(sys.executable)} -c {shlex.quote(GRANDCHILD)}"
+    sampler = subprocess.Popen(
+        [*SAMPLER, "--out", str(out), "--interval", "0.2", "--", "bash", "-c", script],
+        cwd=REPO,
+        env={**env, "PYTHONPATH": str(REPO)},
+        # Join the cgroup between fork and exec, so the sampler's whole life is counted there.
+        preexec_fn=lambda: (folder / "cgroup.procs").write_text(str(os.getpid())),
+    )
+    assert sampler.wait(timeout=20) == 0
+    return out
+
+
+# The scheduler's and Kubernetes' variables the sampler judges its cgroup by: each test sets its own.
+_CONTEXT = ("SLURM_JOB_ID", "LSB_JOBID", "KUBERNETES_SERVICE_HOST")
 
 
 @pytest.mark.usefixtures("root")
-def test_the_cgroup_peak_is_recorded_beside_the_rss_sum(tmp_path: Path) -> None:
-    """The sampler in a cgroup of its own (as in a pod's container): the peak is that cgroup's,
-    it covers the grandchild's 150 MiB, and it started below it (the kernel's mark since creation)."""
-    folder = _fresh_v1_memory_cgroup(f"atlas-test-sampler-{os.getpid()}")
-    out = tmp_path / "t.jsonl"
+def test_a_job_s_own_cgroup_gives_the_peak_beside_the_rss_sum(tmp_path: Path) -> None:
+    """The sampler in a cgroup laid out as Slurm's task/cgroup lays out a job's (job_<N> under a
+    slurm_<node> top), with SLURM_JOB_ID=N as slurmstepd sets it: the cgroup is the step's own, so
+    its peak is read; it covers the grandchild's 150 MiB and started below it (the kernel's mark
+    since creation). A real Slurm job's recording is tests/unit/data/sampler_slurm_job_cgroup_v1.jsonl."""
+    job = str(os.getpid())
+    made = _fresh_v1_memory_cgroup(f"slurm_atlastest/uid_0/job_{job}/step_0")
+    env = {k: v for k, v in os.environ.items() if k not in _CONTEXT}
     try:
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        script = f"{shlex.quote(sys.executable)} -c {shlex.quote(GRANDCHILD)}"
-        sampler = subprocess.Popen(
-            [*SAMPLER, "--out", str(out), "--interval", "0.2", "--", "bash", "-c", script],
-            cwd=REPO,
-            env=env,
-            # Join the cgroup between fork and exec, so the sampler's whole life is counted there.
-            preexec_fn=lambda: (folder / "cgroup.procs").write_text(str(os.getpid())),
-        )
-        assert sampler.wait(timeout=20) == 0
+        out = _sample_in_cgroup(tmp_path, made[-1], {**env, "SLURM_JOB_ID": job})
     finally:
-        folder.rmdir()  # empty again: every process in it has exited
+        _remove(made)
     run = parse_sampler_jsonl(out.read_text())
     assert run.memory_cgroup is not None and run.memory_cgroup.startswith("v1 /")
-    assert run.memory_cgroup.endswith("/" + folder.name)
+    assert run.memory_cgroup.endswith(f"/slurm_atlastest/uid_0/job_{job}/step_0")
+    assert run.memory_cgroup_own is True
+    assert run.memory_source == "cgroup_peak"
+    assert run.memory_source_why == f"v1 cgroup {run.memory_cgroup[3:]} is Slurm job {job}'s own"
     assert run.cgroup_peak_at_start_bytes is not None and run.cgroup_peak_at_start_bytes < ALLOCATE_BYTES
     peaks = [s.cgroup_peak_bytes for s in run.samples if s.cgroup_peak_bytes is not None]
     assert len(peaks) == len(run.samples), [s.cgroup_peak_reason for s in run.samples]
     assert max(peaks) >= ALLOCATE_BYTES
     assert peaks == sorted(peaks)  # a high-water mark never falls
+
+
+@pytest.mark.usefixtures("root")
+def test_a_cgroup_that_is_not_the_step_s_own_is_named_and_its_peak_not_read(tmp_path: Path) -> None:
+    """The same, in a cgroup of no job's or pod's layout and with SLURM_JOB_ID set (a Slurm without
+    task/cgroup leaves its jobs in slurmd's cgroup): no peak in any sample, the reason in each and in
+    the start record's memory_figure, and the RSS sum still there."""
+    made = _fresh_v1_memory_cgroup(f"atlas-test-sampler-{os.getpid()}")
+    env = {k: v for k, v in os.environ.items() if k not in _CONTEXT}
+    try:
+        out = _sample_in_cgroup(tmp_path, made[-1], {**env, "SLURM_JOB_ID": "77"})
+    finally:
+        _remove(made)
+    run = parse_sampler_jsonl(out.read_text())
+    assert run.memory_cgroup is not None and run.memory_cgroup.endswith(f"/atlas-test-sampler-{os.getpid()}")
+    assert run.memory_cgroup_own is False and run.memory_source == "tree_rss"
+    why = "the step has no cgroup of its own on this site: Slurm job 77 runs in slurmd's v1 cgroup"
+    assert run.memory_source_why is not None and run.memory_source_why.startswith(why)
+    assert run.memory_cgroup_reason == run.memory_source_why and run.cgroup_peak_at_start_bytes is None
+    assert run.samples and all(s.cgroup_peak_bytes is None for s in run.samples)
+    assert all(s.cgroup_peak_reason == run.memory_source_why for s in run.samples)
+    assert max(s.tree_rss_bytes or 0 for s in run.samples) >= ALLOCATE_BYTES
 
 
 def test_sigterm_is_forwarded_and_the_childs_exit_code_returned(tmp_path: Path) -> None:

@@ -152,6 +152,41 @@ def test_sampler_jsonl_with_a_cgroup_v1_peak() -> None:
     assert all(s.cgroup_peak_reason is None for s in run.samples)
     rss = run.samples[0].tree_rss_bytes
     assert rss is not None and rss > 4 * 229707776  # five processes' RSS over one cgroup's peak
+    # A sampler from before the ownership check: no verdict, no memory_figure.
+    assert (run.memory_cgroup_own, run.memory_source, run.memory_source_why) == (None, None, None)
+
+
+@pytest.mark.parametrize(
+    ("recording", "own", "source", "why", "peaks"),
+    [
+        (
+            "sampler_slurm_job_cgroup_v1.jsonl",
+            True,
+            "cgroup_peak",
+            "v1 cgroup /slurm_vm/uid_1001/job_2600003/step_batch/task_0 is Slurm job 2600003's own",
+            [227053568] * 3,
+        ),
+        (
+            "sampler_slurm_no_cgroup_v1.jsonl",
+            False,
+            "tree_rss",
+            "the step has no cgroup of its own on this site: Slurm job 2600005 runs in slurmd's v1 cgroup "
+            "/process_api/01923d5499f1b9241da00a45fb1155bd (a path that names no job or pod); Slurm gives a job "
+            "a memory cgroup of its own only with TaskPlugin=task/cgroup (or JobAcctGatherType=jobacct_gather/cgroup)",
+            [None] * 3,
+        ),
+    ],
+)
+def test_sampler_jsonl_says_whose_cgroup_and_which_figure(
+    recording: str, own: bool, source: str, why: str, peaks: list[int | None]
+) -> None:
+    """A real local Slurm job (tests/unit/data/shared_tree.py says how each was recorded), with and
+    without task/cgroup: the start record's verdict and memory_figure, and peaks only from its own."""
+    run = parse_sampler_jsonl(read(recording))
+    assert (run.memory_cgroup_own, run.memory_source, run.memory_source_why) == (own, source, why)
+    assert [s.cgroup_peak_bytes for s in run.samples] == peaks
+    assert all(s.cgroup_peak_reason == (None if own else why) for s in run.samples)
+    assert all((s.tree_rss_bytes or 0) > 1000 << 20 for s in run.samples)  # five processes sharing 200 MiB
 
 
 @pytest.mark.parametrize(

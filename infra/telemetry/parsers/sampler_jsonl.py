@@ -52,6 +52,12 @@ class SamplerRun:
     memory_cgroup: str | None = None  # "v1 /kubepods/...", the cgroup the peaks are of; None: see reason
     memory_cgroup_reason: str | None = None
     cgroup_peak_at_start_bytes: int | None = None  # before the step's command started
+    # Whether the sampler judged the cgroup the step's own (procfs.judge_memory_cgroup); None: a
+    # sampler from before that check recorded no verdict.
+    memory_cgroup_own: bool | None = None
+    # The start record's memory_figure: "cgroup_peak" or "tree_rss", and why; None: not recorded.
+    memory_source: str | None = None
+    memory_source_why: str | None = None
 
 
 def _block(record: dict[str, Any], name: str) -> dict[str, Any] | None:
@@ -122,16 +128,26 @@ def _cgroup_peak(memory: dict[str, Any] | None, memory_reason: str | None) -> tu
     return peak, None
 
 
-def _memory_cgroup(start: dict[str, Any]) -> tuple[str | None, str | None, int | None]:
-    """(which cgroup, why none, its peak before the step) from the start record."""
+def _memory_cgroup(start: dict[str, Any]) -> tuple[str | None, str | None, int | None, bool | None]:
+    """(which cgroup, why none or why not the step's, its peak before the step, whether it is the
+    step's own) from the start record."""
     block = start.get("memory_cgroup")
     if not isinstance(block, dict):
-        return None, "not recorded (a sampler from before cgroup peaks)" if start else "no start record", None
+        return None, "not recorded (a sampler from before cgroup peaks)" if start else "no start record", None, None
+    own = block.get("own")
+    own = own if isinstance(own, bool) else None
     if "cgroup" not in block:
-        return None, str(block.get("reason", "not measured")), None
+        return None, str(block.get("reason", "not measured")), None, own
     name = f"v{block.get('version')} {block['cgroup']}"
     at_start = block.get("peak_at_start_bytes")
-    return name, block.get("reason"), at_start if isinstance(at_start, int) else None
+    return name, block.get("reason"), at_start if isinstance(at_start, int) else None, own
+
+
+def _memory_figure(start: dict[str, Any]) -> tuple[str | None, str | None]:
+    block = start.get("memory_figure")
+    if not isinstance(block, dict):
+        return None, None
+    return str(block.get("source")), str(block.get("why", ""))
 
 
 def parse_sampler_jsonl(text: str) -> SamplerRun:
@@ -158,7 +174,8 @@ def parse_sampler_jsonl(text: str) -> SamplerRun:
             signals.append((float(record["t"]), str(record["signal"])))
         elif kind == "end":
             end = record
-    cgroup, cgroup_reason, peak_at_start = _memory_cgroup(start)
+    cgroup, cgroup_reason, peak_at_start, own = _memory_cgroup(start)
+    source, source_why = _memory_figure(start)
     return SamplerRun(
         step=start.get("step"),
         argv=tuple(start.get("argv", ())),
@@ -172,4 +189,7 @@ def parse_sampler_jsonl(text: str) -> SamplerRun:
         memory_cgroup=cgroup,
         memory_cgroup_reason=cgroup_reason,
         cgroup_peak_at_start_bytes=peak_at_start,
+        memory_cgroup_own=own,
+        memory_source=source,
+        memory_source_why=source_why,
     )
