@@ -251,8 +251,12 @@ class Runner:
 
 
 def serve(runner: Runner, stop: threading.Event) -> None:
+    recovered = False
     while not stop.is_set():
         try:
+            if not recovered:  # once, before the first build: the API server may still be starting
+                runner.recover()
+                recovered = True
             ran = runner.round()
         except (OSError, KubeRequestError) as err:
             runner.log.warning("round failed (%s); retrying", err)
@@ -279,10 +283,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     runner.log.info("stand-in for OpenShift's build controller: Docker strategy, Git source, registry %s",
                     args.registry)
     started = time.monotonic()
-    try:
-        runner.recover()
-    except (OSError, KubeRequestError) as err:  # the API server not up yet: the next start tries again
-        runner.log.warning("could not look for builds an earlier runner left (%s)", err)
     serve(runner, stop)
     runner.log.info("stopped after %.0f s", time.monotonic() - started)
     return 0

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from localenv import build_objects
+from localenv import build_objects, builds
 from localenv.build_objects import Output
 from localenv.builds import BuildFailed, Runner
 
@@ -134,3 +135,28 @@ def test_builds_a_stopped_runner_left_going_end_in_error_when_the_next_starts(tm
     assert [s["phase"] for s in api.statuses("app-1")] == ["Error"]
     assert api.statuses("app-2")[0]["reason"] == "BuildPodDeleted"
     assert all(not api.statuses(f"app-{n}") for n in (3, 4, 5))
+
+
+def test_the_runner_looks_for_left_builds_once_the_api_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner starts with the API server, which may still answer 429 (storage initializing)."""
+    monkeypatch.setattr(builds, "POLL_S", 0.0)
+    stop = threading.Event()
+    calls: list[str] = []
+
+    class Scripted:
+        log = logging.getLogger("test")
+
+        def recover(self) -> int:
+            calls.append("recover")
+            if calls.count("recover") == 1:
+                raise OSError("HTTP Error 429: storage is (re)initializing")
+            return 0
+
+        def round(self) -> int:
+            calls.append("round")
+            if calls.count("round") == 3:
+                stop.set()
+            return 0
+
+    builds.serve(Scripted(), stop)  # type: ignore[arg-type]
+    assert calls == ["recover", "recover", "round", "round", "round"]
