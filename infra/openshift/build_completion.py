@@ -190,11 +190,10 @@ class BuildTarget:
 
     def rerun_hint(self) -> str:
         source = f" ({mask_url_credentials(self.git_source)}, as committed and pushed)" if self.git_source else ""
-        hint = (f"Fix what the build reads from its Git source{source} and run `pulumi up` again: a changed "
-                "build (its Containerfile path, context, arguments or Git ref) is a new BuildConfig and builds again")
-        if self.config_urn:
-            hint += f"; to build the same source again: pulumi up --replace '{self.config_urn}'"
-        return hint
+        again = (f"`pulumi up --replace '{self.config_urn}'`" if self.config_urn
+                 else "`pulumi up --replace` the BuildConfig")
+        return (f"Fix it in the build's Git source{source}, then build it again: {again} (a plain `pulumi up` builds "
+                "again only where the build's Containerfile path, context, arguments or Git ref changed)")
 
 
 def failure_text(
