@@ -123,8 +123,8 @@ def upgrade(tmp_path: Path) -> Iterator[Upgrade]:
     old_tree = extract_old_tree(tmp_path / "old-tree")
     proj = PulumiProject.create(tmp_path, source=old_tree)
     log = tmp_path / "old-imports.log"
-    new = replace(proj, env={**proj.env, "ATLAS_COMPAT_IMPORT_LOG": str(log)})
-    new.env.pop("PYTHONPATH", None)
+    # The new code is this checkout's (isolated_env's PYTHONPATH), the old one the extracted tree.
+    new = replace(proj, env={**proj.env, "ATLAS_COMPAT_IMPORT_LOG": str(log), "PYTHONPATH": str(REPO_ROOT)})
     old = replace(new, env={**new.env, "PYTHONPATH": str(old_tree)})
     yield Upgrade(old, new, old_tree, log)
 
