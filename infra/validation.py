@@ -47,6 +47,14 @@ GIT_URL = re.compile(r"^(https://|ssh://|git@)[A-Za-z0-9._:/@~-]+$")
 GIT_URL_OR_GIT_PROTOCOL = re.compile(r"^(https://|ssh://|git://|git@)[A-Za-z0-9._:/@~-]+$")
 # What an example stack file writes where the user must put their own value.
 PLACEHOLDER = "REPLACE_WITH"
+# A URL's user information (`https://user:token@host`, `https://token@host`): a credential, masked
+# wherever a URL is shown (a build's log, a git command line).
+_URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]+@")
+
+
+def mask_url_credentials(text: str) -> str:
+    """`text` with the user information of every URL in it masked (`https://***@host/...`)."""
+    return _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}***@", text)
 
 
 def switched_off(section: object) -> TypeGuard[Mapping[Any, Any]]:

@@ -19,7 +19,22 @@ BUILD_CONFIG_LABEL = "openshift.io/build-config.name"
 BUILD_NUMBER = "openshift.io/build.number"
 LOG_ANNOTATION = "atlas.dev/build-log"
 TERMINAL = ("Complete", "Failed", "Error", "Cancelled")
+# openshift-controller-manager's maxExcerptLength: the lines of a failed build's log it keeps.
 LOG_SNIPPET_LINES = 5
+# OpenShift's status messages for the reasons this runner gives (openshift/api, build/v1:
+# StatusMessage*), so a Build here reads as one there; what went wrong in detail is in the log.
+STATUS_MESSAGES = {
+    "FetchSourceFailed": "Failed to fetch the input source.",
+    "InvalidContextDirectory": "The supplied context directory does not exist.",
+    "DockerBuildFailed": "Docker build strategy has failed.",
+    "PushImageToRegistryFailed": "Failed to push the image to the registry.",
+    "CancelledBuild": "The build was cancelled by the user.",
+    "BuildPodDeleted": "The pod for this build was deleted before the build completed.",
+    "GenericBuildFailed": "Generic Build failure - check logs for details.",
+}
+# The phase each reason ends a build in: Failed where the build itself failed, Cancelled when
+# asked to stop, Error where it could not run to an end (its pod gone: here, the runner stopped).
+REASON_PHASES = {"CancelledBuild": "Cancelled", "BuildPodDeleted": "Error"}
 
 
 def now_text(now: dt.datetime | None = None) -> str:
@@ -104,3 +119,23 @@ def image_stream_status(stream: Mapping[str, Any], registry: str, tag: str, dige
 
 def log_snippet(log: str) -> str:
     return "\n".join(log.rstrip().splitlines()[-LOG_SNIPPET_LINES:])
+
+
+def ended_status(reason: str, log: str, started: dt.datetime | None, finished: dt.datetime) -> Manifest:
+    """The status of a build that did not complete, as OpenShift's build controller writes it:
+    the phase for `reason`, its message, the end of the log (`logSnippet`, Failed builds only,
+    as OpenShift keeps it) and the times."""
+    phase = REASON_PHASES.get(reason, "Failed")
+    status: Manifest = {"phase": phase, "reason": reason,
+                        "message": STATUS_MESSAGES.get(reason, STATUS_MESSAGES["GenericBuildFailed"]),
+                        "completionTimestamp": now_text(finished)}
+    if phase == "Failed" and log.strip():
+        status["logSnippet"] = log_snippet(log)
+    if started is not None:
+        status["duration"] = int((finished - started).total_seconds() * 1e9)
+    return status
+
+
+def is_cancelled(build: Mapping[str, Any]) -> bool:
+    """`oc cancel-build` sets `status.cancelled`; the controller then ends the build Cancelled."""
+    return bool((build.get("status") or {}).get("cancelled"))

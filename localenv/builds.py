@@ -8,9 +8,14 @@ following OpenShift's documented behaviour (Builds and BuildConfigs, build.opens
   Build `<config>-<n>` (labels and annotations `openshift.io/build-config.name`,
   `openshift.io/build.number`, an owner reference, the config's spec, `triggeredBy`) and sets
   the config's `status.lastVersion`; `runPolicy: Serial` builds one at a time per config;
-- the Build moves through New, Pending, Running and Complete or Failed, with start and
-  completion times, `duration`, the commit it built (`spec.revision`), `reason`/`message` and
-  `logSnippet` on failure, and `output.to.imageDigest` on success;
+- the Build moves through New, Pending, Running and Complete, Failed, Error or Cancelled, with
+  start and completion times, `duration`, the commit it built (`spec.revision`), and
+  `output.to.imageDigest` on success; a build that did not complete gets OpenShift's `reason`
+  and `message` (FetchSourceFailed, InvalidContextDirectory, DockerBuildFailed,
+  PushImageToRegistryFailed: Failed, with the log's last 5 lines as `logSnippet`, as
+  openshift-controller-manager keeps them; CancelledBuild: Cancelled, for `status.cancelled`
+  set before the build or between its fetch and its build; BuildPodDeleted: Error, for a build
+  a runner that stopped left Pending or Running, found when the next one starts);
 - the source is fetched with git from the config's URI and ref, the image built with buildah
   from the context folder and Dockerfile path with the build args (localenv/images.py),
   and pushed to the local registry, which stands in for the internal one;
@@ -41,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.kubeapi import KubeApi, KubeRequestError
+from infra.validation import mask_url_credentials
 from localenv.build_objects import (
     BUILD_API,
     BUILD_CONFIG_LABEL,
@@ -48,8 +54,9 @@ from localenv.build_objects import (
     LOG_ANNOTATION,
     Manifest,
     Output,
+    ended_status,
     image_stream_status,
-    log_snippet,
+    is_cancelled,
     new_build,
     now_text,
     wants_config_change_build,
@@ -59,15 +66,18 @@ POLL_S = 1.0
 
 
 class BuildFailed(Exception):
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
+    """A build that did not complete: `reason` as OpenShift gives it (build_objects.STATUS_MESSAGES),
+    `detail` what went wrong here, written as the log's last line."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
         self.reason = reason
-        self.message = message
+        self.detail = detail
 
 
 def _run(argv: Sequence[str], log: Path, cwd: Path | None = None) -> str:
     with log.open("a") as out:
-        out.write(f"$ {' '.join(argv)}\n")
+        out.write(f"$ {mask_url_credentials(' '.join(argv))}\n")
         out.flush()
         proc = subprocess.run(list(argv), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               check=False)
@@ -85,6 +95,19 @@ class Runner:
         self.log = log
 
     # --- the controller's loop
+
+    def recover(self) -> int:
+        """End the builds a runner that stopped left Pending or Running (this one runs one build at
+        a time, in its own process: none of them can still be going) as OpenShift ends a build
+        whose pod was deleted: Error, BuildPodDeleted. Returns how many."""
+        ended = 0
+        for build in self.api.get(f"{BUILD_API}/builds")["items"]:
+            if (build.get("status") or {}).get("phase") in ("Pending", "Running"):
+                self._set_status(build, ended_status("BuildPodDeleted", "", None, dt.datetime.now(dt.UTC)))
+                self.log.warning("build %s/%s was left %s by a runner that stopped: ended Error",
+                                 build["metadata"]["namespace"], build["metadata"]["name"], build["status"]["phase"])
+                ended += 1
+        return ended
 
     def round(self) -> int:
         """Trigger what the configs ask for, then run the oldest new build; returns builds run."""
@@ -129,6 +152,10 @@ class Runner:
 
     def run_build(self, build: Manifest) -> None:
         meta = build["metadata"]
+        if is_cancelled(build):  # cancelled while it waited
+            self._set_status(build, ended_status("CancelledBuild", "", None, dt.datetime.now(dt.UTC)))
+            self.log.info("build %s/%s cancelled before it ran", meta["namespace"], meta["name"])
+            return
         log_path = self.state_dir / "builds" / meta["namespace"] / f"{meta['name']}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log_path.write_text("")
@@ -144,14 +171,12 @@ class Runner:
         try:
             commit, digest = self.execute(build, output, log_path)
         except BuildFailed as failed:
-            finished = dt.datetime.now(dt.UTC)
-            self._set_status(build, {
-                "phase": "Failed", "reason": failed.reason, "message": failed.message,
-                "logSnippet": log_snippet(log_path.read_text(errors="replace")),
-                "completionTimestamp": now_text(finished),
-                "duration": int((finished - started).total_seconds() * 1e9),
-            })
-            self.log.warning("build %s/%s failed: %s", meta["namespace"], meta["name"], failed.message)
+            with log_path.open("a") as out:
+                out.write(f"error: {failed.detail}\n")
+            status = ended_status(failed.reason, log_path.read_text(errors="replace"), started, dt.datetime.now(dt.UTC))
+            self._set_status(build, status)
+            self.log.warning("build %s/%s ended %s (%s): %s", meta["namespace"], meta["name"], status["phase"],
+                             failed.reason, failed.detail)
             return
         finished = dt.datetime.now(dt.UTC)
         if output.stream is not None:
@@ -166,6 +191,11 @@ class Runner:
         })
         self.log.info("build %s/%s complete: %s", meta["namespace"], meta["name"], digest)
 
+    def _cancelled_since(self, build: Mapping[str, Any]) -> bool:
+        meta = build["metadata"]
+        current = self.api.get(f"{BUILD_API}/namespaces/{meta['namespace']}/builds/{meta['name']}")
+        return is_cancelled(current)
+
     def execute(self, build: Mapping[str, Any], output: Output, log: Path) -> tuple[str, str]:
         """Fetch the source, build, push; returns (commit, digest) or raises BuildFailed."""
         from localenv import images  # buildah and the registry
@@ -173,10 +203,12 @@ class Runner:
         spec = build["spec"]
         source = spec.get("source") or {}
         if source.get("type") != "Git" or "git" not in source:
-            raise BuildFailed("InvalidSource", "only Git sources are built locally (the BuildConfigs Atlas creates)")
+            raise BuildFailed("GenericBuildFailed", f"source type {source.get('type')!r}: the local build runner "
+                              "builds only Git sources (the BuildConfigs Atlas creates)")
         strategy = spec.get("strategy") or {}
         if strategy.get("type") != "Docker":
-            raise BuildFailed("InvalidStrategy", f"strategy {strategy.get('type')!r}: only Docker is built locally")
+            raise BuildFailed("GenericBuildFailed", f"strategy {strategy.get('type')!r}: the local build runner "
+                              "builds only the Docker strategy")
         docker = strategy.get("dockerStrategy") or {}
         with tempfile.TemporaryDirectory(prefix="atlas-build-") as tmp:
             checkout = Path(tmp) / "source"
@@ -187,9 +219,14 @@ class Runner:
                 _run(["git", "-C", str(checkout), "checkout", "-q", "FETCH_HEAD"], log)
                 commit = _run(["git", "-C", str(checkout), "rev-parse", "HEAD"], log).strip()
             except subprocess.CalledProcessError as err:
-                raise BuildFailed("FetchSourceFailed", f"git could not fetch {source['git']['uri']} at {ref} "
+                raise BuildFailed("FetchSourceFailed", f"git could not fetch the source at {ref} "
                                   f"(exit {err.returncode})") from None
             context = checkout / source.get("contextDir", "")
+            if not context.is_dir():
+                raise BuildFailed("InvalidContextDirectory",
+                                  f"contextDir {source.get('contextDir')!r} is not a folder of the source at {commit}")
+            if self._cancelled_since(build):
+                raise BuildFailed("CancelledBuild", "cancelled after the source was fetched")
             dockerfile = context / docker.get("dockerfilePath", "Dockerfile")
             args = {a["name"]: a.get("value", "") for a in docker.get("buildArgs") or []}
             try:
@@ -214,8 +251,12 @@ class Runner:
 
 
 def serve(runner: Runner, stop: threading.Event) -> None:
+    recovered = False
     while not stop.is_set():
         try:
+            if not recovered:  # once, before the first build: the API server may still be starting
+                runner.recover()
+                recovered = True
             ran = runner.round()
         except (OSError, KubeRequestError) as err:
             runner.log.warning("round failed (%s); retrying", err)

@@ -152,7 +152,7 @@ def project_objects(namespace: str, service_account: str) -> list[dict[str, Any]
                 },
                 {
                     "apiGroups": ["build.openshift.io"],
-                    "resources": ["buildconfigs", "builds", "buildconfigs/instantiate"],
+                    "resources": ["buildconfigs", "builds", "buildconfigs/instantiate", "builds/log"],
                     "verbs": ["*"],
                 },
                 {"apiGroups": ["route.openshift.io"], "resources": ["routes", "routes/custom-host"], "verbs": ["*"]},

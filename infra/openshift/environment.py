@@ -182,7 +182,7 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
         component = pulumi.ResourceOptions(parent=self, providers={"kubernetes": self.provider})
         self.image = WorkloadImage(
             f"{name}-image",
-            WorkloadImageArgs(workload, settings, identity, self.namespace, target.namespace),
+            WorkloadImageArgs(workload, settings, identity, self.namespace, target.namespace, self.access.completion),
             opts=component,
         )
         context = PodContext(

@@ -366,9 +366,10 @@ class ImageBuildModel(ConfigSection):
         "8Gi", description="The build pod's memory.", examples=["16Gi"])
     await_image: Bool = Field(
         True, alias="await", description="Wait in `pulumi up` until the build pushed its image; the Jobs then "
-        "pull it by digest.", examples=[False])
+        "pull it by digest. A build that fails, errs or is cancelled ends `up` at once, with its reason and the "
+        "end of its log.", examples=[False])
     timeout_seconds: Annotated[int, WholeNumber(60)] = Field(
-        3600, description="How long the build may take.", examples=[7200])
+        3600, description="How long the build may take (how long `pulumi up` waits for it).", examples=[7200])
     builder: Annotated[
         Literal["openshift", "atlas-local"],
         _choice(("openshift", LOCAL_BUILDER),

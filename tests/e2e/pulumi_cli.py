@@ -62,6 +62,9 @@ def isolated_env(tmp: Path, passphrase: str = "e2e-test-passphrase") -> dict[str
         "PULUMI_CONFIG_PASSPHRASE": passphrase,
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
         "PULUMI_SKIP_UPDATE_CHECK": "true",
+        # This checkout's `infra` for the program and the dynamic providers, whichever checkout the
+        # .venv's editable install names (worktrees that share one .venv would test another's code).
+        "PYTHONPATH": str(REPO_ROOT),
     }
     env.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
     (tmp / "backend").mkdir(exist_ok=True)

@@ -3,6 +3,9 @@ no-change preview, refresh, destroy; checked through the Kubernetes API after ea
 
 from __future__ import annotations
 
+import datetime as dt
+import re
+import time
 import urllib.error
 import uuid
 
@@ -129,3 +132,43 @@ def test_preview_warns_of_a_fixed_from_the_local_build_cannot_pull(project, kube
     assert "set the image in the stack's image.build.base_image" in shown
     assert "kubernetes:core/v1:Namespace" in preview.stdout
     assert namespace(kube_env, ns) is None
+
+
+def test_a_failed_image_build_ends_up_at_once_with_its_reason_and_log(project, kube_env):
+    """The issue-34 case: the workload names a Containerfile the Git source does not have, so the
+    build fails in a second; `up` ends then, naming the build, its reason and buildah's line,
+    instead of waiting image.build.timeout_seconds (900 s here) on a tag that never comes."""
+    proj, ns = project
+    missing = "workloads/probe/missing/Containerfile"
+    definition = proj.root / "workloads" / "probe" / "workload.yaml"
+    text = definition.read_text()
+    assert "containerfile: workloads/probe/Containerfile" in text
+    definition.write_text(text.replace("containerfile: workloads/probe/Containerfile", f"containerfile: {missing}"))
+    timeout = proj.stack_config(STACK)["atlas:openshift"]["image"]["build"]["timeout_seconds"]
+
+    started = time.time()
+    result = proj.run("up", "--yes", "--skip-preview", "-s", STACK, check=False, timeout=timeout + 120)
+    ended = time.time()
+    shown = result.stdout + result.stderr
+    assert result.returncode != 0, shown
+
+    builds = kube.api_get(kube_env, f"/apis/build.openshift.io/v1/namespaces/{ns}/builds")["items"]
+    (build,) = builds
+    name, status = build["metadata"]["name"], build["status"]
+    assert (status["phase"], status["reason"]) == ("Failed", "DockerBuildFailed"), status
+    assert f"image build {ns}/{name} of BuildConfig {ns}/" in shown
+    assert "ended Failed: DockerBuildFailed: Docker build strategy has failed." in shown
+    # buildah's own line, from the Build's log snippet (the local API serves no builds/<name>/log).
+    assert re.search(rf"stat \S+/{re.escape(missing)}: no such file or directory", shown), shown
+    assert "the Build's status.logSnippet" in shown
+    assert build["metadata"]["annotations"]["atlas.dev/build-log"] in shown
+    assert "timed out" not in shown and "Traceback" not in shown
+    # Ended when the build did, not at the timeout: pulumi exited within seconds of the build's end.
+    completed = dt.datetime.strptime(status["completionTimestamp"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
+    after_build = ended - completed.timestamp()
+    assert after_build < 30, f"pulumi up ended {after_build:.0f} s after the build failed"
+    assert ended - started < timeout / 3, f"pulumi up took {ended - started:.0f} s"
+    # Nothing that pulls the image was created.
+    assert kube.api_get(kube_env, f"/apis/batch/v1/namespaces/{ns}/jobs")["items"] == []
+    print(f"failed build: pulumi up ended {after_build:.1f} s after build {name} failed, "
+          f"{ended - started:.0f} s in all (local environment; the BuildConfig runner is a stand-in)")

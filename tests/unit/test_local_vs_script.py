@@ -255,6 +255,7 @@ def test_image_stream_tag_and_pushed_reference() -> None:
         }
     }
     assert peer.pushed_reference(stream, "v1") == "r@sha256:2"
+    assert peer.tag_pushed_condition("v1") == 'jsonpath={.status.tags[?(@.tag=="v1")].items[0].image}'
     assert peer.pushed_reference({"status": {}}, "v1") is None
     with pytest.raises(ValueError, match="DockerImage"):
         peer.image_stream_tag({"metadata": {"name": "b"}, "spec": {"output": {"to": {"kind": "DockerImage"}}}})

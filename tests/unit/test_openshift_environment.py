@@ -218,7 +218,8 @@ def test_quota_pvcs_and_service_account(mocks):
 
 @pulumi.runtime.test
 def test_jobs_pull_the_built_image_which_is_awaited(mocks):
-    env = environment(example_settings())
+    settings = example_settings()
+    env = environment(settings)
 
     def check(outputs: dict[str, Any]) -> None:
         stream = mocks.named("openshift-image-stream")
@@ -226,17 +227,27 @@ def test_jobs_pull_the_built_image_which_is_awaited(mocks):
         name = stream.inputs["metadata"]["name"]
         tag = build.inputs["spec"]["output"]["to"]["name"].split(":")[1]
         assert build.inputs["spec"]["output"]["to"] == {"kind": "ImageStreamTag", "name": f"{name}:{tag}"}
-        assert stream.inputs["metadata"]["annotations"]["pulumi.com/waitFor"].startswith("jsonpath=")
-        # The BuildConfig must not wait for the ImageStream, whose await ends after the build.
-        assert stream.urn not in build.dependencies
+        # Not awaited by pulumi-kubernetes: a failed build never writes the tag.
+        assert "annotations" not in stream.inputs["metadata"]
         assert build.delete_before_replace and build.replace_on_changes == ["spec"]
+        # The build's completion follows the Build the BuildConfig starts, after the stream exists.
+        (built,) = [r for r in mocks.registered if r.typ == "pulumi-python:dynamic/openshift:BuildCompletion"]
+        assert built.name == "openshift-image-built"
+        assert {stream.urn, build.urn} <= set(built.dependencies)
+        assert (built.inputs["image_stream"], built.inputs["tag"]) == (name, tag)
+        assert built.inputs["build_config_urn"] == build.urn
+        assert built.inputs["build_config"] == f"{build.name}-0a1b2c3d"  # the mocks' auto-name
+        assert settings.image.build is not None
+        assert built.inputs["timeout_s"] == settings.image.build.timeout_seconds
+        assert built.inputs["kubeconfig"] and built.inputs["flavour"] == "openshift"
+        # Before the build ran (a mock, as a preview), the tag's pull spec; by digest once built.
         pull_spec = f"image-registry.openshift-image-registry.svc:5000/atlas-biggan/{name}:{tag}"
-        assert outputs["image"] == pull_spec
+        assert outputs["image"] == built.inputs["image"] == pull_spec
         for job in mocks.of_kind("Job"):
             containers = job.inputs["spec"]["template"]["spec"]["containers"]
             if not job.name.endswith("inception-weights") and not job.name.endswith("imagenet-train"):
                 assert containers[0]["image"] == pull_spec, job.name
-            assert stream.urn in mocks.depends_on(job.name), job.name
+            assert built.urn in mocks.depends_on(job.name), job.name
 
     return resolved(env).apply(check)
 

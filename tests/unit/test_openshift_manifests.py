@@ -217,13 +217,10 @@ def test_build_config_builds_this_repository_with_the_workloads_containerfile():
     assert sub_spec["strategy"]["dockerStrategy"]["dockerfilePath"] == "biggan/Containerfile"
 
 
-def test_image_stream_waits_for_its_tag_only_when_asked():
-    stream = image_stream({}, "ns", "biggan-x", "abc", True, 900)
-    assert stream["metadata"]["annotations"]["pulumi.com/waitFor"] == (
-        'jsonpath={.status.tags[?(@.tag=="abc")].items[0].image}'
-    )
-    assert stream["metadata"]["annotations"]["pulumi.com/timeoutSeconds"] == "900"
-    assert "annotations" not in image_stream({}, "ns", "biggan-x", "abc", False, 900)["metadata"]
+def test_image_stream_is_not_awaited_on_its_tag():
+    # A failed build never writes the tag: `pulumi up` waits on the Build (build_completion.py).
+    stream = image_stream({"a": "b"}, "ns", "biggan-x")
+    assert stream["metadata"] == {"labels": {"a": "b"}, "name": "biggan-x", "namespace": "ns"}
 
 
 def test_staging_from_a_claim_an_url_and_s3():

@@ -40,6 +40,8 @@ PICKLED_PROVIDER_PATHS = (
     "infra.hpc.providers.sweep_job.SweepJobProvider",
     # A swept step's Indexed Job on the OpenShift side (issue 32).
     "infra.openshift.sweep_completion.SweepCompletionProvider",
+    # The image build's completion on the OpenShift side (issue 34).
+    "infra.openshift.build_completion.BuildCompletionProvider",
 )
 
 # `pulumi-python:<this>`: a resource's type is part of its URN; a changed one would create the
@@ -52,6 +54,7 @@ DYNAMIC_RESOURCE_TYPES = {
     "dynamic/hpc:SifImage",
     "dynamic/openshift:JobCompletion",
     "dynamic/openshift:SweepCompletion",
+    "dynamic/openshift:BuildCompletion",
     "dynamic/aws:DataBucket",
     "dynamic/aws:StagedObjects",
     "dynamic/aws:InstanceRole",

@@ -14,7 +14,7 @@ from typing import Any
 
 import pulumi
 
-from infra.openshift.manifests.labels import WAIT_FOR, Manifest, object_metadata
+from infra.openshift.manifests.labels import Manifest, object_metadata
 from infra.openshift.settings import ImageBuild
 from infra.workload.model import GitSource, Workload
 
@@ -69,19 +69,13 @@ def pushed_image(status: Mapping[str, Any] | None, tag: str, fallback: str) -> s
     return fallback
 
 
-def image_stream(
-    labels: Mapping[str, str], namespace: pulumi.Input[str], name: str, tag: str, await_tag: bool, timeout_s: int
-) -> Manifest:
-    annotations: dict[str, str] = {}
-    if await_tag:
-        # Wait in `pulumi up` until the build has pushed this tag: the Jobs that pull it depend
-        # on this ImageStream, so none starts with ImagePullBackOff while the build runs.
-        annotations[WAIT_FOR] = f'jsonpath={{.status.tags[?(@.tag=="{tag}")].items[0].image}}'
-        annotations["pulumi.com/timeoutSeconds"] = str(timeout_s)
+def image_stream(labels: Mapping[str, str], namespace: pulumi.Input[str], name: str) -> Manifest:
+    """Not awaited by pulumi-kubernetes: a build that fails never writes the tag, so an await on it
+    could only time out; `pulumi up` waits on the Build instead (infra/openshift/build_completion.py)."""
     return {
         "apiVersion": "image.openshift.io/v1",
         "kind": "ImageStream",
-        "metadata": object_metadata(labels, namespace, annotations, name=name),
+        "metadata": object_metadata(labels, namespace, name=name),
         "spec": {"lookupPolicy": {"local": False}},
     }
 
