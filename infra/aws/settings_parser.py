@@ -21,7 +21,6 @@ from pydantic import BeforeValidator, Field, StringConstraints, model_validator
 
 from infra.aws.settings import (
     GPU_INSTANCE_TYPES,
-    LOOPBACK_HOSTS,
     MARKETS,
     REGIONS,
     AwsConfigError,
@@ -42,6 +41,7 @@ from infra.config_schema import (
     validate_section,
 )
 from infra.extras import missing_extra
+from infra.loopback import is_loopback_url
 from infra.validation import Fields, config_path
 
 KEY = "atlas:aws"
@@ -224,8 +224,9 @@ class AwsModel(ConfigSection):
         emulated = self.emulated
         if endpoint is not None and endpoint.startswith("http://") and not emulated:
             raise Problem(
-                f"{endpoint!r} is plain HTTP to another machine: data and requests would cross the network "
-                "unencrypted", "use https:// (plain http only for the local stand-in on this machine)",
+                f"{endpoint!r} is plain HTTP to a host that is not this machine's loopback (localhost, "
+                "127.0.0.0/8 or [::1], written so): data and requests would cross the network unencrypted",
+                "use https:// (plain http only for the local stand-in on this machine)",
                 ".endpoint_url")
         execute = self.runs_steps
         if execute and emulated:
@@ -241,7 +242,7 @@ class AwsModel(ConfigSection):
 
     @property
     def emulated(self) -> bool:
-        return self.endpoint_url is not None and any(h in self.endpoint_url for h in LOOPBACK_HOSTS)
+        return self.endpoint_url is not None and is_loopback_url(self.endpoint_url)
 
     @property
     def runs_steps(self) -> bool:

@@ -37,7 +37,7 @@ from pydantic import (
 )
 
 from infra.config_schema import Bool, ConfigSection, Number, Problem, Rule, relative, validate_section
-from infra.hpc.apptainer import RUNTIMES, ApptainerError, parse_image_reference
+from infra.hpc.apptainer import RUNTIMES, ApptainerError, parse_image_reference, remote_plain_http
 from infra.hpc.registry import SCHEDULER_CLASSES, SCHEDULER_NAMES
 from infra.hpc.scheduler import Scheduler, SiteDirectives
 from infra.hpc.target import (
@@ -446,6 +446,20 @@ class ApptainerModel(ConfigSection):
     binds: Annotated[list[str] | None, BeforeValidator(_binds)] = Field(
         None, description="The site's own folders to bind at the same path (the run directory always is).",
         examples=[["/nobackup/users/alex"]])
+
+    @model_validator(mode="after")
+    def _plain_http_on_loopback_only(self) -> ApptainerModel:
+        if not self.plain_http:
+            return self
+        registry = parse_image_reference(self.image, "").registry if self.image else None
+        remote = remote_plain_http(registry, self.pull_registry, self.source, self.image_arch)
+        if remote is not None:
+            who, host = remote
+            raise Problem(f"true, but {who} would pull from {host} over plain HTTP, and {host} is not this "
+                          "machine's loopback (localhost, 127.0.0.0/8 or [::1]): the image would cross the network "
+                          "unencrypted", "remove plain_http (the registry speaks HTTPS), or pull from a registry on "
+                          "loopback", ".plain_http")
+        return self
 
     def settings(self) -> ApptainerSettings:
         return ApptainerSettings(
