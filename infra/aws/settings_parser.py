@@ -50,6 +50,7 @@ DEFAULT_SSH_USER = "ubuntu"  # the user of AWS's Deep Learning AMIs on Ubuntu
 DEFAULT_ROOT_VOLUME_GIB = 200
 DEFAULT_READY_TIMEOUT_S = 1800.0
 MAX_INSTANCES = 8
+REGION_FIX = "name a commercial region, e.g. us-east-1 (docs/configuration.md lists them)"
 
 
 AMI_ID = re.compile(r"^ami-[0-9a-f]{8}([0-9a-f]{9})?$")
@@ -94,8 +95,8 @@ def _pattern(regex: re.Pattern[str], what: str, fix: str, max_len: int) -> Rule:
 def _choice(choices: Any, fix: str) -> Any:
     def check(value: Any) -> Any:
         if not isinstance(value, str) or value not in choices:
-            listing = ", ".join(sorted(choices)) if len(choices) <= 20 else fix
-            raise Problem(f"{value!r} is not known", f"use one of: {listing}")
+            listing = f"use one of: {', '.join(sorted(choices))}" if len(choices) <= 20 else fix
+            raise Problem(f"{value!r} is not known", listing)
         return value
 
     return BeforeValidator(check)
@@ -144,7 +145,7 @@ class AwsModel(ConfigSection):
 
     enabled: Bool = Field(True, description="false: the section is not read and no AWS side is built.",
                           examples=[False])
-    region: Annotated[str, _choice(REGIONS, "a commercial region"), Field(json_schema_extra={"enum": sorted(REGIONS)})]\
+    region: Annotated[str, _choice(REGIONS, REGION_FIX), Field(json_schema_extra={"enum": sorted(REGIONS)})]\
         = Field(description="The AWS region (commercial partition).", examples=["us-east-1"])
     endpoint_url: Annotated[str, _pattern(ENDPOINT_URL, "an http(s) URL", "e.g. http://127.0.0.1:16500", 255)] | None \
         = Field(None, description="Another AWS API endpoint; plain http only for a stand-in on this machine (moto), "

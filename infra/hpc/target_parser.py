@@ -186,7 +186,8 @@ def _check_extra_directive(text: str, key: str, scheduler: type[Scheduler]) -> N
         raise _fail(
             key,
             f"{text!r} contains {' '.join(bad)}",
-            f"directive values are plain text: {prefix} lines expand nothing and `#` would end the line",
+            f"remove {' '.join(bad)}: directive values are plain text ({prefix} lines expand nothing and `#` would "
+            "end the line)",
         )
     quote: str | None = None
     for ch in text:
@@ -221,7 +222,7 @@ def _check_skip_directive(text: str, key: str, scheduler: type[Scheduler]) -> No
     if reserved:
         raise _fail(
             key,
-            f"{text!r} would leave out {reserved[0]}, which {scheduler.reserved_options[reserved[0]]}",
+            f"{text!r} would leave out {reserved[0]}, Atlas's own ({scheduler.reserved_options[reserved[0]]})",
             "remove this entry",
         )
 
