@@ -68,7 +68,7 @@ def _cidrs(value: Any) -> Any:
     if isinstance(raw, str):
         raw = [raw]
     if not isinstance(raw, list):
-        raise Problem(f"expected a list, found {type(raw).__name__}", "e.g. [203.0.113.7/32]")
+        raise Problem(f"expected a list, found {type(raw).__name__}", "write a list, e.g. [203.0.113.7/32]")
     result = []
     for i, item in enumerate(raw):
         try:

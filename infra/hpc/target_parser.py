@@ -550,7 +550,8 @@ class _HpcTargetBase(ConfigSection):
         if self.known_hosts is not None and self.known_hosts_file is not None:
             raise Problem(
                 "give at most one of known_hosts (the entries) or known_hosts_file (a path)",
-                "with neither, the host keys come from your ssh config's known_hosts files (~/.ssh/known_hosts)",
+                "remove one of them (with neither, the host keys come from your ssh config's known_hosts files, "
+                "~/.ssh/known_hosts)",
                 ".known_hosts",
             )
         if self.private_key is not None and self.private_key_file is not None:
