@@ -42,7 +42,7 @@ SECTION_ERRORS: dict[str, type[AtlasConfigError]] = {
 
 
 def _provenance(value: Any) -> Any:
-    if not isinstance(value, str) or not value.strip():
+    if not isinstance(value, str) or not value.strip() or "\n" in value or "\r" in value:
         raise Problem(
             f"expected text saying what the environment is (`real`, or what stands in, e.g. `local stand-in: mock "
             f"GPUs`), found {value!r}",
@@ -87,9 +87,10 @@ def _environments(value: Any) -> Any:
     for name, env in sorted(value.items(), key=lambda item: str(item[0])):
         if not is_dns_label(str(name)):
             raise Problem(
-                f"{str(name)!r} is not a valid Kubernetes name",
-                "use at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit",
-                f" (environment name {str(name)!r})",
+                f"the environment name {str(name)!r} is not a valid Kubernetes name",
+                "rename it: at most 63 lower-case letters, digits and '-', starting and ending with a letter or "
+                "digit",
+                f".{name}",
             )
         if switched_off(env):
             continue

@@ -30,7 +30,6 @@ from pydantic import (
     ConfigDict,
     StringConstraints,
     ValidationError,
-    ValidationInfo,
     model_validator,
 )
 
@@ -41,6 +40,7 @@ from infra.validation import (
     DNS_SUBDOMAIN,
     DNS_SUBDOMAIN_MAX,
     PLACEHOLDER,
+    hide_userinfo,
     is_dns_label,
     switched_off,
 )
@@ -57,7 +57,8 @@ SECRET_FIELDS = frozenset({"private_key", "private_key_passphrase", "secret_acce
 class Problem(ValueError):
     """A value a rule refuses: what is wrong and the fix; `at` is a key below the field's own
     (".build", "[2]", " (claim name)") where the problem lies there. `{here}` in the fix stands
-    for the full key of the field or section that refused."""
+    for the full key of the field or section that refused, `{name}` for its last part as the
+    stack file writes it (`await`, not the field's Python name)."""
 
     def __init__(self, problem: str, fix: str, at: str = "") -> None:
         super().__init__(f"{problem}; {fix}")
@@ -125,17 +126,13 @@ class ConfigSection(BaseModel):
 # Field types: a type pydantic checks and documents, and a rule that words the refusal.
 
 
-def _field_name(info: ValidationInfo) -> str:
-    return info.field_name or "value"
-
-
-def _boolean(value: Any, info: ValidationInfo) -> Any:
+def _boolean(value: Any) -> Any:
     """true or false; `pulumi config set` stores scalars as text, so "true" and "false" too."""
     if isinstance(value, str) and value.lower() in ("true", "false"):
         return value.lower() == "true"
     if not isinstance(value, bool):
-        name = _field_name(info)
-        raise Problem(f"expected true or false, found {value!r}", f"write `{name}: true` or `false`")
+        # `{name}`: the key as the stack writes it (`await`), which only the error's location knows.
+        raise Problem(f"expected true or false, found {value!r}", "write `{name}: true` or `false`")
     return value
 
 
@@ -234,7 +231,8 @@ def _step_names(value: Any) -> Any:
     if value is None:
         return None
     if not isinstance(value, list) or not all(is_dns_label(name) for name in value):
-        raise Problem(f"expected a list of step names, found {value!r}", "e.g. [make-hdf5]")
+        raise Problem(f"expected a list of step names, found {value!r}",
+                      "write a list of the workload's step names, e.g. [make-hdf5]")
     return tuple(value)
 
 
@@ -335,7 +333,8 @@ def _message(model: type[BaseModel], prefix: str, detail: Mapping[str, Any]) -> 
     cause = (detail.get("ctx") or {}).get("error")
     if isinstance(cause, Problem):
         here = key_of(prefix, loc)
-        return f"{here}{cause.at}: {cause.problem}; {cause.fix.replace('{here}', here)}"
+        name = str(loc[-1]) if loc and not isinstance(loc[-1], int) else here
+        return f"{here}{cause.at}: {cause.problem}; {cause.fix.replace('{here}', here).replace('{name}', name)}"
     if isinstance(cause, AtlasConfigError):
         return str(cause)
     key = key_of(prefix, loc)
@@ -368,5 +367,5 @@ def validate_section(
         cause = (detail.get("ctx") or {}).get("error")
         if isinstance(cause, AtlasConfigError) and not isinstance(cause, cls):
             cls = type(cause)
-        message = _message(model, prefix, detail)
+        message = hide_userinfo(_message(model, prefix, detail))  # a URL's credential is never echoed
     raise cls(message) from None

@@ -27,6 +27,9 @@ from typing import Any, Generic, TypeGuard, TypeVar
 ErrorT = TypeVar("ErrorT", bound=Exception)
 
 _WHOLE_NUMBER = re.compile(r"-?[0-9]+")
+# A URL's userinfo (`//user:token@`, up to the authority's last `@`): a credential, never echoed.
+_USERINFO = re.compile(r"//[^/\s'\"]*@")
+USERINFO_SHOWN = "//<userinfo not shown>@"
 
 # Kubernetes' names (RFC 1123), which every environment's names end up under (a step becomes a
 # Job and a scheduler job name): a label (namespace, Job, step) at most 63 characters long, a
@@ -77,14 +80,20 @@ def config_path(value: str, project_dir: Path | None) -> Path:
 
 
 
+def hide_userinfo(text: str) -> str:
+    """`text` with every URL's userinfo hidden (`https://x-access-token:<token>@github.com/...`,
+    `http://user:password@host`): a refusal may echo a URL, never the credential in it."""
+    return _USERINFO.sub(USERINFO_SHOWN, text)
+
+
 class Fields(Generic[ErrorT]):
-    """Section readers that raise `error(f"{key}: {problem}; {fix}")`."""
+    """Section readers that raise `error(f"{key}: {problem}; {fix}")` (a URL's userinfo hidden)."""
 
     def __init__(self, error: type[ErrorT]) -> None:
         self.error = error
 
     def fail(self, key: str, problem: str, fix: str) -> ErrorT:
-        return self.error(f"{key}: {problem}; {fix}")
+        return self.error(hide_userinfo(f"{key}: {problem}; {fix}"))
 
     def mapping(self, value: Any, key: str, *, allow_missing: bool = False) -> Mapping[str, Any]:
         """The section itself; with `allow_missing`, an absent section (None) reads as empty."""

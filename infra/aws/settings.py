@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Literal
 
 from infra.errors import AtlasConfigError
+from infra.loopback import is_loopback_url
 
 Market = Literal["on-demand", "spot"]
 MARKETS: tuple[Market, ...] = ("on-demand", "spot")
-# An endpoint on one of these is an AWS API stand-in on this machine (moto).
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 # AWS's commercial regions (2026); GovCloud and China need other partitions and endpoints.
 REGIONS = frozenset(
@@ -103,8 +102,9 @@ class AwsSettings:
 
     @property
     def emulated(self) -> bool:
-        """An endpoint on this machine: an AWS API stand-in (moto), whose instances run nothing."""
-        return self.endpoint_url is not None and any(h in self.endpoint_url for h in LOOPBACK_HOSTS)
+        """An endpoint on this machine's loopback (infra/loopback.py parses it): an AWS API stand-in
+        (moto), whose instances run nothing."""
+        return self.endpoint_url is not None and is_loopback_url(self.endpoint_url)
 
     @property
     def gpus(self) -> int:

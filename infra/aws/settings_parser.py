@@ -21,7 +21,6 @@ from pydantic import BeforeValidator, Field, StringConstraints, model_validator
 
 from infra.aws.settings import (
     GPU_INSTANCE_TYPES,
-    LOOPBACK_HOSTS,
     MARKETS,
     REGIONS,
     AwsConfigError,
@@ -42,6 +41,7 @@ from infra.config_schema import (
     validate_section,
 )
 from infra.extras import missing_extra
+from infra.loopback import is_loopback_url
 from infra.validation import Fields, config_path
 
 KEY = "atlas:aws"
@@ -50,6 +50,7 @@ DEFAULT_SSH_USER = "ubuntu"  # the user of AWS's Deep Learning AMIs on Ubuntu
 DEFAULT_ROOT_VOLUME_GIB = 200
 DEFAULT_READY_TIMEOUT_S = 1800.0
 MAX_INSTANCES = 8
+REGION_FIX = "name a commercial region, e.g. us-east-1 (docs/configuration.md lists them)"
 
 
 AMI_ID = re.compile(r"^ami-[0-9a-f]{8}([0-9a-f]{9})?$")
@@ -67,7 +68,7 @@ def _cidrs(value: Any) -> Any:
     if isinstance(raw, str):
         raw = [raw]
     if not isinstance(raw, list):
-        raise Problem(f"expected a list, found {type(raw).__name__}", "e.g. [203.0.113.7/32]")
+        raise Problem(f"expected a list, found {type(raw).__name__}", "write a list, e.g. [203.0.113.7/32]")
     result = []
     for i, item in enumerate(raw):
         try:
@@ -94,8 +95,8 @@ def _pattern(regex: re.Pattern[str], what: str, fix: str, max_len: int) -> Rule:
 def _choice(choices: Any, fix: str) -> Any:
     def check(value: Any) -> Any:
         if not isinstance(value, str) or value not in choices:
-            listing = ", ".join(sorted(choices)) if len(choices) <= 20 else fix
-            raise Problem(f"{value!r} is not known", f"use one of: {listing}")
+            listing = f"use one of: {', '.join(sorted(choices))}" if len(choices) <= 20 else fix
+            raise Problem(f"{value!r} is not known", listing)
         return value
 
     return BeforeValidator(check)
@@ -144,7 +145,7 @@ class AwsModel(ConfigSection):
 
     enabled: Bool = Field(True, description="false: the section is not read and no AWS side is built.",
                           examples=[False])
-    region: Annotated[str, _choice(REGIONS, "a commercial region"), Field(json_schema_extra={"enum": sorted(REGIONS)})]\
+    region: Annotated[str, _choice(REGIONS, REGION_FIX), Field(json_schema_extra={"enum": sorted(REGIONS)})]\
         = Field(description="The AWS region (commercial partition).", examples=["us-east-1"])
     endpoint_url: Annotated[str, _pattern(ENDPOINT_URL, "an http(s) URL", "e.g. http://127.0.0.1:16500", 255)] | None \
         = Field(None, description="Another AWS API endpoint; plain http only for a stand-in on this machine (moto), "
@@ -224,8 +225,9 @@ class AwsModel(ConfigSection):
         emulated = self.emulated
         if endpoint is not None and endpoint.startswith("http://") and not emulated:
             raise Problem(
-                f"{endpoint!r} is plain HTTP to another machine: data and requests would cross the network "
-                "unencrypted", "use https:// (plain http only for the local stand-in on this machine)",
+                f"{endpoint!r} is plain HTTP to a host that is not this machine's loopback (localhost, "
+                "127.0.0.0/8 or [::1], written so): data and requests would cross the network unencrypted",
+                "use https:// (plain http only for the local stand-in on this machine)",
                 ".endpoint_url")
         execute = self.runs_steps
         if execute and emulated:
@@ -241,7 +243,7 @@ class AwsModel(ConfigSection):
 
     @property
     def emulated(self) -> bool:
-        return self.endpoint_url is not None and any(h in self.endpoint_url for h in LOOPBACK_HOSTS)
+        return self.endpoint_url is not None and is_loopback_url(self.endpoint_url)
 
     @property
     def runs_steps(self) -> bool:

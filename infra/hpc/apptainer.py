@@ -15,6 +15,8 @@ Pure functions only (the provider, providers/apptainer_image.py, runs them over 
   step that asks for GPUs, the site's own binds, and the run directory's link to the SIF.
 - `check_architecture`: an image built for another machine is refused before anything is
   submitted (Satori is ppc64le, the MOC x86_64), with the fix.
+- `plain_http_registries`: the registries plain HTTP (`apptainer.plain_http`) would be spoken to,
+  each of which must be a loopback one (infra/loopback.py).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 
 from infra.errors import ActionableError
 from infra.hpc.remote import remote_path_expression
+from infra.loopback import is_loopback_authority
 
 RUNTIMES = ("bare", "apptainer")
 # The run directory's link to the SIF its jobs run in (made by the SifImage resource): the job
@@ -127,6 +130,31 @@ def check_architecture(image: ImageReference, image_archs: Sequence[str], machin
             f"{site_arch} nodes) and give it as atlas:hpc.{environment}.apptainer.image, or set "
             f"atlas:hpc.{environment}.runtime: bare"
         )
+
+
+def plain_http_registries(
+    image_registry: str | None, pull_registry: str | None, source: str, image_arch: str | None
+) -> list[tuple[str, str]]:
+    """(who, registry) for each registry `apptainer.plain_http` makes Atlas speak plain HTTP to:
+    this machine reads the image's own registry for its platform (unless `image_arch` says it) and
+    pulls from it with `source: here`; the login node pulls from `pull_registry` (else the image's)
+    with `source: site`. A registry not known yet (the image is the OpenShift side's, built during
+    `up`) is left out; the provider asks again once it is."""
+    found: list[tuple[str, str]] = []
+    if image_registry is not None and (image_arch is None or source == "here"):
+        found.append(("this machine", image_registry))
+    site_registry = pull_registry or image_registry
+    if source == "site" and site_registry is not None:
+        found.append(("the login node", site_registry))
+    return found
+
+
+def remote_plain_http(
+    image_registry: str | None, pull_registry: str | None, source: str, image_arch: str | None
+) -> tuple[str, str] | None:
+    """The first (who, registry) of `plain_http_registries` that is not on loopback, or None."""
+    return next(((who, registry) for who, registry in plain_http_registries(
+        image_registry, pull_registry, source, image_arch) if not is_loopback_authority(registry)), None)
 
 
 def ensure_sif_script(

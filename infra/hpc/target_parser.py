@@ -37,7 +37,7 @@ from pydantic import (
 )
 
 from infra.config_schema import Bool, ConfigSection, Number, Problem, Rule, relative, validate_section
-from infra.hpc.apptainer import RUNTIMES, ApptainerError, parse_image_reference
+from infra.hpc.apptainer import RUNTIMES, ApptainerError, parse_image_reference, remote_plain_http
 from infra.hpc.registry import SCHEDULER_CLASSES, SCHEDULER_NAMES
 from infra.hpc.scheduler import Scheduler, SiteDirectives
 from infra.hpc.target import (
@@ -186,7 +186,8 @@ def _check_extra_directive(text: str, key: str, scheduler: type[Scheduler]) -> N
         raise _fail(
             key,
             f"{text!r} contains {' '.join(bad)}",
-            f"directive values are plain text: {prefix} lines expand nothing and `#` would end the line",
+            f"remove {' '.join(bad)}: directive values are plain text ({prefix} lines expand nothing and `#` would "
+            "end the line)",
         )
     quote: str | None = None
     for ch in text:
@@ -221,7 +222,7 @@ def _check_skip_directive(text: str, key: str, scheduler: type[Scheduler]) -> No
     if reserved:
         raise _fail(
             key,
-            f"{text!r} would leave out {reserved[0]}, which {scheduler.reserved_options[reserved[0]]}",
+            f"{text!r} would leave out {reserved[0]}, Atlas's own ({scheduler.reserved_options[reserved[0]]})",
             "remove this entry",
         )
 
@@ -447,6 +448,20 @@ class ApptainerModel(ConfigSection):
         None, description="The site's own folders to bind at the same path (the run directory always is).",
         examples=[["/nobackup/users/alex"]])
 
+    @model_validator(mode="after")
+    def _plain_http_on_loopback_only(self) -> ApptainerModel:
+        if not self.plain_http:
+            return self
+        registry = parse_image_reference(self.image, "").registry if self.image else None
+        remote = remote_plain_http(registry, self.pull_registry, self.source, self.image_arch)
+        if remote is not None:
+            who, host = remote
+            raise Problem(f"true, but {who} would pull from {host} over plain HTTP, and {host} is not this "
+                          "machine's loopback (localhost, 127.0.0.0/8 or [::1]): the image would cross the network "
+                          "unencrypted", "remove plain_http (the registry speaks HTTPS), or pull from a registry on "
+                          "loopback", ".plain_http")
+        return self
+
     def settings(self) -> ApptainerSettings:
         return ApptainerSettings(
             command=self.command,
@@ -535,7 +550,8 @@ class _HpcTargetBase(ConfigSection):
         if self.known_hosts is not None and self.known_hosts_file is not None:
             raise Problem(
                 "give at most one of known_hosts (the entries) or known_hosts_file (a path)",
-                "with neither, the host keys come from your ssh config's known_hosts files (~/.ssh/known_hosts)",
+                "remove one of them (with neither, the host keys come from your ssh config's known_hosts files, "
+                "~/.ssh/known_hosts)",
                 ".known_hosts",
             )
         if self.private_key is not None and self.private_key_file is not None:

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 from infra.doctor import Check, Checklist, Finding
 from infra.kubeapi import KubeApi, KubeAuthError, KubeForbiddenError, KubeRequestError
 from infra.kubeconfig import KubeAccessError, KubeconfigRequest, ResolvedContext, resolve_context
+from infra.loopback import is_loopback_authority
 from infra.openshift.cluster_access import refuse_relative_entries
 from infra.openshift.section_models import QUANTITY, SUFFIX_FACTORS
 from infra.openshift.settings import GPU_PRODUCT_LABEL, GPU_RESOURCE, OpenShiftSettings, RequiredQuota, required_quota
@@ -51,7 +52,6 @@ DEFAULT_CLASS_ANNOTATIONS = (
 )
 STACK_LABEL = "atlas.dev/stack"
 MAX_LISTED = 12
-LOOPBACK = ("localhost", "127.", "[::1]")
 
 
 class Api(Protocol):
@@ -92,7 +92,7 @@ def registry_of(reference: str) -> str:
 def registry_status(registry: str, timeout_s: float = 10.0) -> int:
     """The HTTP status a registry's `/v2/` answers (HTTPS; plain HTTP too for one on this
     machine, as container runtimes allow); OSError where it does not answer."""
-    schemes = ("https", "http") if registry.startswith(LOOPBACK) else ("https",)
+    schemes = ("https", "http") if is_loopback_authority(registry) else ("https",)
     for index, scheme in enumerate(schemes):
         try:
             request = urllib.request.Request(f"{scheme}://{registry}/v2/", method="GET")  # noqa: S310 (http(s) only)

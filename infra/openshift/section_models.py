@@ -336,7 +336,7 @@ class PlacementModel(ConfigSection):
 def _git_uri(value: Any) -> Any:
     if not isinstance(value, str) or not GIT_URL_OR_GIT_PROTOCOL.match(value):
         raise Problem(
-            f"found {value!r}",
+            f"{value!r} is not a git URL the build controller clones (https://, ssh://, git:// or git@host:path)",
             "set the git URL of this repository (the build context holds the Containerfile and the sampler)",
         )
     return value

@@ -23,6 +23,8 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from infra.loopback import is_loopback_authority
+
 BASE_ARG = "BASE_IMAGE"
 # What a stage's image resolves to where it names the BASE_IMAGE argument (never a real name).
 _BASE_MARK = "\0BASE_IMAGE\0"
@@ -33,7 +35,6 @@ _VARIABLE = re.compile(
     r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::(?P<op>[-+])(?P<word>(?:\$\{[^{}]*\}|[^{}])*))?\}"
     r"|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))"
 )
-_LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 
 
 @dataclass(frozen=True)
@@ -260,10 +261,7 @@ def repository_and_tag(image: str) -> str:
 
 def is_loopback(host: str | None) -> bool:
     """A registry on this machine's loopback (the local environment's), whatever its port."""
-    if host is None:
-        return False
-    name = host.split("]")[0] + "]" if host.startswith("[") else host.rsplit(":", 1)[0]
-    return name in _LOOPBACK
+    return host is not None and is_loopback_authority(host)
 
 
 @dataclass(frozen=True)

@@ -222,8 +222,11 @@ def test_the_slurm_backfill_job_is_preempted_requeued_and_runs_again(login: Runn
         )
         listed = {j.job_id: j for j in backfill_apply.backfill_jobs(slurm, run)}
         assert set(ids) <= set(listed)
+        # Stopping cancels every copy (all unfinished now) and leaves none behind. (The check used to
+        # sit in `finally` as `... or not cancelled`, which passed when nothing was cancelled.)
+        assert set(ids) <= set(backfill_apply.stop_backfill(slurm, run))
+        wait_until(lambda: not backfill_apply.backfill_jobs(slurm, run, finished=False), "backfill jobs to end", 30)
     finally:
-        cancelled = backfill_apply.stop_backfill(slurm, run)
-        assert set(ids) <= set(cancelled) or not cancelled
+        backfill_apply.stop_backfill(slurm, run)  # after a failure above; nothing is left to cancel otherwise
         if real:
             run(f"scancel {real}")

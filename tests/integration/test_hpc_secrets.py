@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -171,9 +172,17 @@ def test_private_key_never_in_plain_text(layout: Layout, tmp_path: Path) -> None
     assert [s["name"] for s in satori_out["steps"]] == ["prep", "main"]
     assert all(s["job_id"].isdigit() for s in satori_out["steps"])
     assert "satori-prep" in up.stdout
+    # The control for the second `up`'s checks below: Pulumi's summary, as they read it, counts what was created.
+    assert re.search(r"\b\d+ created\b", up.stdout.rpartition("Resources:")[2]), up.stdout
 
     again = pulumi("up", "--yes", "--skip-preview")
-    assert "satori-prep" not in again.stdout.split("Resources:")[-1] or "unchanged" in again.stdout
+    # Nothing created, replaced or deleted: a replaced job is a job submitted again. (This used to
+    # read `"satori-prep" not in <the summary> or "unchanged" in <the output>`: the summary never
+    # names a resource and every second `up` prints "unchanged", so it could not fail.)
+    listed, _, summary = again.stdout.rpartition("Resources:")
+    assert re.search(r"\b\d+ unchanged\b", summary), again.stdout
+    assert not re.search(r"\b\d+ (created|replaced|deleted)\b", summary), again.stdout
+    assert not re.search(r"satori-(prep|main)\b(?!-)", listed), again.stdout  # neither job's resource is touched
     assert json.loads(pulumi("stack", "output", "--json").stdout) == outputs  # nothing resubmitted
 
     state = pulumi("stack", "export").stdout

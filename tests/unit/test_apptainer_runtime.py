@@ -25,9 +25,12 @@ from infra.hpc.apptainer import (
     parse_conversion,
     parse_image_reference,
     parse_probe,
+    plain_http_registries,
+    remote_plain_http,
     sif_name,
 )
 from infra.hpc.job_script import SubmissionKey, step_scripts, sweep_scripts
+from infra.hpc.providers.apptainer_image import refuse_remote_plain_http
 from infra.hpc.registry import scheduler_for
 from infra.hpc.target import HpcConfigError
 from infra.hpc.target_parser import parse_hpc_target
@@ -180,6 +183,76 @@ def test_bad_runtime_config_names_the_key_and_the_fix(section: dict, message: st
     with pytest.raises(HpcConfigError) as refused:
         parse_hpc_target({**BASE, **section}, "atlas:hpc.s")
     assert message in str(refused.value)
+
+
+LOCAL_IMAGE = f"127.0.0.1:16510/atlas/probe@{DIGEST}"
+REMOTE_IMAGE = f"quay.io/atlas/probe@{DIGEST}"
+
+
+@pytest.mark.parametrize(
+    ("image_registry", "pull_registry", "source", "image_arch", "expected", "remote"),
+    [
+        # the local environment: both read and pull from the loopback registry
+        ("127.0.0.1:16510", None, "site", None,
+         [("this machine", "127.0.0.1:16510"), ("the login node", "127.0.0.1:16510")], None),
+        # the image's architecture given: this machine reads nothing; the site still pulls
+        ("quay.io", None, "site", "amd64", [("the login node", "quay.io")], ("the login node", "quay.io")),
+        # the site pulls through another name: that name is the one spoken to
+        ("quay.io", "localhost:5000", "site", "amd64", [("the login node", "localhost:5000")], None),
+        ("quay.io", "localhost:5000", "site", None,
+         [("this machine", "quay.io"), ("the login node", "localhost:5000")], ("this machine", "quay.io")),
+        # `source: here`: this machine pulls from the image's registry whatever image_arch says
+        ("localhost.example.com", None, "here", "amd64", [("this machine", "localhost.example.com")],
+         ("this machine", "localhost.example.com")),
+        ("[::1]:5000", "quay.io", "here", None, [("this machine", "[::1]:5000")], None),
+        # the image not known yet (the OpenShift side's): only pull_registry is checked now
+        (None, "127.0.0.1.nip.io:5000", "site", None, [("the login node", "127.0.0.1.nip.io:5000")],
+         ("the login node", "127.0.0.1.nip.io:5000")),
+        (None, None, "site", None, [], None),
+    ],
+)
+def test_plain_http_is_spoken_only_to_loopback_registries(
+    image_registry: str | None, pull_registry: str | None, source: str, image_arch: str | None,
+    expected: list[tuple[str, str]], remote: tuple[str, str] | None,
+) -> None:
+    assert plain_http_registries(image_registry, pull_registry, source, image_arch) == expected
+    assert remote_plain_http(image_registry, pull_registry, source, image_arch) == remote
+
+
+@pytest.mark.parametrize(
+    ("apptainer", "refused"),
+    [
+        ({"plain_http": True, "image": LOCAL_IMAGE}, None),
+        ({"plain_http": True}, None),  # the OpenShift side's image: the provider checks it (below)
+        ({"plain_http": False, "image": REMOTE_IMAGE}, None),
+        ({"plain_http": True, "image": REMOTE_IMAGE},
+         "atlas:hpc.s.apptainer.plain_http: true, but this machine would pull from quay.io over plain HTTP"),
+        ({"plain_http": True, "image": f"localhost.example.com/a@{DIGEST}"},
+         "from localhost.example.com over plain HTTP, and localhost.example.com is not this machine's loopback"),
+        ({"plain_http": True, "image": LOCAL_IMAGE, "pull_registry": "registry.example.org"},
+         "atlas:hpc.s.apptainer.plain_http: true, but the login node would pull from registry.example.org"),
+    ],
+)
+def test_plain_http_config_is_refused_off_loopback(apptainer: dict, refused: str | None) -> None:
+    section = {**BASE, "runtime": "apptainer", "apptainer": apptainer}
+    if refused is None:
+        assert parse_hpc_target(section, "atlas:hpc.s").apptainer is not None
+        return
+    with pytest.raises(HpcConfigError) as error:
+        parse_hpc_target(section, "atlas:hpc.s")
+    assert refused in str(error.value)
+    assert "remove plain_http (the registry speaks HTTPS)" in str(error.value)
+
+
+def test_the_provider_refuses_plain_http_to_the_openshift_sides_remote_image_before_connecting() -> None:
+    props = {"environment": "s", "plain_http": True, "source": "site", "pull_registry": None, "image_arch": None}
+    with pytest.raises(ApptainerError) as refused:
+        refuse_remote_plain_http(parse_image_reference(REMOTE_IMAGE, "k"), props)
+    assert str(refused.value).startswith(
+        f"atlas:hpc.s.apptainer.plain_http: true, but this machine would pull {REMOTE_IMAGE} from quay.io over plain "
+        "HTTP")
+    refuse_remote_plain_http(parse_image_reference(LOCAL_IMAGE, "k"), props)  # loopback: allowed
+    refuse_remote_plain_http(parse_image_reference(REMOTE_IMAGE, "k"), {**props, "plain_http": False})
 
 
 # --- the conversion script, run by bash against a fake apptainer -----------------------------------

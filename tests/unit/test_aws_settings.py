@@ -76,6 +76,11 @@ BAD_CASES = [
     ({"instance_count": 0}, "atlas:aws.instance_count", "out of range"),
     ({"instance_count": 9}, "atlas:aws.instance_count", "out of range"),
     ({"endpoint_url": "ftp://x"}, "atlas:aws.endpoint_url", "http(s) URL"),
+    # plain HTTP only to loopback, parsed (infra/loopback.py), not searched for "localhost" or "127.0.0.1"
+    ({"endpoint_url": "http://localhost.example.com"}, "atlas:aws.endpoint_url", "not this machine's loopback"),
+    ({"endpoint_url": "http://127.0.0.1.evil.com:16500"}, "atlas:aws.endpoint_url", "not this machine's loopback"),
+    ({"endpoint_url": "http://[::ffff:127.0.0.1]:16500"}, "atlas:aws.endpoint_url", "not this machine's loopback"),
+    ({"endpoint_url": "http://0x7f.1:16500"}, "atlas:aws.endpoint_url", "not this machine's loopback"),
     ({"ssh_public_key": "-----BEGIN OPENSSH PRIVATE KEY-----"}, "atlas:aws.ssh_public_key", "value not shown"),
     ({"ssh_public_key": PUBLIC_KEY}, "atlas:aws.ssh_private_key_file", "key pair is imported"),
     ({"ssh_private_key_file": "id"}, "atlas:aws.ssh_private_key_file", "without the public half"),
@@ -94,6 +99,28 @@ def test_bad_values_name_the_key(change: dict[str, Any], key: str, problem: str)
     assert message.startswith(f"{key}: "), message
     assert problem in message, message
     assert SECRET not in message
+
+
+@pytest.mark.parametrize("endpoint", ["http://127.0.0.1:16500", "http://localhost:16500", "http://[::1]:16500",
+                                      "http://127.0.0.2:16500/"])
+def test_a_loopback_endpoint_is_the_stand_in(endpoint: str) -> None:
+    settings = parse_aws_settings({**MOTO, "endpoint_url": endpoint})
+    assert settings is not None and settings.emulated and not settings.execute
+
+
+@pytest.mark.parametrize(("endpoint", "tls_only"), [
+    ("http://127.0.0.1:16500", False),  # moto on loopback: the policy would refuse Atlas itself
+    ("https://127.0.0.1:16500", True),
+    ("https://s3.example.org", True),
+    ("http://localhost.example.com", True),  # never reaches here (refused above); if it did, TLS stays required
+    (None, True),
+])
+def test_only_a_plain_http_stand_in_on_loopback_leaves_the_tls_only_policy_off(
+    endpoint: str | None, tls_only: bool
+) -> None:
+    from infra.aws.providers.answers import wanted_protection
+
+    assert wanted_protection({"aws": {"endpoint_url": endpoint}})["tls_only"] is tls_only
 
 
 def test_execute_against_moto_is_refused() -> None:

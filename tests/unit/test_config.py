@@ -49,7 +49,7 @@ def test_flavour_defaults_to_openshift():
         ({**GOOD, "runId": "Run 1"}, "atlas:runId: 'Run 1' is not a run id"),
         ({"hpc": {"satori": {"scheduler": "pbs"}}}, "atlas:hpc.satori.host"),
         ({"hpc": {"satori": {"host": "h", "user": "u", "scheduler": "pbs"}}}, "atlas:hpc.satori.scheduler"),
-        ({"hpc": {"Satori_1": {}}}, "atlas:hpc (environment name 'Satori_1')"),
+        ({"hpc": {"Satori_1": {}}}, "atlas:hpc.Satori_1: the environment name 'Satori_1' is not a valid"),
         ({"hpc": {"satori": {"user": "REPLACE_WITH_SATORI_USER"}}},
          "atlas:hpc.satori.user: still the example's placeholder REPLACE_WITH_SATORI_USER"),
         ({"hpc": {"satori": {"enabled": False}}}, "no environment is enabled"),

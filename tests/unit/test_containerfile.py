@@ -130,6 +130,9 @@ def test_expand(value: str, variables: dict[str, str | None], expected: str) -> 
         ("localhost/x:1", "localhost", "x:1", True),
         ("[::1]:5000/x:1", "[::1]:5000", "x:1", True),
         ("quay.io/x/y@sha256:abc", "quay.io", "x/y@sha256:abc", False),
+        # a loopback name as a prefix of a remote registry's is not loopback (infra/loopback.py)
+        ("localhost.example.com/x:1", "localhost.example.com", "x:1", False),
+        ("127.0.0.1.nip.io:5000/x:1", "127.0.0.1.nip.io:5000", "x:1", False),
     ],
 )
 def test_image_references(image: str, host: str | None, repository: str, loopback: bool) -> None:

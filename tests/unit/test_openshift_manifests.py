@@ -323,8 +323,10 @@ def test_monitor_reads_the_volumes_read_only():
     deployment = monitor_deployment(biggan(), settings, context(), "app-cm", "atlas-biggan")
     pod = deployment["spec"]["template"]["spec"]
     container, _proxy = pod["containers"]
+    claims = [v for v in pod["volumes"] if "persistentVolumeClaim" in v]
+    assert container["volumeMounts"] and claims  # what `all` runs over below is there
     assert all(m.get("readOnly") for m in container["volumeMounts"])
-    assert all(v["persistentVolumeClaim"].get("readOnly") for v in pod["volumes"] if "persistentVolumeClaim" in v)
+    assert all(v["persistentVolumeClaim"].get("readOnly") for v in claims)
     assert container["command"][container["command"].index("--telemetry-dir") + 1] == "/atlas/results/telemetry"
     assert container["command"][container["command"].index("--logs-dir") + 1] == "/atlas/logs/logs"
     assert (

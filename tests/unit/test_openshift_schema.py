@@ -149,7 +149,9 @@ def test_the_local_configurations_objects_validate_too(book: SchemaBook):
 
     def check(_: Any) -> None:
         report = {}
-        for obj in objects_of(monitor):
+        objects = objects_of(monitor)
+        assert {"Deployment", "Job", "NetworkPolicy", "PersistentVolumeClaim"} <= {o.kind for o in objects}
+        for obj in objects:
             problems, checked = violations(book, obj.inputs)
             assert checked, obj.name
             if problems:

@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
+
+from infra.loopback import is_loopback_url
 
 
 def _tag_dict(tags: Sequence[Mapping[str, str]] | None) -> dict[str, str]:
@@ -23,9 +26,11 @@ def wanted_protection(props: Mapping[str, Any]) -> dict[str, Any]:
     """Encrypted by default always; TLS only wherever the API itself is TLS. The local stand-in
     (moto, plain HTTP on loopback; settings refuse plain HTTP elsewhere) enforces bucket policies,
     so a TLS-only policy there would refuse Atlas's own requests: it is left off and the outputs say
-    so (`protection.tls_only: false`)."""
+    so (`protection.tls_only: false`). Only there: a plain-HTTP endpoint elsewhere (which settings
+    refuse) keeps the policy, so its requests fail rather than cross the network unencrypted."""
     endpoint = str((props.get("aws") or {}).get("endpoint_url") or "")
-    return {"encryption": "AES256", "tls_only": not endpoint.startswith("http://")}
+    plain_local = urlsplit(endpoint).scheme == "http" and is_loopback_url(endpoint)
+    return {"encryption": "AES256", "tls_only": not plain_local}
 
 
 def bucket_protection(encryption: Mapping[str, Any] | None, policy: str | None) -> dict[str, Any]:

@@ -51,6 +51,7 @@ from infra.hpc.apptainer import (
     parse_probe,
     probe_command,
     registry_architectures,
+    remote_plain_http,
     searched_path,
 )
 from infra.hpc.provider_inputs import check_remote_dir, check_ssh, endpoint_from, same_login
@@ -222,9 +223,27 @@ def _link(conn: ssh.PooledConnection, props: Mapping[str, Any], image: ImageRefe
     return result.stdout.strip().splitlines()[-1]
 
 
+def refuse_remote_plain_http(image: ImageReference, props: Mapping[str, Any]) -> None:
+    """`plain_http` with a registry off loopback: refused before anything is pulled. The stack's
+    parser checks what the config names; the OpenShift side's image is known only here."""
+    if not props.get("plain_http"):
+        return
+    remote = remote_plain_http(image.registry, props.get("pull_registry") or None, str(props.get("source") or "site"),
+                               props.get("image_arch") or None)
+    if remote is not None:
+        who, host = remote
+        raise ApptainerError(
+            f"{_where(props)}.apptainer.plain_http: true, but {who} would pull {image.pinned} from {host} over plain "
+            f"HTTP, and {host} is not this machine's loopback (localhost, 127.0.0.0/8 or [::1]); nothing was pulled. "
+            f"Fix: remove {_where(props)}.apptainer.plain_http (the registry speaks HTTPS), or pull from a registry "
+            "on loopback"
+        )
+
+
 def make_sif(props: Mapping[str, Any]) -> dict[str, Any]:
     """What create and update do (module docstring); the outputs."""
     image = parse_image_reference(str(props["image"]), f"{_where(props)}.apptainer.image")
+    refuse_remote_plain_http(image, props)
     conn = ssh.connection(endpoint_from(props))
     machine, version = _probe(conn, props)
     check_architecture(image, _image_architectures(image, props), machine, str(props["environment"]))
