@@ -27,6 +27,7 @@ from infra.config_schema import (
     WholeNumber,
     relative,
 )
+from infra.openshift.security_lint import image_pin_problem
 from infra.openshift.settings import (
     LOCAL_BUILDER,
     DataSource,
@@ -143,6 +144,10 @@ def _image_reference(value: Any) -> Any:
         raise Problem(
             f"{value!r} is not an image reference", "write registry/path:tag or registry/path@sha256:<digest>"
         )
+    # What the cluster runs must not move under the run (docs/security.md): a tag or digest, never latest.
+    unpinned = image_pin_problem(value)
+    if unpinned is not None:
+        raise Problem(unpinned, "pin it: write registry/path:<version tag> or registry/path@sha256:<digest>")
     return value
 
 
