@@ -457,7 +457,7 @@ class DataModel(ConfigSection):
     s3: S3Model = Field(default_factory=S3Model, description="How s3:// sources are fetched.")
     image: ImageReference | None = Field(
         None, description="The image staging pvc:// and http(s):// sources; default: the workload's (it has Python).",
-        examples=["registry.access.redhat.com/ubi9/python-311"])
+        examples=["registry.access.redhat.com/ubi9/python-311:1"])
     # ImageNet's 150 GB over a slow link: a day; also how long `pulumi up` waits for staging.
     timeout_seconds: Annotated[int, WholeNumber(60)] = Field(
         86400, description="How long staging may take (and `pulumi up` waits).", examples=[3600])
@@ -492,7 +492,7 @@ class MonitorModel(ConfigSection):
         None, description="The Ingress's class (plain Kubernetes).", examples=["nginx"])
     image: ImageReference | None = Field(
         None, description="The monitor's image; default the workload's (it has Python).",
-        examples=["registry.access.redhat.com/ubi9/python-311"])
+        examples=["registry.access.redhat.com/ubi9/python-311:1"])
     proxy_image: ImageReference | None = Field(
         None, description="OpenShift only: the oauth-proxy sidecar's image; default "
         "quay.io/openshift/origin-oauth-proxy:4.16.", examples=["mirror.example/oauth-proxy:4.16"])

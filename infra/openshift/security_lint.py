@@ -61,7 +61,7 @@ DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True)
-class Finding:
+class SecurityFinding:
     """One property an object lacks: which object (as the caller names it), which container
     ("" for the pod or the object itself), which rule, and what was found."""
 
@@ -84,7 +84,7 @@ class Exemption:
     container: str
     reason: str
 
-    def covers(self, finding: Finding) -> bool:
+    def covers(self, finding: SecurityFinding) -> bool:
         return finding.rule == self.rule and finding.container == self.container
 
 
@@ -117,8 +117,8 @@ EXEMPTIONS: tuple[Exemption, ...] = (
 class LintResult:
     """Findings no exemption covers, and those one does (with it)."""
 
-    findings: tuple[Finding, ...]
-    exempted: tuple[tuple[Finding, Exemption], ...] = field(default_factory=tuple)
+    findings: tuple[SecurityFinding, ...]
+    exempted: tuple[tuple[SecurityFinding, Exemption], ...] = field(default_factory=tuple)
 
 
 def image_pin_problem(reference: str) -> str | None:
@@ -141,8 +141,8 @@ def lint(objects: Iterable[tuple[str, Manifest]], exemptions: Sequence[Exemption
 
     `objects` are (name, manifest) pairs: the name is how a finding names the object (an auto-named
     object has no metadata.name yet)."""
-    found: list[Finding] = []
-    exempted: list[tuple[Finding, Exemption]] = []
+    found: list[SecurityFinding] = []
+    exempted: list[tuple[SecurityFinding, Exemption]] = []
     for name, manifest in objects:
         for finding in lint_object(name, manifest):
             cover = next((e for e in exemptions if e.covers(finding)), None)
@@ -153,13 +153,13 @@ def lint(objects: Iterable[tuple[str, Manifest]], exemptions: Sequence[Exemption
     return LintResult(tuple(found), tuple(exempted))
 
 
-def lint_object(name: str, manifest: Manifest) -> list[Finding]:
+def lint_object(name: str, manifest: Manifest) -> list[SecurityFinding]:
     """The findings of one object, whatever its kind (kinds with nothing to check give none)."""
     kind = str(manifest.get("kind", ""))
     if kind in POD_TEMPLATE_PATHS:
         pod = _at(manifest, POD_TEMPLATE_PATHS[kind])
         if not isinstance(pod, Mapping):
-            return [Finding(name, "", "resources", f"a {kind} without a pod template")]
+            return [SecurityFinding(name, "", "resources", f"a {kind} without a pod template")]
         return lint_pod(name, pod)
     if kind == "ServiceAccount":
         return _service_account(name, manifest)
@@ -170,12 +170,12 @@ def lint_object(name: str, manifest: Manifest) -> list[Finding]:
     return []
 
 
-def lint_pod(name: str, pod: Manifest) -> list[Finding]:
+def lint_pod(name: str, pod: Manifest) -> list[SecurityFinding]:
     """A pod spec's findings: the pod's own, then each container's (init and ephemeral ones too)."""
-    findings: list[Finding] = []
+    findings: list[SecurityFinding] = []
 
     def add(container: str, rule: str, detail: str) -> None:
-        findings.append(Finding(name, container, rule, detail))
+        findings.append(SecurityFinding(name, container, rule, detail))
 
     for key in HOST_NAMESPACES:
         if pod.get(key) is True:
@@ -249,42 +249,43 @@ def _holds_token(volume: Manifest) -> bool:
     return any("serviceAccountToken" in source for source in sources)
 
 
-def _service_account(name: str, manifest: Manifest) -> list[Finding]:
+def _service_account(name: str, manifest: Manifest) -> list[SecurityFinding]:
     if manifest.get("automountServiceAccountToken") is not False:
-        return [Finding(name, "", "service-account-token", "automountServiceAccountToken is not false: a pod that "
-                        "does not say otherwise gets its token")]
+        detail = "automountServiceAccountToken is not false: a pod that does not say otherwise gets its token"
+        return [SecurityFinding(name, "", "service-account-token", detail)]
     return []
 
 
-def _namespace(name: str, manifest: Manifest) -> list[Finding]:
+def _namespace(name: str, manifest: Manifest) -> list[SecurityFinding]:
     labels = (manifest.get("metadata") or {}).get("labels") or {}
     wrong = {k: labels.get(k) for k, v in POD_SECURITY_LABELS.items() if labels.get(k) != v}
     if wrong:
-        return [Finding(name, "", "pod-security-admission", f"labels {wrong} are not {POD_SECURITY_LABELS}")]
+        return [SecurityFinding(name, "", "pod-security-admission", f"labels {wrong} are not {POD_SECURITY_LABELS}")]
     return []
 
 
-def _build_config(name: str, manifest: Manifest) -> list[Finding]:
+def _build_config(name: str, manifest: Manifest) -> list[SecurityFinding]:
     """The build pod is the cluster's own (its security context is OpenShift's); Atlas sets what it
     runs on, the base image it starts from and the tag it pushes."""
-    findings: list[Finding] = []
+    findings: list[SecurityFinding] = []
     spec = manifest.get("spec") or {}
     resources = spec.get("resources") or {}
     missing = [f"{part}.{amount}" for part in ("requests", "limits") for amount in ("cpu", "memory")
                if not (resources.get(part) or {}).get(amount)]
     if missing:
-        findings.append(Finding(name, "", "resources", f"no {', '.join(missing)}"))
+        findings.append(SecurityFinding(name, "", "resources", f"no {', '.join(missing)}"))
     strategy = (spec.get("strategy") or {}).get("dockerStrategy") or {}
     for argument in strategy.get("buildArgs") or []:
         if argument.get("name") == "BASE_IMAGE":
             pin = image_pin_problem(str(argument.get("value", "")))
             if pin is not None:
-                findings.append(Finding(name, "", "image-pinned", f"build argument BASE_IMAGE: {pin}"))
+                findings.append(SecurityFinding(name, "", "image-pinned", f"build argument BASE_IMAGE: {pin}"))
     output = (spec.get("output") or {}).get("to") or {}
     if output.get("kind") == "ImageStreamTag":
-        tag = str(output.get("name", "")).rpartition(":")[2]
-        if ":" not in str(output.get("name", "")) or tag == "latest":
-            findings.append(Finding(name, "", "image-pinned", f"pushes to {output.get('name')!r}, not an explicit tag"))
+        target = str(output.get("name", ""))
+        if ":" not in target or target.rpartition(":")[2] == "latest":
+            detail = f"pushes to {target!r}, not an explicit tag"
+            findings.append(SecurityFinding(name, "", "image-pinned", detail))
     return findings
 
 

@@ -31,7 +31,7 @@ from infra.openshift.security_lint import (
     POD_SECURITY_LABELS,
     RULES,
     Exemption,
-    Finding,
+    SecurityFinding,
     image_pin_problem,
     lint,
     lint_object,
@@ -368,7 +368,7 @@ def test_an_exempted_rule_stays_exempt_only_for_its_container(rendered: Callable
 
 def test_kinds_without_a_pod_are_not_judged_and_a_pod_kind_without_a_template_is() -> None:
     assert lint_object("q", {"kind": "ResourceQuota", "spec": {"hard": {}}}) == []
-    no_template = Finding("j", "", "resources", "a Job without a pod template")
+    no_template = SecurityFinding("j", "", "resources", "a Job without a pod template")
     assert lint_object("j", {"kind": "Job", "spec": {}}) == [no_template]
 
 
