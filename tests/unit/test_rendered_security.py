@@ -26,6 +26,9 @@ import yaml
 from pulumi.runtime import settings as pulumi_settings
 from pulumi.runtime.config import set_all_config
 
+from infra.kinds import KINDS
+from infra.kinds import kubernetes as kubernetes_kind
+from infra.kinds.base import BackfillRequest
 from infra.openshift.security_lint import (
     EXEMPTIONS,
     POD_SECURITY_LABELS,
@@ -38,6 +41,7 @@ from infra.openshift.security_lint import (
 )
 from infra.openshift.settings import OpenShiftSettingsError
 from infra.openshift.settings_parser import parse_openshift_settings
+from infra.outputs import FilesAt, KubernetesOutputs
 from tests.unit.openshift_fixtures import FILLED_PLACEHOLDERS, RecordingMocks, RecordingMonitor, example_raw, modified
 from tests.unit.test_template_stack import FILLED
 
@@ -415,3 +419,39 @@ def test_the_config_refuses_an_unpinned_image_naming_the_key_and_the_fix(path: s
     message = str(refused.value)
     assert message.startswith(f"atlas:openshift.{path}: "), message
     assert "pin it: write registry/path:<version tag> or registry/path@sha256:<digest>" in message, message
+
+
+# --- `atlas nodes --backfill`: what it applies without a stack ---------------------------------------------
+
+
+class RecordingClient:
+    """Takes the place of the API client: keeps what would be applied."""
+
+    def __init__(self) -> None:
+        self.applied: list[dict[str, Any]] = []
+
+    def request(self, method: str, path: str, body: Any = None, content_type: str | None = None) -> Any:
+        assert method == "PATCH", (method, path)
+        self.applied.append(body)
+        return {}
+
+
+@pytest.mark.parametrize(("flavour", "uid"), [("kubernetes", 1001), ("openshift", None)])
+def test_atlas_nodes_backfill_applies_objects_that_pass_the_lint(
+    flavour: str, uid: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = RecordingClient()
+    monkeypatch.setattr(kubernetes_kind, "client_for", lambda access, outputs: client)
+    outputs = KubernetesOutputs(gpus_requested=1, run_id="1", flavour=flavour, namespace="atlas-local", steps=(),
+                                telemetry=FilesAt(""), logs=FilesAt(""), image="registry.local/atlas/probe:dev")
+    request = BackfillRequest(environment="openshift", source=None, access=None, project=REPO,  # type: ignore[arg-type]
+                              workload="probe", run_workload="probe", slots=2, partition="backfill", stop=False)
+    said: list[str] = []
+    KINDS["kubernetes"].backfill(request, outputs, said.append)
+    assert [o["kind"] for o in client.applied] == ["PriorityClass", "Namespace", "Deployment"], said
+    result = lint((o["kind"], o) for o in client.applied)
+    assert not result.findings, result.findings
+    assert [(f.container, f.rule) for f, _ in result.exempted] == [("backfill", "read-only-root-filesystem")]
+    pod = client.applied[-1]["spec"]["template"]["spec"]
+    # Off OpenShift nothing assigns a UID and the run's image may name root: the run's own UID.
+    assert pod["securityContext"].get("runAsUser") == uid
