@@ -16,7 +16,7 @@ from typing import Any
 
 Manifest = Mapping[str, Any]
 
-# Each rule's name and what it asks (docs/security.md has the same table).
+# Each rule's name and what it asks (docs/security.md's table names each, in its own words).
 RULES: dict[str, str] = {
     "run-as-non-root": "runAsNonRoot true, and never runAsUser 0, for every container",
     "no-privilege-escalation": "allowPrivilegeEscalation false and never privileged, for every container",
