@@ -138,7 +138,7 @@ def sweep_lines(workload: Workload, steps: list[str]) -> list[str]:
 
 def kubernetes_context(workload: Workload, files: tuple[FolderFile, ...]) -> tuple[OpenShiftSettings, PodContext]:
     """The settings and pod context a check renders Jobs under: placeholders where `pulumi up` names objects."""
-    section = {"namespace": "atlas-check", "image": {"reference": "example.org/atlas/runtime:latest"}}
+    section = {"namespace": "atlas-check", "image": {"reference": "example.org/atlas/runtime:check"}}
     settings = parse_openshift_settings(section, "atlas:openshift", "kubernetes")
     source = None
     if files:

@@ -104,11 +104,12 @@ if config.backfill is not None:
     except BackfillError as bad:
         stop(f"invalid stack configuration: atlas:backfill.workload: {bad}")
     if settings is not None:
-        # The run's placement: backfill copies land where the run's pods may.
+        # The run's placement: backfill copies land where the run's pods may, as the run's UID.
         work = dataclasses.replace(
             work,
             node_selector=settings.placement.node_selector,
             tolerations=settings.placement.tolerations,
+            run_as_uid=settings.run_as_uid,
         )
     backfill = Backfill(
         "backfill",

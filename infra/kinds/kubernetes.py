@@ -160,7 +160,10 @@ class KubernetesKind(EnvironmentKind[KubernetesOutputs]):
         return False  # the API is watched, not polled
 
     def backfill(self, request: BackfillRequest, outputs: KubernetesOutputs, echo: Callable[[str], None]) -> None:
+        import dataclasses
+
         from infra.nodes import backfill, backfill_apply
+        from infra.openshift.settings import ANY_IMAGE_UID
 
         client = client_for(request.access, outputs)
         if request.stop:
@@ -168,6 +171,10 @@ class KubernetesKind(EnvironmentKind[KubernetesOutputs]):
             echo(f"{request.environment}: backfill Deployment {'deleted' if gone else 'was not there'}")
             return
         work = backfill_work(request, outputs.image, outputs.gpu_product or None)
+        if outputs.flavour != "openshift":
+            # Nothing assigns a UID there, and the run's image may be one Atlas did not build (whose USER
+            # may be root); Atlas's own images' USER is this UID anyway.
+            work = dataclasses.replace(work, run_as_uid=ANY_IMAGE_UID)
         applied = backfill_apply.apply_kubernetes(client, work, request.slots)
         echo(
             f"{request.environment}: {request.slots} one-GPU backfill pod(s) at priority {backfill.PRIORITY_VALUE} "

@@ -39,6 +39,7 @@ from typing import Any
 
 from infra.hpc.job_script import render_job_script
 from infra.hpc.scheduler import BACKFILL_QUEUE, JobSpec, Scheduler
+from infra.openshift.security_lint import CONTAINER_SECURITY, POD_SECURITY, POD_SECURITY_LABELS
 from infra.workload.model import FolderSource, Workload
 from infra.workload.render import render_step
 
@@ -74,6 +75,10 @@ class BackfillWork:
     # Kubernetes: the preparation steps each copy runs first, in its own container (a backfill
     # namespace has no claim on the run's data): set where the workload makes its data itself.
     prepare: tuple[tuple[str, ...], ...] = ()
+    # Kubernetes: the UID the copies run as, in group 0, where nothing assigns one and the image may
+    # name root (the run's own rule: infra/openshift/environment.py, ANY_IMAGE_UID). None: the
+    # image's own USER, or OpenShift's arbitrary UID from the namespace's range.
+    run_as_uid: int | None = None
 
 
 def work_for(workload: Workload, environment: str, image: str = "", gpu_product: str | None = None) -> BackfillWork:
@@ -137,8 +142,14 @@ def backfill_pod_spec(work: BackfillWork, priority_class_name: str = PRIORITY_CL
         "requests": {"cpu": str(work.cpus), "memory": f"{work.memory_mib}Mi", GPU_RESOURCE: "1"},
         "limits": {"cpu": str(work.cpus), "memory": f"{work.memory_mib}Mi", GPU_RESOURCE: "1"},
     }
+    pod_security: dict[str, Any] = dict(POD_SECURITY)
+    if work.run_as_uid is not None:
+        pod_security.update(runAsUser=work.run_as_uid, runAsGroup=0)
     spec: dict[str, Any] = {
         "priorityClassName": priority_class_name,
+        # Backfill never calls the API: no token in its pods.
+        "automountServiceAccountToken": False,
+        "securityContext": pod_security,
         # Time to write a checkpoint on SIGTERM when preempted.
         "terminationGracePeriodSeconds": 30,
         "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"},
@@ -149,6 +160,9 @@ def backfill_pod_spec(work: BackfillWork, priority_class_name: str = PRIORITY_CL
                 "image": work.image or "registry.invalid/atlas/backfill:unset",
                 **_backfill_command(work),
                 "resources": resources,
+                # Not a read-only root filesystem: a copy writes in the image's working directory
+                # (security_lint.EXEMPTIONS).
+                "securityContext": dict(CONTAINER_SECURITY),
             }
         ],
     }
@@ -185,11 +199,9 @@ def backfill_deployment(
 
 
 def backfill_namespace(namespace: str = NAMESPACE) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": {"name": namespace, "labels": {"app.kubernetes.io/managed-by": MANAGED_BY}},
-    }
+    # The API server refuses any pod here that does not meet the restricted Pod Security Standard.
+    labels = {"app.kubernetes.io/managed-by": MANAGED_BY, **POD_SECURITY_LABELS}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": labels}}
 
 
 # --- a batch scheduler (Slurm) ---------------------------------------------------------------------

@@ -37,6 +37,7 @@ from infra.openshift.manifests.volumes import (
 from infra.openshift.monitor import RunMonitor, RunMonitorArgs
 from infra.openshift.objects import KubernetesObject
 from infra.openshift.pipeline import TrainingPipeline, TrainingPipelineArgs
+from infra.openshift.security_lint import POD_SECURITY_LABELS
 from infra.openshift.settings import OpenShiftSettings, RequiredQuota
 from infra.openshift.settings_parser import check_workload_fits
 from infra.openshift.staging import DataStaging, DataStagingArgs
@@ -49,9 +50,6 @@ from infra.workload.render import RenderedStep, render_steps, requested_gpus
 
 # The key of this side in a workload definition's `overrides`.
 ENVIRONMENT = "openshift"
-# Off OpenShift, the UID the pods of an image Atlas did not build run as, in group 0 (Atlas's own
-# images' USER): OpenShift would give them an arbitrary one; plain Kubernetes none but the image's.
-ANY_IMAGE_UID = 1001
 
 
 @dataclass
@@ -156,10 +154,12 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
             )
             self.namespace_resource = request
             return request.metadata.apply(lambda m: (m or {}).get("name") or target.namespace)
-        # The namespace's name is the one the user configured, so it is set exactly.
+        # The namespace's name is the one the user configured, so it is set exactly. Its labels make the
+        # API server refuse any pod in it that does not meet the restricted Pod Security Standard (on
+        # OpenShift, the project's security context constraints do that).
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=target.namespace, labels=labels),
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=target.namespace, labels={**labels, **POD_SECURITY_LABELS}),
             opts=pulumi.ResourceOptions(parent=self, provider=self.provider),
         )
         self.namespace_resource = namespace
@@ -197,7 +197,7 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
             tolerations=settings.placement.toleration_list(),
             source=self._source_volume(name, workload, identity, child),
             tools=self._tools_volume(name, settings, identity, child),
-            run_as_uid=ANY_IMAGE_UID if settings.image.reference is not None and not settings.is_openshift else None,
+            run_as_uid=settings.run_as_uid,
         )
         before_pods = [*constraints, *self.image.ready, *self.tools_ready]
         # The Jobs' completions reach the API server as the provider does.

@@ -68,7 +68,10 @@ class RunMonitor(pulumi.ComponentResource):
         if settings.is_openshift:
             account = monitor_service_account(context)
             self.service_account = k8s.core.v1.ServiceAccount(
-                f"{name}-service-account", metadata=account["metadata"], opts=child
+                f"{name}-service-account",
+                metadata=account["metadata"],
+                automount_service_account_token=account["automountServiceAccountToken"],
+                opts=child,
             )
             depends_on.append(self.service_account)
         deployment = monitor_deployment(

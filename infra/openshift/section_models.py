@@ -27,6 +27,7 @@ from infra.config_schema import (
     WholeNumber,
     relative,
 )
+from infra.openshift.security_lint import image_pin_problem
 from infra.openshift.settings import (
     LOCAL_BUILDER,
     DataSource,
@@ -143,6 +144,10 @@ def _image_reference(value: Any) -> Any:
         raise Problem(
             f"{value!r} is not an image reference", "write registry/path:tag or registry/path@sha256:<digest>"
         )
+    # What the cluster runs must not move under the run (docs/security.md): a tag or digest, never latest.
+    unpinned = image_pin_problem(value)
+    if unpinned is not None:
+        raise Problem(unpinned, "pin it: write registry/path:<version tag> or registry/path@sha256:<digest>")
     return value
 
 
@@ -453,7 +458,7 @@ class DataModel(ConfigSection):
     s3: S3Model = Field(default_factory=S3Model, description="How s3:// sources are fetched.")
     image: ImageReference | None = Field(
         None, description="The image staging pvc:// and http(s):// sources; default: the workload's (it has Python).",
-        examples=["registry.access.redhat.com/ubi9/python-311"])
+        examples=["registry.access.redhat.com/ubi9/python-311:1"])
     # ImageNet's 150 GB over a slow link: a day; also how long `pulumi up` waits for staging.
     timeout_seconds: Annotated[int, WholeNumber(60)] = Field(
         86400, description="How long staging may take (and `pulumi up` waits).", examples=[3600])
@@ -488,7 +493,7 @@ class MonitorModel(ConfigSection):
         None, description="The Ingress's class (plain Kubernetes).", examples=["nginx"])
     image: ImageReference | None = Field(
         None, description="The monitor's image; default the workload's (it has Python).",
-        examples=["registry.access.redhat.com/ubi9/python-311"])
+        examples=["registry.access.redhat.com/ubi9/python-311:1"])
     proxy_image: ImageReference | None = Field(
         None, description="OpenShift only: the oauth-proxy sidecar's image; default "
         "quay.io/openshift/origin-oauth-proxy:4.16.", examples=["mirror.example/oauth-proxy:4.16"])

@@ -35,6 +35,10 @@ LOCAL_BUILDER = "atlas-local"
 # sets to the GPU's product (what `gpu.product` names).
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+# Off OpenShift, the UID the pods of an image Atlas did not build run as, in group 0 (Atlas's own
+# images' USER): OpenShift would give them an arbitrary one; plain Kubernetes none but the image's,
+# which may be root, and runAsNonRoot refuses root.
+ANY_IMAGE_UID = 1001
 
 
 class OpenShiftSettingsError(AtlasConfigError):
@@ -201,6 +205,12 @@ class OpenShiftSettings:
     @property
     def is_openshift(self) -> bool:
         return self.flavour == "openshift"
+
+    @property
+    def run_as_uid(self) -> int | None:
+        """The UID the run's pods are given (in group 0): ANY_IMAGE_UID for an image Atlas did not build,
+        off OpenShift; None (the image's own USER, or OpenShift's arbitrary UID) otherwise."""
+        return ANY_IMAGE_UID if self.image.reference is not None and not self.is_openshift else None
 
 
 # ---------------------------------------------------------------------------------------------

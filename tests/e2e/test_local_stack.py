@@ -4,6 +4,7 @@ no-change preview, refresh, destroy; checked through the Kubernetes API after ea
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 import time
 import urllib.error
@@ -11,9 +12,11 @@ import uuid
 
 import pytest
 
+from infra.openshift.security_lint import POD_SECURITY_LABELS
 from infra.outputs import OUTPUTS_VERSION
 from localenv import kube
 from localenv.layout import Layout
+from localenv.procs import LocalEnvError
 from tests.e2e.pulumi_cli import PulumiProject, local_openshift
 from tests.support import wait_until
 
@@ -92,6 +95,29 @@ def test_preview_up_refresh_destroy(project, kube_env):
     assert allowed and allowed <= served, (allowed, served)
     last_policy = max(policy["metadata"]["creationTimestamp"] for policy in policies)
     assert all(pod["metadata"]["creationTimestamp"] >= last_policy for pod in pods), (last_policy, pods)
+
+    # Pod Security admission holds the namespace to the restricted standard (docs/security.md): every
+    # pod Atlas made was admitted and runs (helpers and the monitor with read-only root filesystems),
+    # and a pod that asks for root is refused by the API server (a server-side dry run: nothing made).
+    assert {key: labels.get(key) for key in POD_SECURITY_LABELS} == POD_SECURITY_LABELS
+    finished = {"prepare-volumes", "make-hdf5", "inception-moments"}
+
+    def started() -> list[dict] | None:
+        pods = kube.api_get(kube_env, f"/api/v1/namespaces/{ns}/pods")["items"]
+        by_step = {p["metadata"]["labels"].get("atlas.dev/step") or p["metadata"]["labels"][
+            "app.kubernetes.io/component"]: p for p in pods}
+        ready = [c.get("ready") for c in by_step.get("monitor", {}).get("status", {}).get("containerStatuses", [])]
+        done = all(by_step.get(step, {}).get("status", {}).get("phase") == "Succeeded" for step in finished)
+        running = by_step.get("train", {}).get("status", {}).get("phase") in ("Running", "Succeeded")
+        return pods if ready == [True] and done and running else None
+
+    for pod in wait_until(started, "the monitor ready, the preparation done and training started", 180):
+        assert pod["spec"]["securityContext"]["runAsNonRoot"] is True, pod["metadata"]["name"]
+    as_root = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "as-root", "namespace": ns},
+               "spec": {"containers": [{"name": "c", "image": pods[0]["spec"]["containers"][0]["image"],
+                                        "securityContext": {"runAsUser": 0}}]}}
+    with pytest.raises(LocalEnvError, match=r'violates PodSecurity "restricted:latest"'):
+        kube.kubectl(kube_env, "create", "--dry-run=server", "-f", "-", stdin=json.dumps(as_root))
 
     # A second run has nothing to do: --expect-no-changes fails on any diff.
     proj.run("preview", "--expect-no-changes", "-s", STACK)

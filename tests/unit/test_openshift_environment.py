@@ -74,6 +74,10 @@ def test_namespace_is_labelled_and_named_exactly(mocks, tmp_path: Path):
             "app.kubernetes.io/managed-by": "atlas",
             "atlas.dev/stack": "unit",
             "atlas.dev/workload": "probe",
+            # The API server refuses any pod here short of the restricted Pod Security Standard.
+            "pod-security.kubernetes.io/enforce": "restricted",
+            "pod-security.kubernetes.io/audit": "restricted",
+            "pod-security.kubernetes.io/warn": "restricted",
         }
         provider = mocks.named("openshift-provider")
         assert provider.inputs["kubeconfig"] == str(kubeconfig)

@@ -15,9 +15,9 @@ import pulumi
 from infra.openshift.manifests.image_build import image_stream_name
 from infra.openshift.manifests.labels import SKIP_AWAIT, Manifest, RunIdentity, object_metadata
 from infra.openshift.manifests.pods import (
-    CONTAINER_SECURITY,
     MOUNT_ROOT,
     NO_GPU_ENV,
+    READ_ONLY_CONTAINER_SECURITY,
     SCRIPTS_DIR,
     PodContext,
     pod_spec,
@@ -103,7 +103,7 @@ def monitor_deployment(
         "livenessProbe": {**probe, "initialDelaySeconds": 10},
         "volumeMounts": [{"name": "app", "mountPath": SCRIPTS_DIR, "readOnly": True}]
         + [{"name": role, "mountPath": f"{MOUNT_ROOT}/{role}", "readOnly": True} for role in read_roles],
-        "securityContext": {**CONTAINER_SECURITY, "readOnlyRootFilesystem": True},
+        "securityContext": dict(READ_ONLY_CONTAINER_SECURITY),
     }
     volumes = [{"name": "app", "configMap": {"name": app_config_map}}]
     volumes += [pvc_volume(role, context.claims, read_only=True) for role in read_roles]
@@ -219,7 +219,8 @@ def monitor_names(identity: RunIdentity) -> MonitorNames:
 
 def monitor_service_account(context: PodContext) -> Manifest:
     """The proxy's OAuth client: OpenShift lets a ServiceAccount be one, returning logins to the
-    Route its annotation names. It is bound to no role: the proxy checks users' own access."""
+    Route its annotation names. It is bound to no role: the proxy checks users' own access. Its
+    token is projected into the proxy alone (SERVICE_ACCOUNT_FILES), never automounted."""
     names = monitor_names(context.identity)
     route = {"kind": "Route", "name": names.route}
     redirect = {"kind": "OAuthRedirectReference", "apiVersion": "v1", "reference": route}
@@ -230,6 +231,7 @@ def monitor_service_account(context: PodContext) -> Manifest:
         "metadata": object_metadata(
             context.identity.labels("monitor"), context.namespace, annotations, name=names.service_account
         ),
+        "automountServiceAccountToken": False,
     }
 
 
@@ -299,7 +301,7 @@ def login_proxy(
             {**session_mount, "readOnly": True},
             {"name": "oauth-client", "mountPath": SERVICE_ACCOUNT_DIR, "readOnly": True},
         ],
-        "securityContext": {**CONTAINER_SECURITY, "readOnlyRootFilesystem": True},
+        "securityContext": dict(READ_ONLY_CONTAINER_SECURITY),
     }
     init_container = {
         "name": "oauth-cookie-secret",
@@ -308,7 +310,7 @@ def login_proxy(
         "env": [dict(NO_GPU_ENV)],
         "resources": resources,
         "volumeMounts": [session_mount],
-        "securityContext": {**CONTAINER_SECURITY, "readOnlyRootFilesystem": True},
+        "securityContext": dict(READ_ONLY_CONTAINER_SECURITY),
     }
     volumes = [
         {"name": "oauth-tls", "secret": {"secretName": names.tls_secret}},

@@ -13,6 +13,9 @@ import pulumi
 
 from infra.openshift.manifests.labels import SKIP_AWAIT, Manifest, RunIdentity
 from infra.openshift.manifests.volumes import Claims, SourceVolume
+from infra.openshift.security_lint import CONTAINER_SECURITY as CONTAINER_SECURITY
+from infra.openshift.security_lint import POD_SECURITY as POD_SECURITY
+from infra.openshift.security_lint import READ_ONLY_CONTAINER_SECURITY as READ_ONLY_CONTAINER_SECURITY
 from infra.openshift.settings import GPU_PRODUCT_LABEL
 
 # The taint key GPU nodes carry (the GPU operator's convention, and the local KWOK nodes').
@@ -23,8 +26,14 @@ SCRIPTS_DIR = f"{MOUNT_ROOT}/scripts"
 
 # What a GPU step's pod tolerates beside the run's own tolerations: the GPU nodes' taint.
 GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
-POD_SECURITY = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
-CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+# POD_SECURITY, CONTAINER_SECURITY and READ_ONLY_CONTAINER_SECURITY (imported above, the renderers take
+# them from here) are defined beside the rules they meet. Every container's root filesystem is
+# read-only but a step's (security_lint.EXEMPTIONS says why a step cannot): what it writes goes to a
+# volume, the scratch space below among them.
+# HOME and temporary files of a container whose root filesystem is read-only.
+SCRATCH_DIR = "/tmp"  # noqa: S108 (a path in the container)
+SCRATCH_VOLUME = {"name": "scratch", "emptyDir": {"sizeLimit": "256Mi"}}
+SCRATCH_MOUNT = {"name": "scratch", "mountPath": SCRATCH_DIR}
 # The workload image sets NVIDIA_VISIBLE_DEVICES=all for its GPU steps; a pod that asked for no
 # GPU must not get every GPU of its node from the NVIDIA runtime because of it.
 NO_GPU_ENV = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}

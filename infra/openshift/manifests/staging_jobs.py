@@ -6,10 +6,13 @@ import pulumi
 
 from infra.openshift.manifests.labels import Manifest, object_metadata
 from infra.openshift.manifests.pods import (
-    CONTAINER_SECURITY,
     MOUNT_ROOT,
     NO_GPU_ENV,
     POD_SECURITY,
+    READ_ONLY_CONTAINER_SECURITY,
+    SCRATCH_DIR,
+    SCRATCH_MOUNT,
+    SCRATCH_VOLUME,
     SCRIPTS_DIR,
     PodContext,
     job_manifest,
@@ -22,7 +25,11 @@ from infra.workload.model import Workload
 STAGE_SCRIPT = "stage_data.py"
 
 
-def _helper_container(context: PodContext, name: str, image: pulumi.Input[str], command: list[str]) -> Manifest:
+def _helper_container(
+    context: PodContext, name: str, image: pulumi.Input[str], command: list[str], mounts: list[Manifest]
+) -> Manifest:
+    """A helper's container: its root filesystem read-only, HOME and temporary files on the scratch
+    volume (`_helper_volumes`), the volumes it works on mounted as `mounts` say."""
     amounts = {"cpu": STAGING_CPU.text, "memory": STAGING_MEMORY.text}
     return {
         "name": name,
@@ -30,10 +37,15 @@ def _helper_container(context: PodContext, name: str, image: pulumi.Input[str], 
         # command, not args: helpers do not need the workload entrypoint (and may use other images).
         "command": command,
         # HOME: OpenShift's arbitrary UID has none; aws-cli and Python caches write there.
-        "env": [dict(NO_GPU_ENV), {"name": "HOME", "value": "/tmp"}],  # noqa: S108 (a path in the container)
+        "env": [dict(NO_GPU_ENV), {"name": "HOME", "value": SCRATCH_DIR}, {"name": "TMPDIR", "value": SCRATCH_DIR}],
         "resources": {"requests": dict(amounts), "limits": dict(amounts)},
-        "securityContext": dict(CONTAINER_SECURITY),
+        "volumeMounts": [*mounts, dict(SCRATCH_MOUNT)],
+        "securityContext": dict(READ_ONLY_CONTAINER_SECURITY),
     }
+
+
+def _helper_volumes(volumes: list[Manifest]) -> list[Manifest]:
+    return [*volumes, dict(SCRATCH_VOLUME)]
 
 
 def prepare_volumes_job(workload: Workload, context: PodContext, deadline_s: int = 600) -> Manifest:
@@ -47,10 +59,10 @@ def prepare_volumes_job(workload: Workload, context: PodContext, deadline_s: int
               f'uid $(id -u), groups $(id -G): its provisioner must make it group-writable" >&2; exit 1; }}; done')
     if paths:
         script += "; mkdir -p " + " ".join(paths) + "; chmod g+rwx " + " ".join(paths)
-    container = _helper_container(context, "prepare", context.image, ["/bin/sh", "-c", script])
-    container["volumeMounts"] = [{"name": role, "mountPath": f"{MOUNT_ROOT}/{role}"} for role in VOLUME_ROLES]
+    mounts = [{"name": role, "mountPath": f"{MOUNT_ROOT}/{role}"} for role in VOLUME_ROLES]
+    container = _helper_container(context, "prepare", context.image, ["/bin/sh", "-c", script], mounts)
     labels = context.identity.labels("prepare-volumes")
-    volumes = [pvc_volume(role, context.claims) for role in VOLUME_ROLES]
+    volumes = _helper_volumes([pvc_volume(role, context.claims) for role in VOLUME_ROLES])
     spec = pod_spec(context, [container], volumes)
     return job_manifest(object_metadata(labels, context.namespace), labels, spec, 2, deadline_s)
 
@@ -75,7 +87,7 @@ def staging_job(
             command += ["--endpoint-url", settings.data.s3.endpoint]
         if settings.data.s3.credentials_secret is None:
             command.append("--no-sign-request")
-        container = _helper_container(context, "stage", settings.data.s3.image, command)
+        container = _helper_container(context, "stage", settings.data.s3.image, command, mounts)
         if settings.data.s3.credentials_secret is not None:
             container["envFrom"] = [{"secretRef": {"name": settings.data.s3.credentials_secret}}]
         if not context.openshift:
@@ -90,11 +102,10 @@ def staging_job(
         else:
             from_path = source.url
         command = ["python3", f"{SCRIPTS_DIR}/{STAGE_SCRIPT}", "--source", from_path, "--dest", destination]
-        container = _helper_container(context, "stage", settings.data.image or context.image, command)
         mounts.append({"name": "scripts", "mountPath": SCRIPTS_DIR, "readOnly": True})
         volumes.append({"name": "scripts", "configMap": {"name": scripts_config_map}})
-    container["volumeMounts"] = mounts
+        container = _helper_container(context, "stage", settings.data.image or context.image, command, mounts)
     labels = {**context.identity.labels("staging"), "atlas.dev/data-input": source.input}
-    spec = pod_spec(context, [container], volumes)
+    spec = pod_spec(context, [container], _helper_volumes(volumes))
     spec.update(pod_extra)
     return job_manifest(object_metadata(labels, context.namespace), labels, spec, 2, settings.data.timeout_seconds)

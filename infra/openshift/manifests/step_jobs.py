@@ -108,6 +108,7 @@ def step_job(
         # LimitRange's defaults never apply to a step.
         "resources": {"requests": dict(amounts), "limits": dict(amounts)},
         "volumeMounts": mounts,
+        # Not a read-only root filesystem: a step writes inside its image (security_lint.EXEMPTIONS).
         "securityContext": dict(CONTAINER_SECURITY),
     }
     metadata = object_metadata(labels, context.namespace)
