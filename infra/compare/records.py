@@ -262,9 +262,11 @@ def without_records(
     cost_profile: str = "",
     cloud_rate: str = "",
     runtime: RuntimeRecord | None = None,
+    provenance: str = "",
 ) -> EnvironmentRecords:
     """An environment none of whose records could be collected (unreachable, or nothing ran):
-    every block `Missing(reason)`, with what the stack outputs still say about it (`runtime`)."""
+    every block `Missing(reason)`, with what the stack outputs still say about it (`runtime`,
+    `provenance`: its label as the outputs show it)."""
     return EnvironmentRecords(
         name=name,
         kind=kind,
@@ -279,4 +281,5 @@ def without_records(
         cost_profile=cost_profile,
         cloud_rate=cloud_rate,
         runtime=runtime if runtime is not None else RuntimeRecord("", note=RUNTIME_NOT_RECORDED),
+        provenance=provenance,
     )

@@ -13,6 +13,7 @@ import math
 from collections.abc import Sequence
 
 from infra.hpc.registry import scheduler_for
+from infra.job_records import mock_gpu_nodes
 from infra.monitor.estimate import RunningJob, estimate_wait
 from infra.monitor.hpc import HpcSource
 from infra.monitor.model import EnvironmentView, HpcNode, HpcPoll, NodeView, StepTelemetry
@@ -75,6 +76,8 @@ class HpcEnvironmentSource(EnvironmentSource):
                 now,
             )
         notes = tuple(e for e in (poll.node_error, poll.queue_error) if e)
+        # The nodes the steps ran on say whether their GPUs were mock; before any ran, every node.
+        ran_on = {s.node for s in poll.steps if s.node}
         return EnvironmentView(
             name=name,
             kind=self.kind,
@@ -87,7 +90,7 @@ class HpcEnvironmentSource(EnvironmentSource):
             + " ; one node/queue/telemetry script",
             estimate=estimate,
             notes=notes,
-            provenance=outputs.provenance,
+            provenance=outputs.label(mock_gpu_nodes(poll.nodes, ran_on)),
             sweeps=poll.sweeps,
         )
 
@@ -97,7 +100,11 @@ class HpcEnvironmentSource(EnvironmentSource):
         on_node = [s for s in poll.steps if s.node == node.name and s.step in poll.telemetry]
         series = [poll.telemetry[s.step] for s in on_node]
         measured = [t for t in series if finite(t.gpu_util_percent)]
-        if measured:
+        mock = node.gpu_fact
+        if mock is not None:
+            # No GPU is behind a mock one: whatever a sampler or index read was not its use.
+            util, source, measured = None, f"not measured: {mock.what}", []
+        elif measured:
             # The sampler's own readings of the GPUs the steps hold beat any scheduler index.
             util = sum(finite(t.gpu_util_percent)[-1] for t in measured) / len(measured)
             source = "the sampler (NVML / nvidia-smi) of the steps on this node"
@@ -118,7 +125,7 @@ class HpcEnvironmentSource(EnvironmentSource):
             workloads=workloads,
             idle_since=idle_since if idle_since is not None else tracked,
             site=f"{self.outputs.host}:{self.outputs.port}",
-            provenance=self.outputs.provenance,
+            provenance=self.outputs.label(mock),
         )
 
 

@@ -16,8 +16,8 @@ from infra.compare.kube_records import (
     GPU_MOCK_LABEL,
     GPU_RESOURCE,
     KWOK_NODE_ANNOTATION,
-    LOCAL_NODE,
-    NOT_EXECUTED,
+    node_facts,
+    node_record,
     records_from_api,
 )
 from infra.compare.records import NodeRecord, StepRecord
@@ -27,9 +27,10 @@ from infra.compare.sweeps import state_counts
 from infra.hpc.scheduler import Phase
 from infra.monitor.estimate import RunningJob, estimate_wait
 from infra.monitor.kube import KubeCache
-from infra.monitor.model import REAL, SIMULATED_NODE, EnvironmentView, NodeView, StepView, SweepView
+from infra.monitor.model import EnvironmentView, NodeView, SweepView
 from infra.monitor.sources import EnvironmentSource, ViewContext, step_view
-from infra.outputs import PROVENANCE_NOT_STATED, KubernetesOutputs
+from infra.outputs import KubernetesOutputs
+from infra.provenance import REAL, label, loopback_url_fact
 from infra.timeparse import rfc3339
 
 RECENT_S = 3600.0  # waits of pods scheduled within this window feed the estimate
@@ -95,7 +96,8 @@ class KubeSource(EnvironmentSource):
             f"/apis/batch/v1/namespaces/{namespace}/jobs",
             estimate=estimate,
             notes=tuple(cache.notes) + (tuple(records.notes) if records.notes else ()),
-            provenance=kube_provenance(steps, node_views),
+            # The report's own derivation from the same objects (infra.compare.kube_records).
+            provenance=records.provenance,
             sweeps=self._sweeps({"items": cache.items("jobs")}, ns_pods, records.nodes),
         )
 
@@ -144,7 +146,8 @@ class KubeSource(EnvironmentSource):
             else "not readable: no GPU metrics source for Kubernetes nodes here (the sampler's files "
             "sit on the run's PVC)",
             simulated=simulated,
-            provenance=SIMULATED_NODE if simulated else LOCAL_NODE if mock else REAL,
+            provenance=label(REAL, [loopback_url_fact("Kubernetes API", self.outputs.api_url),
+                                    *node_facts(node_record(node))]),
             site=self.outputs.api_url or self.cache.client.server,
             workloads=tuple(
                 f"{(p.get('metadata') or {}).get('namespace')}/{(p.get('metadata') or {}).get('name')}"
@@ -157,13 +160,6 @@ def kube_phase(record: StepRecord) -> Phase:
     if record.state in KUBE_PHASES:
         return KUBE_PHASES[record.state]
     return Phase.RUNNING if record.started_at is not None else Phase.PENDING
-
-
-def kube_provenance(steps: Sequence[StepView], nodes: Sequence[NodeView]) -> str:
-    """What the nodes the steps' pods ran on are (pure); not executed when no step reached a node."""
-    by_name = {n.name: n.provenance for n in nodes}
-    seen = sorted({by_name.get(s.node, PROVENANCE_NOT_STATED) for s in steps if s.node})
-    return " + ".join(seen) if seen else NOT_EXECUTED
 
 
 def _telemetry_note(value: object) -> str:

@@ -18,9 +18,10 @@ from infra.job_records import HpcNode as HpcNode
 from infra.job_records import QueueJob as QueueJob
 from infra.job_records import StepRecord as StepRecord
 
-# What a node or environment is, as every output labels it (issue 17: nothing defaults to "real").
-REAL = "real"
-SIMULATED_NODE = "simulated node"
+# What a node or environment is, as every output labels it (issue 17: nothing defaults to "real";
+# issue 34: derived from what Atlas observes, infra/provenance.py).
+from infra.provenance import REAL as REAL
+
 # GPU use below this (percent) counts as idle: the monitor tracks since when, scripts/nodes reports it.
 IDLE_PERCENT = 5.0
 

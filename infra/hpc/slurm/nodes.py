@@ -21,9 +21,20 @@ GPU_COUNT = re.compile(r"gpu(?::[^:,()]+)?:(\d+)")
 SECTIONS = (("sinfo", f"sinfo -N -h -O {shlex.quote(SINFO_FORMAT)}"), ("queue", SQUEUE_QUEUE))
 
 
+GPU_TYPE = re.compile(r"gpu:([^:,()]+):\d+")
+# How a node's GPU types are named in a label ("mock GPUs (Slurm GRES type mock_v100)").
+GPU_TYPE_SOURCE = "Slurm GRES type"
+
+
 def count_gpus(gres: str) -> int:
     """`gpu:v100:4`, `gpu:v100:2(IDX:0-1)`, `gpu:4(S:0)`: the GPUs named, 0 for `(null)`."""
     return sum(int(m.group(1)) for m in GPU_COUNT.finditer(re.sub(r"\([^)]*\)", "", gres)))
+
+
+def gpu_types(gres: str) -> tuple[str, ...]:
+    """`gpu:v100:4,gpu:mock_v100:2(S:0)`: the GPU types named, in order (none for `gpu:4`)."""
+    found = GPU_TYPE.findall(re.sub(r"\([^)]*\)", "", gres))
+    return tuple(dict.fromkeys(found))
 
 
 def parse_sinfo_nodes(text: str) -> list[HpcNode]:
@@ -42,6 +53,8 @@ def parse_sinfo_nodes(text: str) -> list[HpcNode]:
             gpu_util_percent=None,
             util_source="not readable from Slurm (it reports allocation, not use)",
             cpus=cpus,
+            gpu_types=gpu_types(gres),
+            gpu_type_source=GPU_TYPE_SOURCE,
         )
     return list(nodes.values())
 
