@@ -39,8 +39,17 @@ class HpcEnvironmentSource(EnvironmentSource):
         scheduler = scheduler_for(outputs.scheduler)
         running_steps = [s for s in poll.steps if s.started_at is not None and s.finished_at is None]
         steps = []
+        mock_nodes = {n.name: n.gpu_fact for n in poll.nodes if n.gpu_fact is not None}
         for record in poll.steps:
             telemetry = poll.telemetry.get(record.step)
+            mock = next((fact for node, fact in mock_nodes.items() if record.node and node in record.node), None)
+            if telemetry is not None and mock is not None:
+                # Whatever the sampler read beside mock GPUs (a host's own GPU) is not the step's.
+                telemetry = dataclasses.replace(
+                    telemetry,
+                    gpu_util_percent=tuple(math.nan for _ in telemetry.gpu_util_percent),
+                    not_measured=(*((k, v) for k, v in telemetry.not_measured if k != "gpu"), ("gpu", mock.what)),
+                )
             rate = None
             if (
                 len(running_steps) == 1

@@ -397,6 +397,10 @@ def test_an_hpc_monitor_reads_no_use_of_mock_gpus_and_says_what_they_are() -> No
 
     outputs = dataclasses.replace(HPC, host="127.0.0.1", provenance="local stand-in: Slurm on this host")
     view = HpcEnvironmentSource("satori", outputs, Poller()).view(20.0, ViewContext(None))  # type: ignore[arg-type]
+    (train,) = view.steps
+    assert train.gpu_util_percent is None
+    assert train.telemetry_note == "GPU not measured: mock GPUs (Slurm GRES type mock_v100)"
+    assert train.cpu_percent == 50.0  # what the sampler read of the step's own processes stands
     (vm,) = view.nodes
     assert vm.gpu_util_percent is None and vm.util_source == "not measured: mock GPUs (Slurm GRES type mock_v100)"
     expected = ("local stand-in: Slurm on this host (observed: login node on loopback (127.0.0.1); mock GPUs (Slurm "
