@@ -345,6 +345,9 @@ def test_seed_logs_import_as_a_past_run(tmp_path: Path) -> None:
     assert np.nanmax(columns.gpu_utilization_percent) == 100.0
     assert columns.host_cpu_percent[0] == pytest.approx(100 - 84.32)
     assert isinstance(records.steps, Missing) and "no scheduler records" in records.steps.reason
+    assert records.provenance == (
+        f"imported: the seed's own sar and nvidia-smi logs from {tmp_path}, not a run Atlas observed"
+    )
 
 
 def test_a_workload_without_a_training_log_is_measured_by_its_own_step_and_rate(tmp_path: Path) -> None:
