@@ -86,7 +86,7 @@ def mock_gpus(
     type (Slurm's GRES, LSF's gpu_model: infra.provenance), and a note where it could not be read.
     The nodes the steps ran on are those whose names the records carry; every node where none is."""
     sections = {}
-    for section, command in scheduler.monitor_sections():
+    for section, command in scheduler.node_sections():
         result = runner(command)
         sections[section] = (result.exit_code, result.stdout + result.stderr)
     nodes, error = scheduler.read_nodes(sections)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from infra.hpc.lsf.jobs import lsf_short
-from infra.hpc.scheduler import PREEMPTIBLE_QUEUES, Sections, no_answer
+from infra.hpc.scheduler import PREEMPTIBLE_QUEUES, QUEUE_SECTION, Sections, no_answer
 from infra.job_records import HpcNode, QueueJob
 
 BJOBS_QUEUE = "TZ=UTC bjobs -u all -a -hms -noheader -o \"jobid stat submit_time start_time queue delimiter='^'\""
@@ -19,7 +19,7 @@ SECTIONS = (
     ("lsload-gpu", "lsload -gpu"),
     ("lsload-gpuload", "lsload -gpuload"),
     ("bhosts", "bhosts -w"),
-    ("queue", BJOBS_QUEUE),
+    (QUEUE_SECTION, BJOBS_QUEUE),
 )
 
 
@@ -106,7 +106,7 @@ def read_hosts(sections: Sections) -> tuple[list[HpcNode], str]:
 
 
 def read_queue(sections: Sections, year: int) -> tuple[list[QueueJob], str]:
-    code, text = sections.get("queue", (-1, ""))
+    code, text = sections.get(QUEUE_SECTION, (-1, ""))
     # bjobs says "No job found" (exit 0 or 255) on an empty queue: that is an answer.
     if code == 0 or "No job found" in text or "No unfinished job found" in text:
         return parse_bjobs_queue(text, year), ""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from infra.hpc.scheduler import PREEMPTIBLE_QUEUES, Sections, no_answer
+from infra.hpc.scheduler import PREEMPTIBLE_QUEUES, QUEUE_SECTION, Sections, no_answer
 from infra.job_records import HpcNode, QueueJob
 from infra.timeparse import iso_utc
 
@@ -18,7 +18,7 @@ SINFO_FORMAT = "NodeList:|,StateLong:|,CPUsState:|,Gres:|,GresUsed:"
 SQUEUE_QUEUE = "TZ=UTC squeue -h -t all -o '%i|%T|%V|%S|%e|%b|%P'"
 GPU_COUNT = re.compile(r"gpu(?::[^:,()]+)?:(\d+)")
 # The poll script's sections for the nodes and the queue: (name, command).
-SECTIONS = (("sinfo", f"sinfo -N -h -O {shlex.quote(SINFO_FORMAT)}"), ("queue", SQUEUE_QUEUE))
+SECTIONS = (("sinfo", f"sinfo -N -h -O {shlex.quote(SINFO_FORMAT)}"), (QUEUE_SECTION, SQUEUE_QUEUE))
 
 
 GPU_TYPE = re.compile(r"gpu:([^:,()]+):\d+")
@@ -103,5 +103,5 @@ def read_nodes(sections: Sections) -> tuple[list[HpcNode], str]:
 
 
 def read_queue(sections: Sections) -> tuple[list[QueueJob], str]:
-    code, text = sections.get("queue", (-1, ""))
+    code, text = sections.get(QUEUE_SECTION, (-1, ""))
     return (parse_squeue_queue(text), "") if code == 0 else ([], no_answer("squeue", text))
