@@ -63,7 +63,7 @@ class NodeView:
     workloads: tuple[str, ...] = ()  # pods / jobs holding GPUs on it
     idle_since: float | None = None  # allocated GPUs below the idle threshold since (Unix s)
     site: str = ""  # the API server or login host: two environments on one cluster share nodes
-    provenance: str = PROVENANCE_NOT_STATED  # real, simulated node, local node with mock GPUs, local stand-in ...
+    provenance: str = PROVENANCE_NOT_STATED  # infra/provenance.py's label: real, local stand-in: ..., ...
 
     @property
     def gpus_free(self) -> int:
