@@ -61,7 +61,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.container_vs_bare import CPUS, Bare, Container, parse_run, say, train_argv
-from bench.stats import RESULTS, abba_order, bootstrap_ci, machine, now_utc, paired_ratio, write_result
+from bench.provenance import fresh_path, run_record, write_result
+from bench.stats import RESULTS, abba_order, bootstrap_ci, now_utc, paired_ratio
 from infra.hpc.apptainer import ContainerExec, ensure_sif_script, parse_conversion, parse_image_reference
 from infra.toolchain.pins import REPO_ROOT
 from localenv import images, kube, satori
@@ -279,15 +280,18 @@ def main() -> int:
     site = Site(layout)
     if not site.info["running"]:
         raise SystemExit("the local Satori is not running: `scripts/localenv up --only satori` (and node for the pod)")
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
-                            check=True).stdout.strip()
+    origin = run_record()
+    if origin["commit"] is None:
+        raise SystemExit(f"apptainer_probe builds the image from the commit: {origin['commit_source']}")
+    commit = str(origin["commit"])
     root = args.root
     root.mkdir(exist_ok=True)
     root.chmod(0o755)
-    out = args.out or RESULTS / f"apptainer-probe-{now_utc()[:10]}.json"
+    # Claimed now, then rewritten as each part ends: an earlier run's file is never overwritten.
+    out = fresh_path(args.out or RESULTS / f"apptainer-probe-{now_utc()[:10]}.json")
     argv = train_argv()
     result: dict[str, Any] = {
-        "bench": "apptainer_probe", "date": now_utc(), "commit": commit, "machine": machine(),
+        "bench": "apptainer_probe", "date": now_utc(), **origin,
         "provenance": {side: PROVENANCE[side] for side in sides},
         "args": sys.argv[1:], "command": argv, "cpus_each": CPUS,
         "order": "ABC CBA (each round the reverse of the one before), one run at a time",
@@ -353,7 +357,7 @@ def main() -> int:
                         say(start, f"{side:9} round {round_index}: {sample['images_per_s']:.0f} images/s, "
                                    f"request -> first iteration {sample['request_to_first_iteration_s']:.2f} s")
             result["train"] = {"summary": summarise_train(samples, sides), "samples": samples}
-            write_result(result, out)
+            write_result(result, out, update=True)
     finally:
         if container is not None:
             kube.kubectl(layout, "delete", "namespace", container.namespace, "--wait=false")
@@ -368,7 +372,7 @@ def main() -> int:
     result["startup"] = {
         "how": "directly as the login user on the login node, one SSH login running every round (no Slurm)",
         "argv": startup_argv, "summary": summarise_startup(startup), "samples": startup}
-    write_result(result, out)
+    write_result(result, out, update=True)
     say(start, f"start-up: {json.dumps(result['startup']['summary']['apptainer_minus_bare_s'])}")
     pulls = root / "pull"
     pulls.mkdir(exist_ok=True)
@@ -383,7 +387,7 @@ def main() -> int:
         "how": "`apptainer pull --no-https <sif> docker://<registry>/atlas/probe@<digest>` as the login user, "
                "each round a fresh APPTAINER_CACHEDIR and a new SIF (the local registry on loopback)",
         "summary": summarise_pull(pull_samples), "samples": pull_samples}
-    write_result(result, out)
+    write_result(result, out, update=True)
     print(json.dumps({k: result[k]["summary"] for k in ("train", "startup", "conversion") if k in result}, indent=2))
     say(start, f"wrote {out}")
     return 0

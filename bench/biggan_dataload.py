@@ -35,7 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.stats import abba_order, machine, now_utc  # noqa: E402
+from bench.provenance import run_record, write_result  # noqa: E402
+from bench.stats import abba_order, now_utc  # noqa: E402
 
 BATCH = 256
 WORKERS = 8
@@ -128,6 +129,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args()
+    origin = run_record()
     hdf5 = args.hdf5 or args.tree / "data" / "ImageNet" / "ImageNet-128.hdf5"
     datasets = _datasets(args.tree)
     import h5py
@@ -172,7 +174,7 @@ def main() -> int:
     result = {
         "bench": "biggan_dataload",
         "date_utc": now_utc(),
-        "machine": machine(),
+        **origin,
         "hdf5": str(hdf5),
         "filesystem": filesystem,
         "layout": layout,
@@ -183,8 +185,8 @@ def main() -> int:
         "summary": summary,
         "profiles": profiles,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "biggan-dataload.json").write_text(json.dumps(result, indent=1) + "\n")
+    written = write_result(result, args.out / "biggan-dataload.json", indent=1)
+    print(f"dataload: wrote {written}", flush=True)
     print(f"dataload: {json.dumps(summary)}", flush=True)
     return 0
 

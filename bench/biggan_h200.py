@@ -34,7 +34,6 @@ import contextlib
 import datetime as dt
 import json
 import os
-import platform
 import shutil
 import signal
 import socket
@@ -44,12 +43,14 @@ import tarfile
 import tempfile
 import threading
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.provenance import read_machine, run_record  # noqa: E402
 from infra.telemetry.parsers.console_log import format_cri_line  # noqa: E402
 from infra.workload.load import load_workload  # noqa: E402
 from infra.workload.model import GitSource, Workload, input_override  # noqa: E402
@@ -89,12 +90,8 @@ def unpack_tree(tree: Path, workdir: Path, commit: str, patch: Path | None) -> M
 
 
 def machine() -> dict[str, Any]:
-    info: dict[str, Any] = {
-        "hostname": socket.gethostname(),
-        "kernel": platform.release(),
-        "cpus": os.cpu_count(),
-        "python": sys.version.split()[0],
-    }
+    """bench/provenance.py's machine identity, with the GPUs and the packages the run used."""
+    info: dict[str, Any] = {**asdict(read_machine()), "hostname": socket.gethostname()}
     smi = shutil.which("nvidia-smi")
     if smi:
         query = subprocess.run(
@@ -266,6 +263,8 @@ def main() -> int:
     parser.add_argument("--workload", type=Path, default=REPO / "workloads" / "biggan" / "workload.yaml")
     args = parser.parse_args()
     deadline = START + args.limit
+    # The commit: this copy has no .git; `scripts/biggan-device-run prepare` wrote it (ATLAS_BENCH_COMMIT_FILE).
+    origin = {**run_record(), "machine": machine()}
 
     workload = load_workload(args.workload)
     source = workload.source
@@ -274,7 +273,7 @@ def main() -> int:
     if args.work.exists():
         shutil.rmtree(args.work)
     workdir = args.work / "biggan"
-    say(f"machine: {json.dumps(machine())}")
+    say(f"machine: {json.dumps(origin['machine'])}; commit: {origin['commit']} ({origin['commit_source']})")
     patch = REPO / source.patch if source.patch else None
     try:
         made = materialize(source.repository, source.commit, workdir, patch, args.source, key="--source")
@@ -335,7 +334,7 @@ def main() -> int:
         "run_id": run_id,
         "environment": args.environment,
         "workload": workload.name,
-        "machine": machine(),
+        **origin,
         "source": made.record,
         "data": data_record,
         "inception_weights": weights,

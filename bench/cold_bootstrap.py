@@ -24,7 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.stats import RESULTS, machine, now_utc, write_result
+from bench.provenance import run_record, write_result
+from bench.stats import RESULTS, now_utc
 from infra.toolchain.pins import REPO_ROOT
 
 
@@ -39,6 +40,7 @@ def copy_repository(dest: Path) -> None:
 
 
 def main() -> int:
+    origin = run_record()  # the copy below takes the working tree as it is now, uncommitted changes included
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="atlas-cold-") as tmp:
         root = Path(tmp)
@@ -61,7 +63,7 @@ def main() -> int:
     result = {
         "bench": "cold_bootstrap",
         "date": now_utc(),
-        "machine": machine(),
+        **origin,
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "cold_total_s": round(cold_s, 1),

@@ -31,7 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.stats import RESULTS, machine, now_utc, write_result
+from bench.provenance import Commit, run_record, write_result
+from bench.stats import RESULTS, now_utc
 from infra.toolchain.pins import REPO_ROOT
 
 # `scripts/test`'s progress lines: "test <seconds>s <what>".
@@ -71,8 +72,8 @@ def summarise(log: str, phases: dict[str, float], total_s: float, returncode: in
     return {
         "bench": "cold_ci",
         "date": now_utc(),
-        "machine": machine(),
-        "commit": commit,
+        # The clone's checkout: a fresh clone of that commit, so nothing uncommitted in it.
+        **run_record(commit=Commit(commit, False, (), "the fresh clone's checkout (git clone, git checkout)")),
         "what": "git clone, every cache empty, then .ci/run (scripts/test: bootstrap, ruff, mypy, pytest)",
         "started": started[1] if (started := START_LINE.search(log)) else None,
         # The Debian packages the scripts install with apt-get (Slurm, OpenSSH, buildah, runc,

@@ -41,7 +41,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.stats import RESULTS, abba_order, machine, now_utc, paired_ratio, write_result  # noqa: E402
+from bench.provenance import run_record, write_result  # noqa: E402
+from bench.stats import RESULTS, abba_order, now_utc, paired_ratio  # noqa: E402
 
 RECORDED = REPO / "tests" / "unit" / "data" / "compare"
 SAMPLE = REPO / "tests" / "unit" / "data" / "sampler_h200.jsonl"
@@ -164,6 +165,7 @@ def main() -> int:
     if args.rounds < 10:
         parser.error("--rounds: at least 10 (the project's rule for a ratio with an interval)")
     started = now_utc()
+    origin = run_record()
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="atlas-bench-compare-") as tmp:
         work = Path(tmp)
@@ -195,7 +197,7 @@ def main() -> int:
         "bench": "compare_rows",
         "date": started,
         "finished": now_utc(),
-        "machine": machine(),
+        **origin,
         "cpus_available": len(os.sched_getaffinity(0)),
         "provenance": "real: this machine; a recorded LSF run's files mirrored locally (no SSH), its training "
         "telemetry synthesised from a real H200 sampler line",
@@ -214,7 +216,7 @@ def main() -> int:
     ratio = summary["jsonl_only_over_columns"]
     print(f"jsonl-only/columns {ratio['median']:.2f} (95 % CI {ratio['ci95'][0]:.2f} to {ratio['ci95'][1]:.2f})")
     out = args.out or RESULTS / f"compare-rows-{started[:10]}.json"
-    write_result(result, out, indent=1)
+    out = write_result(result, out, indent=1)
     print(f"bench: wrote {out}")
     return 0
 

@@ -41,7 +41,8 @@ from typing import Any
 
 import yaml
 
-from bench.stats import RESULTS, bootstrap_ci, machine, now_utc, write_result
+from bench.provenance import run_record, write_result
+from bench.stats import RESULTS, bootstrap_ci, now_utc
 from infra.toolchain.pins import REPO_ROOT
 from localenv import images, kube, node, satori
 from localenv.layout import Layout, Ports
@@ -181,6 +182,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="leave the bench's environment up")
     args = parser.parse_args()
     start = time.monotonic()
+    origin = run_record()
     # Under /tmp: the local Satori's login user must reach the data and the bare side's Python.
     root = Path(os.environ.get("ATLAS_BENCH_DIR", "/tmp/atlas-bench-cvb"))  # noqa: S108
     root.mkdir(exist_ok=True)
@@ -215,14 +217,14 @@ def main() -> int:
             node.down(layout, quiet)
             kube.down(layout, quiet)
             satori.down(layout)
-    result = summarise(samples, argv)
+    result = summarise(samples, argv, origin)
     out = write_result(result, RESULTS / f"container-vs-bare-{dt.date.today().isoformat()}.json")
     print(json.dumps(result["summary"], indent=2))
     say(start, f"wrote {out.relative_to(REPO_ROOT)}")
     return 0
 
 
-def summarise(samples: list[dict[str, Any]], argv: list[str]) -> dict[str, Any]:
+def summarise(samples: list[dict[str, Any]], argv: list[str], origin: dict[str, Any]) -> dict[str, Any]:
     by = {s: [x for x in samples if x["side"] == s] for s in ("container", "bare")}
     summary: dict[str, Any] = {}
     for metric in ("images_per_s", "request_to_first_iteration_s"):
@@ -242,7 +244,7 @@ def summarise(samples: list[dict[str, Any]], argv: list[str]) -> dict[str, Any]:
     return {
         "bench": "container_vs_bare",
         "date": now_utc(),
-        "machine": machine(),
+        **origin,
         "provenance": "local node (kubelet, containerd, runc; mock GPUs, the probe runs on the CPU) against "
                       "the local Satori's Slurm (real Slurm, same host)",
         "command": argv,

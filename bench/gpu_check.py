@@ -5,8 +5,10 @@ so agreeing with it proves little): a load on the GPU runs kernels for a chosen 
 cycle and times each busy stretch with CUDA events, and the truth for a sampler interval is
 the share of that interval the GPU spent in those stretches. Phases cross busy fractions
 (27, 55, 84 %) with cycle periods shorter (0.1 s) and longer (2.5 s) than the sampler's 1 s
-interval, where a single instantaneous reading aliases (issue 17: on an H200, 0 % read for a
-55 % load in 1 s cycles).
+interval, equal to it (1 s: a single instantaneous reading sees the same point of every cycle,
+issue 17: on an H200, 0 % read for a 55 % load in 1 s cycles) and one that does not divide it
+(0.7 s: each interval holds one or two busy stretches, so single intervals' truths differ and
+only the phase's mean can be judged).
 
     python3 -m bench.gpu_check --out-dir DIR [--phase-seconds 12] [--interval 1]
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -41,10 +44,11 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.stats import machine, now_utc  # noqa: E402
+from bench.provenance import run_record, write_result  # noqa: E402
+from bench.stats import now_utc  # noqa: E402
 
 GOAL_POINTS = 2.0
-PERIODS_S = (0.1, 2.5)
+PERIODS_S = (0.1, 0.7, 1.0, 2.5)  # shorter than, not dividing, equal to and longer than a 1 s interval
 BUSY_FRACTIONS = (0.27, 0.55, 0.84)
 MATRIX = 8192  # one fp16 matmul of this size is a few milliseconds on a current GPU
 
@@ -70,6 +74,12 @@ class Interval:
 
 
 # -- pure parts -------------------------------------------------------------------------------
+
+
+def cycle_starts(start: float, period: float, phase_seconds: float) -> list[float]:
+    """When each cycle of a phase begins: whole cycles only, so a phase ends on a cycle's end."""
+    count = math.floor(phase_seconds / period + 1e-9)
+    return [start + k * period for k in range(count)]
 
 
 def busy_share(start: float, end: float, busy: Sequence[tuple[float, float]]) -> float:
@@ -134,6 +144,17 @@ def summarise(intervals: Sequence[Interval], goal_points: float = GOAL_POINTS) -
     return phases
 
 
+def shifted(result: dict[str, Any], lag_s: float) -> dict[str, Any]:
+    """A recorded check read again with each interval's truth taken `lag_s` earlier: how much of a
+    phase's error is NVML's samples trailing the host clock (its sample period) rather than the reading."""
+    busy = [(float(a), float(b)) for a, b in result["busy_stretches"]]
+    intervals = [
+        Interval(**{**i, "truth_percent": 100.0 * busy_share(i["start"] - lag_s, i["end"] - lag_s, busy)})
+        for i in result["sampler"]["intervals"]
+    ]
+    return summarise(intervals, float(result.get("goal_points", GOAL_POINTS)))
+
+
 # -- the load (runs under the sampler) ---------------------------------------------------------
 
 
@@ -167,14 +188,14 @@ def run_load(out: Path, phase_seconds: float) -> int:
             count = max(1, round(fraction * period / per_matmul_s))
             name = f"{fraction:.0%} busy, {period:g} s cycles"
             start = time.time()
-            cycle_start = start
-            while cycle_start + period <= start + phase_seconds:
-                stretch = busy_for(count)
-                busy.append(stretch)
-                cycle_start += period
+            for cycle_start in cycle_starts(start, period, phase_seconds):
                 pause = cycle_start - time.time()
                 if pause > 0:
                     time.sleep(pause)
+                busy.append(busy_for(count))
+            pause = start + len(cycle_starts(start, period, phase_seconds)) * period - time.time()
+            if pause > 0:  # the last cycle's idle part belongs to the phase
+                time.sleep(pause)
             phases.append(
                 {"name": name, "period_s": period, "busy_fraction": fraction, "start": start, "end": time.time()}
             )
@@ -222,6 +243,7 @@ def _sampler_readings(jsonl: Path) -> list[dict[str, Any]]:
 
 
 def check(out_dir: Path, phase_seconds: float, interval: float) -> int:
+    origin = run_record()
     out_dir.mkdir(parents=True, exist_ok=True)
     telemetry, load_out = out_dir / "gpu-check-telemetry.jsonl", out_dir / "gpu-check-load.json"
     telemetry.unlink(missing_ok=True)
@@ -253,7 +275,7 @@ def check(out_dir: Path, phase_seconds: float, interval: float) -> int:
     result = {
         "bench": "gpu_check",
         "date_utc": now_utc(),
-        "machine": machine(),
+        **origin,
         "gpu": torch.cuda.get_device_name(0),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
@@ -268,7 +290,7 @@ def check(out_dir: Path, phase_seconds: float, interval: float) -> int:
         "busy_stretches": busy,
         "goal_met": bool(summary) and all(p["goal_met"] for p in summary.values()),
     }
-    (out_dir / "gpu-check.json").write_text(json.dumps(result, indent=1) + "\n")
+    written = write_result(result, out_dir / "gpu-check.json", indent=1)
     print(f"\ngpu-check, {result['gpu']}, interval {interval:g} s (reading - truth, mean of a phase; goal ±2):")
     for name, body in summary.items():
         before = result["instant_nvml"]["summary"].get(name, {})
@@ -278,7 +300,7 @@ def check(out_dir: Path, phase_seconds: float, interval: float) -> int:
             f"{body['interval_abs_error_median_points']:.1f})  instant NVML {before.get('mean_reading_percent')} %"
             f"  {'ok' if body['goal_met'] else 'MISSED'}"
         )
-    print(f"  wrote {out_dir / 'gpu-check.json'}")
+    print(f"  wrote {written}")
     return 0 if result["goal_met"] else 1
 
 
@@ -288,10 +310,21 @@ def main(argv: list[str] | None = None) -> int:
     load = sub.add_parser("load", help="the GPU load (run under the sampler by the check)")
     load.add_argument("--out", type=Path, required=True)
     load.add_argument("--phase-seconds", type=float, default=12.0)
+    shift = sub.add_parser("shift", help="a recorded check's phases with the truth taken --lag seconds earlier")
+    shift.add_argument("file", type=Path)
+    shift.add_argument("--lag", type=float, default=0.15)
     parser.add_argument("--out-dir", type=Path, default=Path(os.environ.get("OUT", "bench-results")))
     parser.add_argument("--phase-seconds", type=float, default=12.0)
     parser.add_argument("--interval", type=float, default=1.0)
     args = parser.parse_args(argv)
+    if args.command == "shift":
+        recorded = json.loads(args.file.read_text())
+        for name, now in shifted(recorded, args.lag).items():
+            before = recorded["sampler"]["summary"][name]
+            print(f"{name:24s} mean error {before['mean_error_points']:+.2f} -> {now['mean_error_points']:+.2f}; "
+                  f"single intervals median |err| {before['interval_abs_error_median_points']:.2f} -> "
+                  f"{now['interval_abs_error_median_points']:.2f} (truth {args.lag:g} s earlier)")
+        return 0
     if args.command == "load":
         return run_load(args.out, args.phase_seconds)
     return check(args.out_dir, args.phase_seconds, args.interval)

@@ -54,7 +54,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.stats import RESULTS, abba_order, machine, now_utc, paired_ratio, write_result
+from bench.provenance import run_record, write_result
+from bench.stats import RESULTS, abba_order, now_utc, paired_ratio
 from infra.hpc import polling, ssh
 from infra.hpc.job_script import render_job_script
 from infra.hpc.registry import scheduler_for
@@ -379,7 +380,7 @@ def main() -> int:
     result: dict[str, Any] = {
         "bench": "hpc_sweep",
         "date": now_utc(),
-        "machine": machine(),
+        **run_record(),
         "provenance": "local Satori: real OpenSSH server and Slurm on this host"
         + ("; LSF's command set is Atlas's stand-in over that Slurm" if args.scheduler == "lsf" else ""),
         "args": sys.argv[1:],
@@ -406,7 +407,7 @@ def main() -> int:
     for way, timing in (result.get("profile_ms") or {}).items():
         print(f"  {timing['median_ms']:7.1f} ms  {way}")
     out: Path = args.out or RESULTS / f"hpc-sweep-{args.scheduler}-{result['date'][:10]}.json"
-    write_result(result, out)
+    out = write_result(result, out)
     print(f"wrote {out}")
     return 0
 

@@ -37,7 +37,8 @@ import grpc
 from google.protobuf import empty_pb2
 from pulumi.runtime.proto import language_pb2_grpc
 
-from bench.stats import RESULTS, abba_order, machine, now_utc, paired_ratio, write_result
+from bench.provenance import run_record, write_result
+from bench.stats import RESULTS, abba_order, now_utc, paired_ratio
 from infra.toolchain.pins import REPO_ROOT, load_pins, toolchain_dir
 
 SIDES = ("launcher", "full-sdk")
@@ -100,6 +101,7 @@ def main() -> int:
     if not plugin.exists():
         raise SystemExit(f"{plugin} is missing: run scripts/bootstrap first")
     started = now_utc()
+    origin = run_record()
     for side in SIDES:  # warm-up: page cache; not counted
         start_to_serving(side, -1, plugin)
     samples: list[Sample] = []
@@ -113,7 +115,7 @@ def main() -> int:
         "bench": "language_host_start",
         "date": started,
         "finished": now_utc(),
-        "machine": machine(),
+        **origin,
         "provenance": "real: this machine, the toolchain's plugin spawned as the engine spawns it",
         "plugin": str(plugin),
         "rounds": args.rounds,
@@ -131,7 +133,7 @@ def main() -> int:
         f"full-sdk/launcher {ratio['median']:.2f} (95 % CI {ratio['ci95'][0]:.2f} to {ratio['ci95'][1]:.2f})"
     )
     out = args.out or RESULTS / f"language-host-start-{started[:10]}.json"
-    write_result(result, out, indent=1)
+    out = write_result(result, out, indent=1)
     print(f"bench: wrote {out}")
     return 0
 

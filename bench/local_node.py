@@ -24,7 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.local_stack import timed
-from bench.stats import RESULTS, machine, now_utc, write_result
+from bench.provenance import run_record, write_result
+from bench.stats import RESULTS, now_utc
 from infra.toolchain.pins import REPO_ROOT
 from localenv import images, kube, node
 from localenv.layout import Layout, Ports
@@ -34,6 +35,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
+    origin = run_record()
     quiet: Callable[[str], None] = lambda _line: None  # noqa: E731
     root = Path(os.environ.get("ATLAS_BENCH_DIR", "/tmp/atlas-bench-node"))  # noqa: S108 - sockets need short paths
     layout = Layout(state_dir=root / "localenv", ports=Ports(int(os.environ.get("ATLAS_BENCH_PORT_BASE", "19000"))))
@@ -69,7 +71,7 @@ def main() -> int:
     result = {
         "bench": "local_node",
         "date": now_utc(),
-        "machine": machine(),
+        **origin,
         "provenance": "local node: kubelet, containerd, runc, mock GPUs; buildah and distribution from Debian",
         "localenv_up_first_s": round(first, 2),
         "localenv_up_warm_s": [round(w, 2) for w in warm],

@@ -19,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.provenance import run_record, write_result
 from localenv import kube
 from localenv.layout import Layout, Ports
 from tests.e2e.pulumi_cli import PulumiProject
@@ -37,6 +38,7 @@ def main() -> int:
     parser.add_argument("--create-runs", type=int, default=3, help="up (creating everything) then destroy")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    origin = run_record()
     quiet = lambda _line: None  # noqa: E731
 
     with tempfile.TemporaryDirectory(prefix="atlas-bench-") as tmp:
@@ -72,6 +74,8 @@ def main() -> int:
         finally:
             kube.down(layout, quiet)
     result = {
+        "bench": "local_stack",
+        **origin,
         "localenv_up_cold_s": round(cold, 2),
         "localenv_up_warm_median_s": round(statistics.median(warm), 2),
         "localenv_up_warm_runs_s": [round(w, 2) for w in warm],
@@ -82,7 +86,7 @@ def main() -> int:
     }
     print(json.dumps(result, indent=2))
     if args.json:
-        args.json.write_text(json.dumps(result, indent=2))
+        print(f"bench: wrote {write_result(result, args.json)}")
     return 0
 
 

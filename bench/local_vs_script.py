@@ -85,7 +85,8 @@ from bench.local_vs_script_env import (
     steps_ended,
 )
 from bench.local_vs_script_peer import Script
-from bench.stats import RESULTS, abba_order, machine, now_utc, paired_ratio, write_result
+from bench.provenance import run_record, write_result
+from bench.stats import RESULTS, abba_order, now_utc, paired_ratio
 from localenv import kube, satori
 from localenv.layout import Layout, default_layout
 from tests.e2e.pulumi_cli import PulumiProject
@@ -150,6 +151,7 @@ def main() -> int:
         return 1
     say(f"local environment {layout.state_dir}, ports {layout.ports.base}+; {args.rounds} rounds")
     date = now_utc()
+    origin = run_record()
     # Short: ControlPath sockets must fit in 108 bytes.
     with tempfile.TemporaryDirectory(prefix="avs-", dir="/tmp") as tmp_name:
         tmp = Path(tmp_name)
@@ -158,7 +160,7 @@ def main() -> int:
     result = {
         "bench": "local_vs_script",
         "date": date,
-        "machine": machine(),
+        **origin,
         "provenance": "local environment: OpenShift side on the real local node (kubelet, containerd, runc; mock "
         "GPUs; image built by the BuildConfig runner stand-in into the local registry); Satori: LSF's command "
         "set (stand-in) over a real Slurm, over real OpenSSH; the probe workload",
@@ -175,7 +177,7 @@ def main() -> int:
         f"(95 % CI {low:.3f} to {high:.3f}, {ratio['rounds']} rounds): {verdict}"
     )
     out = args.out or RESULTS / f"local-vs-script-{date[:10]}.json"
-    write_result(result, out)
+    out = write_result(result, out)
     say(f"wrote {out}")
     return 0
 

@@ -1,12 +1,10 @@
 """What every bench shares: the run order (ABBA), paired ratios with a bootstrap interval, and
-where and how each writes its raw JSON (bench/results/, read by bench/readme_table.py)."""
+where each writes its raw JSON (bench/results/, read by bench/readme_table.py; what each file
+records of its commit, machine and command line, and how it is written: bench/provenance.py)."""
 
 from __future__ import annotations
 
 import datetime as dt
-import json
-import os
-import platform
 import random
 import statistics
 from collections.abc import Sequence
@@ -41,16 +39,5 @@ def paired_ratio(numerators: Sequence[float], denominators: Sequence[float]) -> 
     }
 
 
-def machine() -> dict[str, Any]:
-    return {"cpus": os.cpu_count(), "kernel": platform.release(), "python": platform.python_version()}
-
-
 def now_utc() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-def write_result(result: dict[str, Any], out: Path, indent: int = 2) -> Path:
-    """Write a bench's raw JSON (its folder made first) and return where it went."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=indent) + "\n")
-    return out

@@ -44,7 +44,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -56,7 +55,8 @@ from typing import Any
 import yaml
 
 from bench import hpc_sweep
-from bench.stats import RESULTS, abba_order, machine, now_utc, paired_ratio, write_result
+from bench.provenance import run_record, write_result
+from bench.stats import RESULTS, abba_order, now_utc, paired_ratio
 from infra.hpc import arrays, polling, providers, ssh
 from infra.hpc.components import workload_source_files
 from infra.hpc.job_script import SubmissionKey, render_job_script, sweep_scripts
@@ -65,7 +65,6 @@ from infra.hpc.providers import StagedFilesProvider
 from infra.hpc.providers.sweep_job import SweepJobProvider
 from infra.hpc.registry import scheduler_for
 from infra.hpc.scheduler import JobSpec, Scheduler
-from infra.toolchain.pins import REPO_ROOT
 from infra.workload.load import load_workload
 from localenv import satori
 from localenv.layout import Layout, Ports, default_layout
@@ -477,15 +476,13 @@ def main() -> int:
         if args.scheduler == "lsf"
         else ""
     )
+    origin = run_record()
     with tempfile.TemporaryDirectory(prefix="atlas-sweep-arrays-") as tmp:
         bench = open_bench(args, Path(tmp))
         head: dict[str, Any] = {
             "bench": "sweep_arrays",
             "date": now_utc(),
-            "commit": subprocess.run(
-                ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=False
-            ).stdout.strip(),
-            "machine": machine(),
+            **origin,
             "provenance": provenance,
             "args": sys.argv[1:],
         }
@@ -509,7 +506,7 @@ def main() -> int:
             for atlas, verdict in result["goal"].items():
                 print(f"{atlas}: {verdict}")
             out = args.out or RESULTS / f"sweep-arrays-{args.scheduler}-{args.points}-{result['date'][:10]}.json"
-    write_result(result, out)
+    out = write_result(result, out)
     print(f"wrote {out}")
     return 0
 

@@ -48,7 +48,6 @@ import copy
 import dataclasses
 import json
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -56,7 +55,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from bench.stats import RESULTS, abba_order, machine, now_utc, paired_ratio, write_result
+from bench.provenance import fresh_path, run_record, write_result
+from bench.stats import RESULTS, abba_order, now_utc, paired_ratio
 from bench.sweep_arrays import workload_definition
 from infra.kubeapi import KubeApi
 from infra.openshift.manifests.labels import RunIdentity
@@ -64,7 +64,6 @@ from infra.openshift.manifests.project import pvc_spec
 from infra.openshift.manifests.sweep_jobs import INDEX_ANNOTATION, indexed_step_job, points_config_map_data
 from infra.openshift.manifests.volumes import Claims
 from infra.openshift.section_models import parse_quantity
-from infra.toolchain.pins import REPO_ROOT
 from infra.workload.parse import parse_workload
 from infra.workload.render import render_step
 from infra.workload.sweep import INDEX_ENV
@@ -364,17 +363,16 @@ def delete_namespace(api: KubeApi, namespace: str, timeout: float = 600) -> floa
     raise SystemExit(f"namespace {namespace} still there after {timeout:.0f} s")
 
 
-def summarise(samples: list[dict[str, Any]], args: argparse.Namespace, nodes: int) -> dict[str, Any]:
+def summarise(
+    samples: list[dict[str, Any]], args: argparse.Namespace, nodes: int, origin: dict[str, Any]
+) -> dict[str, Any]:
     seconds = {side: [s["seconds"] for s in samples if s["side"] == side] for side in SIDES}
     running = {side: [s["running_s"] for s in samples if s["side"] == side] for side in SIDES}
     first = {side: next(s for s in samples if s["side"] == side) for side in SIDES}
     result = {
         "bench": "sweep_kube",
         "date": now_utc(),
-        "commit": subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=False
-        ).stdout.strip(),
-        "machine": machine(),
+        **origin,
         "provenance": "local Kubernetes side: a real kube-apiserver, etcd, kube-controller-manager (the Job "
         "controller, at its default client rate limit: --kube-api-qps 20, --kube-api-burst 30) and "
         "kube-scheduler on this host; the nodes are KWOK's simulated nodes, which run nothing: KWOK marks "
@@ -417,6 +415,9 @@ def main() -> int:
                         "enough KWOK CPU nodes for every pod at once")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    origin = run_record()
+    # Claimed now and rewritten after every round: an earlier run's file is never overwritten.
+    out = fresh_path(args.out or RESULTS / f"sweep-kube-{args.points}-{now_utc()[:10]}.json")
     layout = default_layout()
     _, job = manifests(args.points, "sizing")
     if args.up:
@@ -440,9 +441,8 @@ def main() -> int:
             samples.append(sample)
             print(sample, flush=True)
         # Written after every round: a run stopped early keeps the rounds it finished.
-        result = summarise(samples, args, nodes)
-        out = args.out or RESULTS / f"sweep-kube-{args.points}-{result['date'][:10]}.json"
-        write_result(result, out)
+        result = summarise(samples, args, nodes, origin)
+        write_result(result, out, update=True)
     print(result["median_s"], result["median_running_s"], result["objects"], result["jobs_over_indexed"]["median"])
     return 0
 

@@ -22,16 +22,23 @@ Read from outside, for every run, once the top process has exited and before it 
 Per side: the paired ratio of the workload's wall time with the sampler over without (does the
 sampler slow the step down?), with its 95 % bootstrap interval; the sampler's CPU as a share of one
 core over the run. From the sampler's JSONL: its start-up CPU (up to its first sample) and CPU per
-sample, to project a long step's share (per-sample CPU / interval), where start-up is spread thin.
+sample (its own CPU between its first and last sample), to project a long step's share (per-sample
+CPU / interval), where start-up is spread thin.
 
-    python3 -m bench.telemetry_overhead [--rounds 12] [--batches 1500] \
-        [--json bench/results/telemetry-overhead-DATE.json]
+Every run lasts long enough for --min-samples samples at the longest interval (5 s): the warm-up's
+bare run sets the batches per rank (--batches overrides), so the per-sample cost rests on many
+samples in every run, not on the few runs that happened to take two. Only runs that took that many
+count towards it; the file says how many runs and sample intervals it rests on.
+
+    python3 -m bench.telemetry_overhead [--rounds 10] [--min-samples 8] [--batches N] \
+        [--json FILE]   (default: bench/results/telemetry-overhead-<date>.json, never overwritten)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -45,10 +52,13 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.stats import abba_order, bootstrap_ci, machine, now_utc, paired_ratio  # noqa: E402
+from bench.provenance import run_record, write_result  # noqa: E402
+from bench.stats import RESULTS, abba_order, bootstrap_ci, now_utc, paired_ratio  # noqa: E402
 from infra.telemetry.parsers.sampler_jsonl import parse_sampler_jsonl  # noqa: E402
 
 GOAL_PERCENT_OF_A_CORE = 1.0
+MIN_SAMPLES = 8  # per run, at the longest interval: the per-sample cost rests on these
+WARMUP_BATCHES = 1500  # the warm-up round's length, from which the timed runs' length is set
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 SIDES = ("bare", "sampler-5s", "sampler-1s")
 INTERVALS = {"sampler-5s": 5.0, "sampler-1s": 1.0}
@@ -89,6 +99,7 @@ class Run:
     samples: int | None
     startup_cpu_s: float | None  # the sampler's getrusage at its first sample, less one sample's cost
     cpu_per_sample_ms: float | None  # between its first and last sample
+    cpu_between_samples_s: float | None = None  # its own CPU from its first sample to its last
 
 
 def _workload_command(batches: int, report: Path) -> list[str]:
@@ -133,6 +144,7 @@ def run_once(side: str, round_number: int, batches: int, folder: Path) -> Run:
         "samples": None,
         "startup_cpu_s": None,
         "cpu_per_sample_ms": None,
+        "cpu_between_samples_s": None,
     }
     if side != "bare":
         own = (stat.utime_ticks + stat.stime_ticks) / CLOCK_TICKS
@@ -149,8 +161,16 @@ def run_once(side: str, round_number: int, batches: int, folder: Path) -> Run:
             samples=len(samples),
             startup_cpu_s=round(cpu[0] - (per_sample or 0.0), 4) if cpu else None,
             cpu_per_sample_ms=round(1000 * per_sample, 3) if per_sample is not None else None,
+            cpu_between_samples_s=round(cpu[-1] - cpu[0], 6) if len(cpu) >= 2 else None,
         )
     return Run(**result)
+
+
+def batches_for(warmup_wall_s: float, warmup_batches: int, min_samples: int, margin: float = 1.2) -> int:
+    """Batches per rank for a run that lasts `min_samples` of the longest interval, with a margin:
+    the workload's pace (batches a second) read off the warm-up's bare run."""
+    seconds = (min_samples + 1) * max(INTERVALS.values()) * margin
+    return max(warmup_batches, math.ceil(warmup_batches * seconds / warmup_wall_s))
 
 
 def _median_ci(values: list[float]) -> dict[str, Any]:
@@ -158,16 +178,39 @@ def _median_ci(values: list[float]) -> dict[str, Any]:
     return {"median": round(statistics.median(values), 4), "ci95": [round(low, 4), round(high, 4)], "n": len(values)}
 
 
-def summarise(runs: list[Run], rounds: int) -> dict[str, Any]:
+def per_sample_cost(runs: list[Run], min_samples: int) -> dict[str, Any]:
+    """The sampler's CPU per sample from the runs that took at least `min_samples` samples: the median
+    of their per-run figures with its interval, and the pooled figure (all their CPU between first and
+    last sample over all their sample intervals); runs with fewer are counted, not used."""
+    counted = [r for r in runs if (r.samples or 0) >= min_samples and r.cpu_between_samples_s is not None]
+    result: dict[str, Any] = {
+        "min_samples": min_samples,
+        "runs_counted": len(counted),
+        "runs_with_fewer_samples": len(runs) - len(counted),
+    }
+    if not counted:
+        return {**result, "per_run_ms": None, "pooled_ms": None, "sample_intervals": 0,
+                "reason": f"not measured: no run took {min_samples} samples"}  # fmt: skip
+    intervals = sum((r.samples or 0) - 1 for r in counted)
+    cpu = sum(r.cpu_between_samples_s or 0.0 for r in counted)
+    return {
+        **result,
+        "per_run_ms": _median_ci([r.cpu_per_sample_ms for r in counted if r.cpu_per_sample_ms is not None]),
+        "pooled_ms": round(1000 * cpu / intervals, 3),
+        "sample_intervals": intervals,
+    }
+
+
+def summarise(runs: list[Run], rounds: int, min_samples: int = MIN_SAMPLES) -> dict[str, Any]:
     """Per sampler side: paired wall-time ratios against bare in the same round, the sampler's CPU share."""
     by = {(r.side, r.round): r for r in runs}
     summary: dict[str, Any] = {}
     for side in INTERVALS:
         pairs = [(by[(side, k)], by[("bare", k)]) for k in range(rounds)]
         mine = [a for a, _ in pairs]
-        per_sample = [a.cpu_per_sample_ms for a in mine if a.cpu_per_sample_ms is not None]
         startup = [a.startup_cpu_s for a in mine if a.startup_cpu_s is not None]
-        per_sample_median = statistics.median(per_sample) if per_sample else None
+        cost = per_sample_cost(mine, min_samples)
+        per_sample_median = cost["per_run_ms"]["median"] if cost["per_run_ms"] else None
         summary[side] = {
             "interval_s": INTERVALS[side],
             "workload_wall_ratio": paired_ratio(
@@ -179,7 +222,10 @@ def summarise(runs: list[Run], rounds: int) -> dict[str, Any]:
             "sampler_self_cpu_s": _median_ci([a.sampler_self_cpu_s or 0.0 for a in mine]),
             "sampler_helpers_cpu_s": _median_ci([a.sampler_helpers_cpu_s or 0.0 for a in mine]),
             "startup_cpu_s": _median_ci(startup) if startup else None,
-            "cpu_per_sample_ms": _median_ci(per_sample) if per_sample else None,
+            "samples_per_run": _median_ci([float(a.samples or 0) for a in mine]),
+            "cpu_per_sample": cost,
+            "cpu_per_sample_ms": cost["per_run_ms"],
+            # A projection, not a measurement: a step long enough that start-up no longer counts.
             "long_step_percent_of_a_core": (
                 round(100 * per_sample_median / 1000 / INTERVALS[side], 4) if per_sample_median else None
             ),
@@ -189,36 +235,45 @@ def summarise(runs: list[Run], rounds: int) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=12)
-    parser.add_argument("--batches", type=int, default=1500, help="batches per rank: sets the run's length")
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--min-samples", type=int, default=MIN_SAMPLES,
+                        help="samples every run takes at the longest interval (sets the run's length)")
+    parser.add_argument("--batches", type=int, help="batches per rank (default: set from the warm-up's bare run)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if args.rounds < 10:
         parser.error("--rounds: at least 10 (the project's rule for a ratio with an interval)")
     started = now_utc()
+    origin = run_record()
     runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="atlas-overhead-") as tmp:
         folder = Path(tmp)
-        for side in SIDES:  # warm-up: page cache, imports; not counted
-            run_once(side, -1, args.batches, folder)
+        # Warm-up (page cache, imports; not counted), bare first: its pace sets the timed runs' length.
+        warmup = [run_once(side, -1, WARMUP_BATCHES, folder) for side in SIDES]
+        batches = args.batches or batches_for(warmup[0].workload_wall_s, WARMUP_BATCHES, args.min_samples)
+        print(f"warm-up bare run {warmup[0].workload_wall_s:.1f} s for {WARMUP_BATCHES} batches: {batches} batches "
+              f"a rank for {args.min_samples} samples at {max(INTERVALS.values()):g} s", flush=True)
         for number, order in enumerate(abba_order(SIDES, args.rounds)):
             for side in order:
-                run = run_once(side, number, args.batches, folder)
+                run = run_once(side, number, batches, folder)
                 runs.append(run)
                 share = f"{run.sampler_percent_of_a_core:.3f} % of a core" if run.sampler_percent_of_a_core else ""
                 print(
                     f"round {number + 1}/{args.rounds} {side:11} workload {run.workload_wall_s:6.2f} s {share}",
                     flush=True,
                 )
-    summary = summarise(runs, args.rounds)
+    summary = summarise(runs, args.rounds, args.min_samples)
     result = {
         "bench": "telemetry_overhead",
         "date": started,
         "finished": now_utc(),
-        "machine": machine(),
+        **origin,
         "source": "real: this machine, the sampler around a real busy process tree (no GPU: --gpu auto finds none)",
         "workload": {
-            "command": " ".join(_workload_command(args.batches, Path("REPORT"))[1:]),
+            "command": " ".join(_workload_command(batches, Path("REPORT"))[1:]),
+            "batches_per_rank": batches,
+            "batches_set_by": "--batches" if args.batches else
+            f"the warm-up's bare run: {args.min_samples} samples at {max(INTERVALS.values()):g} s, with a margin",
             "processes": runs[0].workload_processes,
             "note": "every core busy: the realistic worst case for a sampler that must win a core to take a sample",
         },
@@ -235,11 +290,12 @@ def main() -> int:
             f"{side}: workload wall x{ratio['median']:.4f} [{ratio['ci95'][0]:.4f}, {ratio['ci95'][1]:.4f}] vs bare; "
             f"sampler {s['sampler_percent_of_a_core']['median']:.3f} % of a core over the run "
             f"(start-up {s['startup_cpu_s']['median'] if s['startup_cpu_s'] else 'n/a'} s, "
-            f"{s['cpu_per_sample_ms']['median'] if s['cpu_per_sample_ms'] else 'n/a'} ms a sample: "
-            f"{s['long_step_percent_of_a_core']} % on a long step); goal <= {GOAL_PERCENT_OF_A_CORE} %"
+            f"{s['cpu_per_sample_ms']['median'] if s['cpu_per_sample_ms'] else 'n/a'} ms a sample over "
+            f"{s['cpu_per_sample']['sample_intervals']} intervals in {s['cpu_per_sample']['runs_counted']} runs: "
+            f"{s['long_step_percent_of_a_core']} % on a long step, projected); goal <= {GOAL_PERCENT_OF_A_CORE} %"
         )
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
+    out = write_result(result, args.json or RESULTS / f"telemetry-overhead-{started[:10]}.json", indent=1)
+    print(f"bench: wrote {out}")
     return 0
 
 

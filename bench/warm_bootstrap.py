@@ -28,7 +28,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench.stats import RESULTS, machine, now_utc, write_result
+from bench.provenance import run_record, write_result
+from bench.stats import RESULTS, now_utc
 from infra.toolchain.pins import REPO_ROOT, cache_root, load_pins, toolchain_dir
 
 UP_TO_DATE = "up to date"
@@ -79,6 +80,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     started = now_utc()
+    origin = run_record()
     load_before = os.getloadavg()
     runs: list[Run] = []
     for i in range(args.runs):
@@ -103,7 +105,7 @@ def main() -> int:
         "bench": "warm_bootstrap",
         "date": started,
         "finished": now_utc(),
-        "machine": machine(),
+        **origin,
         "provenance": "real: this machine's built toolchain and caches",
         "load_average_before": [round(x, 2) for x in load_before],
         "runs": args.runs,
@@ -112,7 +114,7 @@ def main() -> int:
         "disk": disk,
     }
     out = args.out or RESULTS / f"warm-bootstrap-{started[:10]}.json"
-    write_result(result, out, indent=1)
+    out = write_result(result, out, indent=1)
     print(json.dumps({k: v for k, v in result.items() if k != "samples"}, indent=1))
     print(f"bench: wrote {out}")
     return 0

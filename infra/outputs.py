@@ -107,6 +107,16 @@ class SweepOutputs:
 
 
 @dataclass(frozen=True)
+class KubePlacement:
+    """Where the workload's GPU steps' pods may run, as the stack renders them: every label of
+    `node_selector` (the GPU product's among them) and these `tolerations` against the nodes' taints.
+    The monitor's queue-wait estimate counts only the nodes this admits."""
+
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class KubeStep:
     """One workload step as a Kubernetes Job (a swept step: one Indexed Job, with `sweep`)."""
 
@@ -177,6 +187,8 @@ class KubernetesOutputs(EnvironmentOutputs):
     image: str = ""
     gpu_product: str | None = None  # the GPU model the placement asks for (a node label)
     monitor_url: str = ""
+    # None: outputs written before Atlas exported it (the monitor then reads the run's Jobs alone).
+    gpu_placement: KubePlacement | None = None
 
     @classmethod
     def upgrade(cls, raw: Mapping[str, Any], version: int) -> dict[str, Any]:

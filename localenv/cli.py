@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
+import subprocess
 import sys
 import time
 import traceback
@@ -19,7 +22,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from localenv import kube, moto, node
+from infra.toolchain.pins import REPO_ROOT
+from localenv import kube, moto, node, records
 from localenv.layout import Layout, default_layout
 from localenv.procs import Daemon, LocalEnvError
 
@@ -98,9 +102,70 @@ def _failure_log(layout: Layout, exc: BaseException, stopped: Sequence[str]) -> 
     return path
 
 
+def observe_machine() -> tuple[list[records.Observed], records.Leftovers]:
+    """Every recorded environment and the Atlas-named leftovers on this machine, as they are now."""
+    observed = [records.Observed(r, tuple(sorted(d.name for d in running_daemons(r.layout()))), r.state_dir.is_dir())
+                for r in records.read_records()]
+    if os.geteuid() != 0:  # only root's environments change the host (bridges, cgroups, mounts)
+        return observed, records.Leftovers()
+    bridges: tuple[str, ...] = ()
+    listed = subprocess.run(["ip", "-j", "link", "show", "type", "bridge"], capture_output=True, text=True, check=False)
+    if listed.returncode == 0:
+        bridges = records.atlas_bridges(json.loads(listed.stdout or "[]"))
+    mountinfo = Path("/proc/self/mountinfo").read_text()
+    return observed, records.Leftovers(bridges, node.cgroup_roots(), records.run_mounts(mountinfo),
+                                       node.kube_proxy_owner_named())
+
+
+def _pid_file_running(pid_file: Path) -> bool:
+    return Daemon(pid_file.stem, pid_file.parent, pid_file.parent).running()
+
+
+def clean_up_after_others(layout: Layout, say: Callable[[str], None]) -> None:
+    """Before `up` starts anything: remove what environments stopped without `down` left on this
+    machine, or refuse (nothing started) where one still runs in this one's way (localenv/records.py)."""
+    observed, leftovers = observe_machine()
+    plan = records.plan_cleanup(layout, observed, leftovers, records.running_ids(_pid_file_running))
+    if plan.refusals:
+        raise LocalEnvError("; ".join(plan.refusals))
+    for note in plan.notes:
+        say(f"note: {note}")
+    for record in plan.abandoned:
+        say(f"cleanup: the environment in {record.state_dir} stopped without `down` (none of its daemons runs): "
+            "removing what it left")
+        stop_recorded(record, lambda line: say(f"cleanup: {line}"))
+    for bridge in plan.bridges:
+        subprocess.run(["ip", "link", "delete", bridge], capture_output=True, check=False)
+        say(f"cleanup: deleted bridge {bridge} and its routes (no running environment owns it)")
+    for mount_point in plan.run_mounts:
+        subprocess.run(["umount", "-l", mount_point], capture_output=True, check=False)
+        say(f"cleanup: unmounted {mount_point} (no running environment owns it)")
+    for name in plan.cgroup_roots:
+        node.remove_cgroup_tree(name)
+        say(f"cleanup: removed cgroup /{name} (no running environment owns it)")
+    if plan.kube_proxy_cleanup:
+        node.cleanup_kube_proxy()
+        say("cleanup: removed kube-proxy's iptables chains (its environment is gone)")
+
+
+def stop_recorded(record: records.EnvRecord, say: Callable[[str], None]) -> None:
+    """Stop every part of a recorded environment, its state folder there or not, then forget it.
+    A part that cannot be stopped cleanly is said, and the others are still stopped."""
+    layout = record.layout()
+    for part in ("aws", "site", "satori", "node", "kube"):
+        try:
+            cmd_down(layout, [part], say=say)
+        except LocalEnvError as exc:
+            say(f"{part}: {exc}")
+    if not running_daemons(layout):
+        shutil.rmtree(layout.record_dir, ignore_errors=True)
+
+
 def cmd_up(layout: Layout, parts: Sequence[str], settings: kube.KubeSettings) -> None:
     say = _sayer()
     started = time.monotonic()
+    clean_up_after_others(layout, say)
+    records.write_record(layout, REPO_ROOT)
     if "kube" in parts:
         kube.up(layout, settings, say)
     if "node" in parts:
@@ -119,8 +184,8 @@ def cmd_up(layout: Layout, parts: Sequence[str], settings: kube.KubeSettings) ->
     say(f"up in {time.monotonic() - started:.1f}s; `scripts/localenv status --json` for endpoints")
 
 
-def cmd_down(layout: Layout, parts: Sequence[str]) -> None:
-    say = _sayer()
+def cmd_down(layout: Layout, parts: Sequence[str], say: Callable[[str], None] | None = None) -> None:
+    say = say or _sayer()
     if "aws" in parts and moto.down(layout):
         say("aws: moto server stopped")
     # The site's login nodes front the Satori: they go first, and with it.
@@ -133,7 +198,23 @@ def cmd_down(layout: Layout, parts: Sequence[str]) -> None:
         node.down(layout, say)
     if "kube" in parts:
         kube.down(layout, say)
+    if set(PARTS) <= set(parts) and not running_daemons(layout):
+        shutil.rmtree(layout.record_dir, ignore_errors=True)  # nothing of it runs: forget it
     say("down")
+
+
+def cmd_list() -> None:
+    """The environments recorded on this machine, running or not."""
+    found = records.read_records()
+    if not found:
+        print("no local environment is recorded on this machine")
+    for record in found:
+        running = sorted(d.name for d in running_daemons(record.layout()))
+        folder = "" if record.state_dir.is_dir() else "  (state folder gone)"
+        state = f"running: {', '.join(running)}" if running else "stopped without `down`"
+        print(f"{record.state_dir}  ports {record.port_base}+  pods {record.pod_cidr}  {state}{folder}")
+        checkout = record.repo or "(not recorded)"
+        print(f"  checkout {checkout}; stop: scripts/localenv down --state-dir {record.state_dir}")
 
 
 def collect_status(layout: Layout, parts: Sequence[str]) -> dict[str, Any]:
@@ -192,6 +273,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     up.add_argument("--cpu-nodes", type=int, default=2)
     down = sub.add_parser("down", help="stop everything `up` started")
     down.add_argument("--reset", action="store_true", help="also forget the cluster's data")
+    down.add_argument("--state-dir", type=Path,
+                      help="stop the environment recorded for this state folder (of any checkout, even one "
+                           "deleted): `scripts/localenv list` shows them")
+    sub.add_parser("list", help="the environments recorded on this machine, and how to stop each")
     st = sub.add_parser("status", help="what runs, and the endpoints")
     st.add_argument("--json", action="store_true")
     for p in (up, down, st):
@@ -199,16 +284,25 @@ def main(argv: Sequence[str] | None = None) -> int:
                        help="one part of the environment (the node needs kube, the site the satori)")
     args = parser.parse_args(argv)
     layout = default_layout()
-    parts = [args.only] if args.only else list(PARTS)
+    only = getattr(args, "only", None)
+    parts = [only] if only else list(PARTS)
     try:
         if args.command == "up":
             if args.gpu_nodes < 0 or args.cpu_nodes < 0 or args.pod_run_seconds < 0:
                 parser.error("--gpu-nodes, --cpu-nodes and --pod-run-seconds must not be negative")
             up_or_roll_back(layout, parts, kube.KubeSettings(args.pod_run_seconds, args.gpu_nodes, args.cpu_nodes))
+        elif args.command == "down" and args.state_dir is not None:
+            record = records.find_record(args.state_dir.resolve())
+            if record is None:
+                raise LocalEnvError(f"no environment is recorded for {args.state_dir.resolve()} on this machine: "
+                                    "`scripts/localenv list` shows those that are")
+            stop_recorded(record, _sayer())
         elif args.command == "down":
             cmd_down(layout, parts)
             if args.reset:
                 kube.reset(layout)
+        elif args.command == "list":
+            cmd_list()
         else:
             status = collect_status(layout, parts)
             if args.json:

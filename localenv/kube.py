@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from infra.toolchain.pins import REPO_ROOT, load_pins, toolchain_dir
-from localenv import crds, kwok, recycler
+from localenv import crds, kwok, records, recycler
 from localenv.layout import LOOPBACK, Layout
 from localenv.pki import admin_api, ensure_pki
 from localenv.pki_files import Pki, kubeconfig_yaml
@@ -169,6 +169,7 @@ def _component_port(name: str, layout: Layout) -> int:
 
 
 def up(layout: Layout, settings: KubeSettings, say: Callable[[str], None]) -> None:
+    records.write_record(layout, REPO_ROOT)  # before any daemon: findable even if its folder goes
     bins = bin_dir()
     ds = daemons(layout)
     stages_file = layout.kube_dir / "kwok-stages.yaml"

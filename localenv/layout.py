@@ -7,6 +7,7 @@ something else on the machine already uses them.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,28 @@ from pathlib import Path
 from infra.toolchain.pins import REPO_ROOT
 
 LOOPBACK = "127.0.0.1"
+# Where every environment on this machine keeps what must outlive its state folder: its record
+# (localenv/records.py) and its daemons' pid files. Outside the checkout on purpose: an
+# environment whose folder was deleted while it ran can still be found, stopped and cleaned up
+# by `scripts/localenv down --state-dir` or the next `up` of any checkout. /run is emptied at
+# boot, with the processes and interfaces the records describe.
+RECORDS_ROOT = Path("/run/atlas/envs")
+
+
+def records_root() -> Path:
+    """RECORDS_ROOT for root (every part that changes the host runs as root); a folder of the
+    user's own otherwise (a kube-only environment needs no root); ATLAS_LOCALENV_RECORDS moves it
+    (the unit tests' own folder)."""
+    if os.environ.get("ATLAS_LOCALENV_RECORDS"):
+        return Path(os.environ["ATLAS_LOCALENV_RECORDS"])
+    if os.geteuid() == 0:
+        return RECORDS_ROOT
+    return Path.home() / ".local" / "state" / "atlas" / "envs"
+
+
+def environment_id(state_dir: Path) -> str:
+    """A short, stable name for the environment in `state_dir` (its bridge, cgroup and records use it)."""
+    return hashlib.sha256(str(state_dir).encode()).hexdigest()[:8]
 
 
 @dataclass(frozen=True)
@@ -142,8 +165,17 @@ class Layout:
         return self.state_dir / "logs"
 
     @property
+    def id(self) -> str:
+        return environment_id(self.state_dir)
+
+    @property
+    def record_dir(self) -> Path:
+        """This environment's record and pid files, outside its state folder (see RECORDS_ROOT)."""
+        return records_root() / self.id
+
+    @property
     def pids_dir(self) -> Path:
-        return self.state_dir / "pids"
+        return self.record_dir / "pids"
 
     @property
     def api_url(self) -> str:

@@ -14,6 +14,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from infra.toolchain.pins import REPO_ROOT
+from localenv import records
 from localenv.layout import LOOPBACK, Layout
 from localenv.procs import Daemon, port_open, require_free_ports, wait_for
 
@@ -34,6 +36,7 @@ def _answers(layout: Layout) -> bool:
 
 def up(layout: Layout) -> dict[str, Any]:
     """Start the moto server (idempotent) and wait until it answers."""
+    records.write_record(layout, REPO_ROOT)  # before any daemon: findable even if its folder goes
     server = daemon(layout)
     if not server.running():
         require_free_ports({"moto": layout.ports.moto})

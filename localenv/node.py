@@ -37,8 +37,8 @@ from typing import Any
 import yaml
 
 from infra.toolchain.pins import REPO_ROOT
-from localenv import images, kube, mockgpu
-from localenv.layout import LOOPBACK, Layout
+from localenv import images, kube, mockgpu, records
+from localenv.layout import LOOPBACK, Layout, Ports
 from localenv.node_config import (
     Network,
     NodePaths,
@@ -126,9 +126,23 @@ def kube_proxy_owner() -> Path | None:
         owner = Path(KUBE_PROXY_OWNER.read_text().strip())
     except OSError:
         return None
-    if Daemon("kube-proxy", owner / "pids", owner / "logs").running():
+    if Daemon("kube-proxy", Layout(owner, Ports(0)).pids_dir, owner / "logs").running():
         return owner
     return None
+
+
+def kube_proxy_owner_named() -> Path | None:
+    """The state folder the owner file names, whether or not its kube-proxy still runs."""
+    try:
+        return Path(KUBE_PROXY_OWNER.read_text().strip())
+    except OSError:
+        return None
+
+
+def cleanup_kube_proxy() -> None:
+    """Remove the iptables chains and rules kube-proxy made (`kube-proxy --cleanup`), and its owner file."""
+    subprocess.run([str(kube.bin_dir() / "kube-proxy"), "--cleanup"], capture_output=True, check=False)
+    KUBE_PROXY_OWNER.unlink(missing_ok=True)
 
 
 def ready(layout: Layout, since: float | None = None) -> dict[str, Any]:
@@ -160,6 +174,7 @@ def up(layout: Layout, say: Callable[[str], None]) -> None:
     if os.geteuid() != 0:
         raise LocalEnvError("the local node runs containerd and the kubelet as root: run `scripts/localenv up` as root")
     ensure_packages(NODE_PACKAGES)
+    records.write_record(layout, REPO_ROOT)  # before any daemon: findable even if its folder goes
     paths = NodePaths(layout)
     _check_socket_paths(paths)
     bins = kube.bin_dir()
@@ -312,16 +327,48 @@ def _ensure_cgroup_root(paths: NodePaths) -> None:
 
 
 def _remove_cgroup_root(paths: NodePaths) -> None:
-    """Remove the node's cgroups, deepest first (each is empty once its processes are gone)."""
+    remove_cgroup_tree(paths.cgroup_root.lstrip("/"))
+
+
+def cgroup_roots() -> tuple[str, ...]:
+    """The top-level cgroup folders named like a node's cgroup root (`atlas-<id>`), in any hierarchy."""
+    found = {d.name for h in _cgroup_hierarchies() for d in h.iterdir() if d.is_dir() and d.name.startswith("atlas-")}
+    return tuple(sorted(found))
+
+
+def remove_cgroup_tree(name: str) -> None:
+    """Remove the cgroup folder `name` from every hierarchy, deepest first; processes still in it
+    (containers of a node whose containerd is gone) are killed first, or the folders stay busy."""
     for hierarchy in _cgroup_hierarchies():
-        top = hierarchy / paths.cgroup_root.lstrip("/")
+        top = hierarchy / name
         if not top.is_dir():
             continue
+        killed = [_kill_listed(procs) for procs in top.rglob("cgroup.procs")]
+        if any(killed):
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and any(_listed(p) for p in top.rglob("cgroup.procs")):
+                time.sleep(0.05)
         for folder in sorted((d for d in top.rglob("*") if d.is_dir()), key=lambda d: len(d.parts), reverse=True):
             with contextlib.suppress(OSError):
                 folder.rmdir()
         with contextlib.suppress(OSError):
             top.rmdir()
+
+
+def _listed(procs: Path) -> list[int]:
+    try:
+        return [int(pid) for pid in procs.read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _kill_listed(procs: Path) -> bool:
+    """SIGKILL every process a cgroup.procs file lists; whether there was any."""
+    pids = _listed(procs)
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, 9)
+    return bool(pids)
 
 
 def _free_pod_subnet(layout: Layout, paths: NodePaths, say: Callable[[str], None]) -> None:
@@ -391,9 +438,12 @@ def down(layout: Layout, say: Callable[[str], None]) -> None:
         if ds[name].stop():
             say(f"node: stopped the {name}")
     if ds["kube-proxy"].stop():
-        subprocess.run([str(kube.bin_dir() / "kube-proxy"), "--cleanup"], capture_output=True, check=False)
-        KUBE_PROXY_OWNER.unlink(missing_ok=True)
+        cleanup_kube_proxy()
         say("node: stopped kube-proxy (its iptables rules removed)")
+    elif kube_proxy_owner_named() == layout.state_dir:
+        # This environment's kube-proxy died without `down` (killed with the rest): its chains stay.
+        cleanup_kube_proxy()
+        say("node: removed the iptables chains of this environment's kube-proxy (it had stopped without `down`)")
     if ds["kubelet"].stop():
         say("node: stopped the kubelet")
     if ds["mock-gpu"].stop():

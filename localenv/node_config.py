@@ -9,7 +9,6 @@ starts the processes.
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from localenv.layout import LOOPBACK, Layout
 from localenv.pki_files import NODE_NAME
+from localenv.records import pod_cidr_of
 
 if TYPE_CHECKING:
     from localenv.pki_files import Pki
@@ -33,7 +33,7 @@ class NodePaths:
 
     @property
     def id(self) -> str:
-        return hashlib.sha256(str(self.layout.state_dir).encode()).hexdigest()[:8]
+        return self.layout.id
 
     @property
     def root(self) -> Path:
@@ -82,8 +82,7 @@ class Network:
 
     @classmethod
     def of(cls, layout: Layout) -> Network:
-        block = (layout.ports.base // 100) % 256
-        return cls(ipaddress.IPv4Network(f"10.201.{block}.0/24"))
+        return cls(pod_cidr_of(layout.ports.base))
 
     @property
     def gateway(self) -> str:

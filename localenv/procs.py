@@ -1,7 +1,8 @@
 """Background processes of the local environment: start with a pid file, stop exactly those.
 
 `down` must stop what `up` started and nothing else, so every daemon is recorded in
-`<state>/pids/<name>.pid` together with its start time (from /proc), and a pid whose
+`/run/atlas/envs/<id>/pids/<name>.pid` (localenv/layout.py: outside the state folder, so an
+environment whose folder was deleted can still be stopped) together with its start time (from /proc), and a pid whose
 start time no longer matches (the pid was reused) is never signalled.
 """
 

@@ -33,6 +33,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from infra.toolchain.pins import REPO_ROOT
+from localenv import records
 from localenv.layout import LOOPBACK, Layout
 from localenv.procs import Daemon, LocalEnvError, port_open, require_free_ports, wait_for
 from localenv.satori_config import (
@@ -351,6 +353,7 @@ def _ports(layout: Layout) -> dict[str, int]:
 
 def up(layout: Layout) -> dict[str, Any]:
     """Start the local Satori (or finish starting it); a second call only checks it."""
+    records.write_record(layout, REPO_ROOT)  # before any daemon: findable even if its folder goes
     paths = _paths(layout)
     daemons = _daemons(layout)
     if all(d.running() for d in daemons.values()) and port_open(layout.ports.sshd):

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from localenv import kube, kube_user, node
+from localenv.cli import clean_up_after_others
 from localenv.layout import Layout, default_layout
 from tests.support import ProjectUserSite
 
@@ -51,7 +52,9 @@ def start_clean_cluster(layout: Layout) -> None:
     folder outlives a run (scripts/test keeps it per checkout), and a run that was killed, or a
     stack a failed test could not destroy, would otherwise hold pool volumes and namespaces into
     this one (a CI run found every ReadWriteMany volume still claimed by one before it). Whatever
-    of it still runs is stopped first; certificates and the node's image cache are kept."""
+    of it still runs is stopped first; certificates and the node's image cache are kept. What an
+    environment stopped without `down` left on the machine goes first, as `localenv up` does."""
+    clean_up_after_others(layout, print)
     kube.down(layout, print)
     kube.reset(layout)
     kube.up(layout, kube.KubeSettings(pod_run_seconds=3.0), print)

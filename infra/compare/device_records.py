@@ -12,7 +12,15 @@ from typing import Any
 from infra.compare.records import Missing, StepRecord, TelemetryColumns, step_record
 from infra.provenance import DEVICE_RUN, REAL, Fact, label
 from infra.telemetry.parsers.biggan_logs import parse_metalog
-from infra.telemetry.parsers.console_log import IterationRate, biggan_iterations, iteration_rate, parse_cri_log
+from infra.telemetry.parsers.console_log import (
+    IterationRate,
+    RateFromStart,
+    biggan_iterations,
+    biggan_training_start,
+    iteration_rate,
+    parse_cri_log,
+    rate_from_start,
+)
 from infra.telemetry.parsers.sampler_jsonl import parse_sampler_jsonl
 from infra.workload.differences import step_differences
 from infra.workload.model import Workload
@@ -63,9 +71,19 @@ class TrainSpeed:
     images_per_iteration: int | None
     images_basis: str
     source: str
+    # From train.py's "Beginning training" line: None where the log has no such line.
+    from_start: RateFromStart | None = None
 
     @property
     def overall_images_per_s(self) -> float | None:
+        """From the start of training to the last logged iteration, every pause included."""
+        if self.from_start is None or self.images_per_iteration is None:
+            return None
+        return self.from_start.it_per_s * self.images_per_iteration
+
+    @property
+    def logged_window_images_per_s(self) -> float | None:
+        """From the first logged iteration to the last: the time before the first `itr:` line left out."""
         if self.rate.overall_it_per_s is None or self.images_per_iteration is None:
             return None
         return self.rate.overall_it_per_s * self.images_per_iteration
@@ -79,9 +97,11 @@ class TrainSpeed:
 
 def train_speed(console: str, metalog: str | None, argv: tuple[str, ...] | list[str], source: str) -> TrainSpeed:
     """The train step's speed from its timestamped console lines (`itr: N, ...`) and metalog.txt."""
-    rate = iteration_rate(biggan_iterations(parse_cri_log(console)), every=_every(argv))
+    lines = parse_cri_log(console)
+    marks = biggan_iterations(lines)
+    rate = iteration_rate(marks, every=_every(argv))
     per_iteration, basis = images_per_iteration(metalog)
-    return TrainSpeed(rate, per_iteration, basis, source)
+    return TrainSpeed(rate, per_iteration, basis, source, rate_from_start(biggan_training_start(lines), marks))
 
 
 def sampler_cost(jsonl: str, wall: Mapping[str, Any], workload_interval_s: float) -> dict[str, Any]:
@@ -201,10 +221,21 @@ def device_notes(
             f"{speed.rate.steady_intervals} intervals (first 10 iterations and those ending a save or an "
             f"evaluation left out) = {speed.steady_images_per_s:,.0f} images/s ({speed.images_basis} per iteration)."
         )
-    if speed is not None and speed.overall_images_per_s is not None and speed.rate.overall_it_per_s is not None:
+    if speed is not None and speed.overall_images_per_s is not None and speed.from_start is not None:
+        start = speed.from_start
         notes.append(
-            f"Train step, overall: {speed.rate.overall_it_per_s:.3f} it/s = {speed.overall_images_per_s:,.0f} "
-            f"images/s from the first to the last logged iteration ({speed.rate.window_s:.0f} s), every pause included."
+            f"Train step, overall: {start.it_per_s:.3f} it/s = {speed.overall_images_per_s:,.0f} images/s over "
+            f"{start.iterations} iterations in {start.window_s:.1f} s, from the start of training (train.py's "
+            f"{start.start_line!r} line) to the last logged iteration, every pause included; the first `itr:` "
+            f"line came {start.first_iteration_after_s:.1f} s after the start."
+        )
+    elif speed is not None and speed.images_per_iteration is not None:
+        notes.append("Train step, overall from the start of training: not measured (no 'Beginning training' line).")
+    if speed is not None and speed.logged_window_images_per_s is not None and speed.rate.overall_it_per_s is not None:
+        notes.append(
+            f"Train step between its first and last logged iteration: {speed.rate.overall_it_per_s:.3f} it/s = "
+            f"{speed.logged_window_images_per_s:,.0f} images/s ({speed.rate.window_s:.0f} s; the time before the "
+            "first `itr:` line not included)."
         )
     if speed is not None and speed.rate.slow:
         slow = speed.rate.slow

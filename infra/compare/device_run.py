@@ -129,6 +129,22 @@ def import_device_run(folder: Path, name: str, workload: Workload | None = None)
     )
 
 
+def run_provenance(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The commit, machine and command line the driver recorded on the device machine
+    (bench/provenance.py's keys); a manifest from before it records only the machine."""
+    recorded = "commit" in manifest
+    return {
+        "commit": manifest.get("commit"),
+        "tree_dirty": manifest.get("tree_dirty"),
+        "changed_paths": manifest.get("changed_paths", []),
+        "commit_source": manifest.get("commit_source")
+        if recorded
+        else f"not recorded: the driver's {MANIFEST} has no commit (a run from before bench/provenance.py)",
+        "machine": manifest.get("machine"),
+        "command_line": manifest.get("command_line"),
+    }
+
+
 def bench_result(folder: Path, workload: Workload | None = None) -> dict[str, Any]:
     """The benchmark's raw JSON: images/s of the train step, GPU use, step times, the sampler's cost."""
     manifest = load_manifest(folder)
@@ -175,13 +191,24 @@ def bench_result(folder: Path, workload: Workload | None = None) -> dict[str, An
         metalog = _read(folder / "logs" / training.experiment / "metalog.txt")
         argv = next(s["argv"] for s in manifest["steps"] if s["step"] == "train")
         measured = train_speed(console, metalog, argv, "logs/train.console.log")
+        start = measured.from_start
         speed = {
             "images_per_iteration": measured.images_per_iteration,
             "images_basis": measured.images_basis,
             "iterations_logged": measured.rate.iterations,
-            "window_s": measured.rate.window_s,
-            "overall_it_per_s": measured.rate.overall_it_per_s,
+            # Overall: from the start of training (train.py's line before its epoch loop) to the last
+            # logged iteration; the first epoch's wait for its data and the first iterations count.
+            "overall_window_start": f"train.py's {start.start_line!r} line" if start else None,
+            "overall_window_start_t": start.start_t if start else None,
+            "overall_window_s": start.window_s if start else None,
+            "overall_iterations": start.iterations if start else None,
+            "overall_it_per_s": start.it_per_s if start else None,
             "overall_images_per_s": measured.overall_images_per_s,
+            "first_iteration_after_start_s": start.first_iteration_after_s if start else None,
+            # Between the first and last logged iteration: what the time before the first `itr:` line hides.
+            "logged_window_s": measured.rate.window_s,
+            "logged_it_per_s": measured.rate.overall_it_per_s,
+            "logged_window_images_per_s": measured.logged_window_images_per_s,
             "steady_median_s_per_iteration": measured.rate.steady_median_s,
             "steady_intervals": measured.rate.steady_intervals,
             "steady_images_per_s": measured.steady_images_per_s,
@@ -191,7 +218,7 @@ def bench_result(folder: Path, workload: Workload | None = None) -> dict[str, An
         }
     return {
         "bench": "bench/biggan_h200.py (BigGAN-PyTorch's three steps at the workload's h200 scale)",
-        "machine": manifest.get("machine"),
+        **run_provenance(manifest),
         "run_id": manifest.get("run_id"),
         "environment": manifest.get("environment"),
         "source": manifest.get("source"),

@@ -17,7 +17,7 @@ from typing import Any
 
 from infra.compare.kube_records import records_from_api
 from infra.compare.records import DEFAULT_CONTRACT, EnvironmentRecords, Missing, ReportContract
-from infra.compare.remote_files import ApiGet, RemoteFiles
+from infra.compare.remote_files import MONITOR_SELECTOR, ApiGet, RemoteFiles
 from infra.compare.run_files import collect_logs, collect_telemetry
 from infra.compare.sweep_records import PodLog, ResultsVolume, collect_kube_sweeps, with_sweep_steps
 from infra.kubeapi import KubeForbiddenError
@@ -55,7 +55,7 @@ def collect_kubernetes(
         # Looked up once, and only when something is read through it.
         if monitor_files is None or raw_dir is None:
             return None
-        selector = urllib.parse.quote(f"app.kubernetes.io/component=monitor,atlas.dev/run={outputs.run_id}")
+        selector = urllib.parse.quote(MONITOR_SELECTOR.format(run=outputs.run_id))
         services = get(f"/api/v1/namespaces/{namespace}/services?labelSelector={selector}").get("items", [])
         return monitor_files(outputs.namespace, services[0]["metadata"]["name"]) if services else None
 

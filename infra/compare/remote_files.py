@@ -19,6 +19,9 @@ from pathlib import Path
 from typing import Any
 
 ApiGet = Callable[[str], Any]  # a Kubernetes API GET: path -> the decoded JSON
+# The run's monitor Service, as RunMonitor labels it (infra/openshift/manifests/labels.py): how the
+# report and the live monitor find it in the run's namespace.
+MONITOR_SELECTOR = "app.kubernetes.io/component=monitor,atlas.dev/run={run}"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from infra.kinds.base import BackfillRequest, BuildContext, Built, DoctorContext, EnvironmentKind, backfill_work
-from infra.outputs import FilesAt, KubernetesOutputs
+from infra.outputs import FilesAt, KubePlacement, KubernetesOutputs
 from infra.validation import switched_off
 
 if TYPE_CHECKING:
@@ -87,6 +87,17 @@ class KubernetesKind(EnvironmentKind[KubernetesOutputs]):
         section = config.get(SECTION)
         if not isinstance(section, dict) or switched_off(section):
             return {}
+        from infra.openshift.manifests.pods import gpu_placement
+        from infra.openshift.section_models import GpuModel
+
+        # As written (the stack is not validated here); the GPU product's default is the model's.
+        written = section.get("placement")
+        placement: dict[str, Any] = written if isinstance(written, dict) else {}
+        selector, tolerations = gpu_placement(
+            {str(k): str(v) for k, v in (placement.get("node_selector") or {}).items()},
+            [{str(k): str(v) for k, v in t.items()} for t in placement.get("tolerations") or () if isinstance(t, dict)],
+            str((section.get("gpu") or {}).get("product") or GpuModel.model_fields["product"].default),
+        )
         return {
             ENVIRONMENT: KubernetesOutputs(
                 gpus_requested=0,
@@ -97,6 +108,7 @@ class KubernetesKind(EnvironmentKind[KubernetesOutputs]):
                 telemetry=FilesAt(""),
                 logs=FilesAt(""),
                 gpu_product=(section.get("gpu") or {}).get("product"),
+                gpu_placement=KubePlacement(selector, tuple(tolerations)),
             )
         }
 
@@ -137,10 +149,14 @@ class KubernetesKind(EnvironmentKind[KubernetesOutputs]):
         self, name: str, outputs: KubernetesOutputs, access: Access, interval_s: float
     ) -> EnvironmentSource:
         from infra.monitor.kube import KubeCache
+        from infra.monitor.kube_live import KubeLive
         from infra.monitor.kube_view import KubeSource
 
         # A kubeconfig that cannot be resolved ends the command in one line (infra.cli), as in compare.
-        return KubeSource(name, outputs, KubeCache(client_for(access, outputs), outputs.namespace))
+        client = client_for(access, outputs)
+        # The running steps' files are read through the run's monitor at the monitor's pace.
+        live = KubeLive(client.get, outputs.namespace, outputs.run_id, bool(outputs.monitor_url), interval_s)
+        return KubeSource(name, outputs, KubeCache(client, outputs.namespace), live)
 
     def polls_scheduler(self, outputs: KubernetesOutputs) -> bool:
         return False  # the API is watched, not polled

@@ -3,6 +3,10 @@
     sources.py    what every environment's source gives: a view of it now (whatever its kind)
     kube.py       the Kubernetes API: one list, then watches (nodes, pods, the run's Jobs)
     kube_view.py  the Kubernetes side's view, from the watch cache
+    kube_live.py  a running step's telemetry and the training log on Kubernetes, read through the
+                  run's monitor (the API server's service proxy), never more often than the interval
+    placement.py  pure: which nodes a pod may run on (node selector, affinity, taints), for the estimate
+    reasons.py    pure: why each live cell (it/s, CPU, memory, GPU use) is empty, in one set of words
     hpc_reads.py  pure: the poll's sections script and the readers of the steps' own files (the
                   nodes' and the queue's commands and parsers are each scheduler's, in infra/hpc)
     hpc.py        an HPC side over SSH: one batched status query and one node/telemetry query

@@ -11,7 +11,7 @@ executed" with the outputs' reason, and nothing read from a scheduler: there is 
 from __future__ import annotations
 
 from infra.compare.aws_collector import not_executed_reason, platform
-from infra.monitor.model import EnvironmentView, NodeView, StepView
+from infra.monitor.model import CellReasons, EnvironmentView, NodeView, StepView
 from infra.monitor.sources import EnvironmentSource, ViewContext
 from infra.outputs import AwsOutputs
 
@@ -56,7 +56,8 @@ class AwsInstancesSource(EnvironmentSource):
                 queue_wait_s=None,
                 reason=reason,
                 gpus=None,
-                telemetry_note=reason,
+                # The step's `reason` says why it did not run; each cell says only that it did not.
+                reasons=CellReasons("not executed", "not executed", "not executed", "not executed"),
             )
             for step in outputs.steps
         )

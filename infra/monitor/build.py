@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from infra.compare.contract import contract_from_report
 from infra.monitor.estimate import JobShape
 from infra.monitor.model import IDLE_PERCENT, Snapshot
 from infra.monitor.sources import EnvironmentSource, IdleTracker, ViewContext, error_view
@@ -34,7 +35,8 @@ class Monitor:
 
     def snapshot(self) -> Snapshot:
         now = self.wall()
-        context = ViewContext(self.shape, self.idle)
+        contract = contract_from_report(self.run.report)
+        context = ViewContext(self.shape, self.idle, contract.step, contract.training_log)
         views = []
         for name, source in sorted(self.sources.items()):
             try:

@@ -61,7 +61,10 @@ def estimate_wait(
     running: Sequence[RunningJob],
     recent_waits_s: Sequence[float],
     now: float,
+    scope: str = "",
 ) -> WaitEstimate:
+    """The estimate from `nodes`, which must be only the nodes the job may run on (`scope` says
+    which and why, and is added to the basis)."""
     need = max(shape.gpus, 0)
     # GPUs held by backfill that yields are as good as free for a real job: it preempts them.
     yielding = sum(j.gpus for j in running if j.preemptible)
@@ -74,10 +77,14 @@ def estimate_wait(
     usable = [n for n in nodes if n.gpus_total >= need and not n.state.lower().startswith(("down", "drain", "unavail"))]
 
     def result(seconds: float | None, basis: str) -> WaitEstimate:
-        return WaitEstimate(environment, need, seconds, basis, free_total, len(ahead), waits)
+        return WaitEstimate(
+            environment, need, seconds, basis + (f"; {scope}" if scope else ""), free_total, len(ahead), waits,
+            tuple(sorted(n.name for n in nodes)),
+        )
 
     if not usable:
-        return result(None, f"no node here has {need} GPUs: a job of this shape would never start")
+        where = "the step may run on" if scope else "here"
+        return result(None, f"no node {where} has {need} GPUs: a job of this shape would never start")
     best = max(usable, key=lambda n: n.gpus_free)
     pace = f"median of {len(waits)} recent waits" if waits else "no recent start observed, so 0 s is assumed"
     if best.gpus_free >= need and not ahead:

@@ -35,10 +35,11 @@ from infra.hpc.remote import RemoteResult, Runner
 from infra.hpc.scheduler import JobState, Scheduler, SchedulerError, Sections, SubmittedStep, UnsupportedOutput
 from infra.monitor.hpc_reads import (
     TELEMETRY_LINES,
-    iterations_per_second,
+    json_lines,
     parse_sections,
-    parse_telemetry_tail,
+    read_log_tail,
     sections_script,
+    telemetry_tail,
 )
 from infra.monitor.model import HpcPoll, StepRecord, StepTelemetry, SweepView
 from infra.outputs import HpcOutputs
@@ -176,14 +177,16 @@ class HpcSource:
         sections = parse_sections(self._run(script).stdout)
         nodes, node_error = scheduler.read_nodes(sections)
         telemetry: dict[str, StepTelemetry] = {}
+        missing: dict[str, str] = {}
         host = f"{self.outputs.user}@{self.outputs.host}"
         for step in running:
-            code, text = sections.get(f"telemetry {step}", (-1, ""))
-            if code == 0:
-                parsed = parse_telemetry_tail(text, f"tail of {step}.jsonl on {host}")
-                if parsed is not None:
-                    telemetry[step] = parsed
-        rate, stamp = iterations_per_second(sections.get("log", (-1, ""))[1])
+            code, text = sections.get(f"telemetry {step}", (-1, "not asked"))
+            parsed, why = telemetry_tail(code, text, f"tail of {step}.jsonl on {host}")
+            if parsed is not None:
+                telemetry[step] = parsed
+            else:
+                missing[step] = why
+        log = read_log_tail(json_lines(sections.get("log", (-1, ""))[1]))
         queue, queue_error = scheduler.read_queue(sections, time.gmtime(self.wall()).tm_year)
         sweeps = self.sweep_views(sections)
         return HpcPoll(
@@ -191,11 +194,11 @@ class HpcSource:
             steps=steps,
             nodes=tuple(nodes),
             telemetry=telemetry,
-            iterations_per_s=rate,
-            log_stamp=stamp,
+            log=log,
             commands=tuple(commands),
             node_error=node_error,
             queue=tuple(queue),
             queue_error=queue_error,
             sweeps=sweeps,
+            telemetry_missing=missing,
         )

@@ -1,5 +1,6 @@
 """How the monitor reads an HPC login node in one command: a script of marked sections, and the pure
-readers of what the steps write (the sampler's telemetry, BigGAN's log).
+readers of what the steps write (the sampler's telemetry, BigGAN's log), which the Kubernetes side's
+reads through the run's monitor (kube_live.py) share.
 
 One poll asks two things (infra.monitor.hpc sends them): every step's status in one query, and
 one script (`sections_script`) whose marked sections hold the nodes' GPUs, the queue and the
@@ -15,7 +16,8 @@ import shlex
 from collections.abc import Sequence
 
 from infra.compare.telemetry import load_sampler_jsonl
-from infra.monitor.model import StepTelemetry
+from infra.monitor.model import LogTail, StepTelemetry
+from infra.monitor.reasons import SAMPLER_EMPTY, SAMPLER_NOT_STARTED
 
 SECTION = "@@atlas-section"
 EXIT = "@@atlas-exit"
@@ -64,19 +66,49 @@ def parse_telemetry_tail(text: str, source: str) -> StepTelemetry | None:
     )
 
 
-def iterations_per_second(log_tail: str) -> tuple[float | None, float | None]:
-    """From the last two records of BigGAN's `<experiment>_log.jsonl` (`itr`, `_stamp`)."""
-    records = []
-    for line in log_tail.splitlines():
+def telemetry_tail(code: int, text: str, source: str) -> tuple[StepTelemetry | None, str]:
+    """A `tail` of the sampler's file as the poll (or the monitor's endpoint) answered it: the
+    readings, or why there are none (no file yet: the sampler has not started)."""
+    if code != 0:
+        return None, SAMPLER_NOT_STARTED if "No such file" in text or code == 404 else f"not read: {_first_line(text)}"
+    parsed = parse_telemetry_tail(text, source)
+    # Only the start record: the sampler runs but has not taken its first sample.
+    return (parsed, "") if parsed is not None and parsed.t else (None, SAMPLER_EMPTY)
+
+
+def read_log_tail(records: Sequence[object]) -> LogTail:
+    """From the last records of BigGAN's `<experiment>_log.jsonl` (`itr`, `_stamp`): the rate
+    between the last two, the last record's time and how many were read."""
+    found = [
+        (float(r["itr"]), float(r["_stamp"]))
+        for r in records
+        if isinstance(r, dict) and isinstance(r.get("itr"), int | float) and isinstance(r.get("_stamp"), int | float)
+    ]
+    if not found:
+        return LogTail()
+    stamp = found[-1][1]
+    if len(found) < 2 or found[-1][1] <= found[-2][1]:
+        return LogTail(None, stamp, len(found))
+    (itr0, t0), (itr1, t1) = found[-2], found[-1]
+    return LogTail((itr1 - itr0) / (t1 - t0), stamp, len(found))
+
+
+def json_lines(text: str) -> list[object]:
+    records: list[object] = []
+    for line in text.splitlines():
         try:
-            record = json.loads(line)
+            records.append(json.loads(line))
         except ValueError:
             continue
-        if isinstance(record, dict) and "itr" in record and "_stamp" in record:
-            records.append((float(record["itr"]), float(record["_stamp"])))
-    if not records:
-        return None, None
-    if len(records) < 2 or records[-1][1] <= records[-2][1]:
-        return None, records[-1][1]
-    (itr0, t0), (itr1, t1) = records[-2], records[-1]
-    return (itr1 - itr0) / (t1 - t0), t1
+    return records
+
+
+def iterations_per_second(log_tail: str) -> tuple[float | None, float | None]:
+    """From the last two records of BigGAN's `<experiment>_log.jsonl` (`itr`, `_stamp`)."""
+    tail = read_log_tail(json_lines(log_tail))
+    return tail.iterations_per_s, tail.stamp
+
+
+def _first_line(text: str) -> str:
+    line = next((x.strip() for x in text.splitlines() if x.strip()), "")
+    return line[:160] or "no answer"

@@ -16,7 +16,8 @@ from infra.hpc.registry import scheduler_for
 from infra.job_records import mock_gpu_nodes
 from infra.monitor.estimate import RunningJob, estimate_wait
 from infra.monitor.hpc import HpcSource
-from infra.monitor.model import EnvironmentView, HpcNode, HpcPoll, NodeView, StepTelemetry
+from infra.monitor.model import EnvironmentView, HpcNode, HpcPoll, LiveReading, NodeView, StepTelemetry
+from infra.monitor.reasons import SWEPT, iteration_rate
 from infra.monitor.sources import EnvironmentSource, IdleTracker, ViewContext, finite, step_view
 from infra.outputs import HpcOutputs
 
@@ -37,10 +38,15 @@ class HpcEnvironmentSource(EnvironmentSource):
         name, outputs, source = self.name, self.outputs, self.poller
         poll: HpcPoll = source.poll()
         scheduler = scheduler_for(outputs.scheduler)
-        running_steps = [s for s in poll.steps if s.started_at is not None and s.finished_at is None]
+        swept = {s.name for s in outputs.steps if s.sweep is not None}
         steps = []
         mock_nodes = {n.name: n.gpu_fact for n in poll.nodes if n.gpu_fact is not None}
         for record in poll.steps:
+            phase = scheduler.phase_of(record.state)
+            rate, rate_why = iteration_rate(
+                record.step, phase, record.started_at, poll.log, context.measured_step, context.training_log,
+                record.step in swept,
+            )
             telemetry = poll.telemetry.get(record.step)
             mock = next((fact for node, fact in mock_nodes.items() if record.node and node in record.node), None)
             if telemetry is not None and mock is not None:
@@ -50,17 +56,9 @@ class HpcEnvironmentSource(EnvironmentSource):
                     gpu_util_percent=tuple(math.nan for _ in telemetry.gpu_util_percent),
                     not_measured=(*((k, v) for k, v in telemetry.not_measured if k != "gpu"), ("gpu", mock.what)),
                 )
-            rate = None
-            if (
-                len(running_steps) == 1
-                and running_steps[0] is record
-                and poll.log_stamp is not None
-                and record.started_at is not None
-                and poll.log_stamp >= record.started_at
-            ):
-                rate = poll.iterations_per_s
-            note = "" if telemetry is not None else ("no sampler readings yet" if record in running_steps else "")
-            view = step_view(record, scheduler.phase_of(record.state), now, telemetry, note, rate)
+            why = SWEPT if record.step in swept else poll.telemetry_missing.get(record.step, "telemetry not read")
+            live = LiveReading(telemetry, "" if telemetry is not None else why, rate, rate_why)
+            view = step_view(record, phase, now, live)
             sweep = next((w for w in poll.sweeps if w.step == record.step), None)
             if sweep is not None:
                 # A swept step's id is its first array's: the row shows the sweep, not one element.

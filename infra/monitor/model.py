@@ -8,7 +8,7 @@ zero: "GPU use: not measured (simulated node)" is not "GPU use: 0 %".
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from infra.hpc.target import PROVENANCE_NOT_STATED
 
@@ -24,6 +24,39 @@ from infra.provenance import REAL as REAL
 
 # GPU use below this (percent) counts as idle: the monitor tracks since when, scripts/nodes reports it.
 IDLE_PERCENT = 5.0
+
+
+@dataclass(frozen=True)
+class CellReasons:
+    """Why each of a step's live cells is empty ("" where it holds a reading): every view shows
+    `- (<reason>)`, never a bare dash."""
+
+    iterations_per_s: str = ""
+    cpu_percent: str = ""
+    memory_bytes: str = ""
+    gpu_util_percent: str = ""
+
+
+@dataclass(frozen=True)
+class LogTail:
+    """The last records of the workload's training log (BigGAN's `<experiment>_log.jsonl`), as
+    read: the rate between the last two, or why there is none."""
+
+    iterations_per_s: float | None = None
+    stamp: float | None = None  # the last record's `_stamp` (Unix s)
+    records: int = 0  # records read (a rate needs two)
+    unread: str = ""  # why the log could not be read at all ("" where it was)
+
+
+@dataclass(frozen=True)
+class LiveReading:
+    """What a source read of one running step's own use, and why where it read nothing."""
+
+    telemetry: StepTelemetry | None = None
+    telemetry_reason: str = ""  # why `telemetry` is None
+    iterations_per_s: float | None = None
+    iterations_reason: str = ""  # why `iterations_per_s` is None
+    gpu_mock: bool = False  # the step's GPUs are mock: no device reading is its own
 
 
 @dataclass(frozen=True)
@@ -46,7 +79,7 @@ class StepView:
     cpu_percent: float | None = None  # % of one core, the step's process tree
     memory_bytes: float | None = None  # resident, the step's process tree
     gpu_util_percent: float | None = None  # mean over the step's devices
-    telemetry_note: str = ""  # why the telemetry columns are empty, where they are
+    reasons: CellReasons = field(default_factory=CellReasons)  # why a live cell is empty
 
 
 @dataclass(frozen=True)
@@ -81,6 +114,7 @@ class WaitEstimate:
     free_gpus: int
     pending_ahead: int  # pending jobs (or pods) asking for GPUs
     recent_waits_s: tuple[float, ...] = ()
+    counted_nodes: tuple[str, ...] = ()  # the nodes whose GPUs were counted (those the job may run on)
 
 
 @dataclass(frozen=True)
@@ -141,10 +175,10 @@ class HpcPoll:
     steps: tuple[StepRecord, ...]
     nodes: tuple[HpcNode, ...]
     telemetry: dict[str, StepTelemetry]
-    iterations_per_s: float | None
-    log_stamp: float | None
+    log: LogTail
     commands: tuple[str, ...]
     node_error: str = ""
     queue: tuple[QueueJob, ...] = ()
     queue_error: str = ""
     sweeps: tuple[SweepView, ...] = ()
+    telemetry_missing: dict[str, str] = field(default_factory=dict)  # running step -> why no readings

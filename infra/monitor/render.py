@@ -111,16 +111,25 @@ def steps_table(env: EnvironmentView) -> Table:
             step.node or "-",
             duration(step.elapsed_s),
             duration(step.queue_wait_s),
-            number(step.iterations_per_s),
-            number(step.cpu_percent, " %", 0),
-            size(step.memory_bytes),
-            number(step.gpu_util_percent, " %", 0) if step.gpu_util_percent is not None else _short_note(step),
+            *live_cells(step),
         )
     return table
 
 
-def _short_note(step: StepView) -> str:
-    return "not measured" if step.telemetry_note.startswith(("not measured", "GPU not measured")) else "-"
+def or_reason(text: str, value: float | None, reason: str) -> str:
+    """A reading, or `- (<why>)` where there is none."""
+    return text if value is not None else f"- ({reason or 'no reason given'})"
+
+
+def live_cells(step: StepView) -> tuple[str, str, str, str]:
+    """it/s, CPU, memory and GPU use as every view shows them: the reading, or why there is none."""
+    why = step.reasons
+    return (
+        or_reason(number(step.iterations_per_s), step.iterations_per_s, why.iterations_per_s),
+        or_reason(number(step.cpu_percent, " %", 0), step.cpu_percent, why.cpu_percent),
+        or_reason(size(step.memory_bytes), step.memory_bytes, why.memory_bytes),
+        or_reason(number(step.gpu_util_percent, " %", 0), step.gpu_util_percent, why.gpu_util_percent),
+    )
 
 
 def nodes_table(env: EnvironmentView) -> Table:
@@ -195,11 +204,20 @@ def terminal_view(snapshot: Snapshot) -> Group:
 # --- HTML ----------------------------------------------------------------------------------------
 
 
-def _cell(env: str, row: str, field: str, value: float | int | str | None, text: str) -> str:
+def _cell(env: str, row: str, field: str, value: float | int | str | None, text: str, reason: str = "") -> str:
     raw = "" if value is None else str(value)
+    why = f' data-reason="{html.escape(reason)}"' if value is None and reason else ""
     return (
         f'<td data-env="{html.escape(env)}" data-row="{html.escape(row)}" data-field="{field}" '
-        f'data-value="{html.escape(raw)}">{html.escape(text)}</td>'
+        f'data-value="{html.escape(raw)}"{why}>{html.escape(text)}</td>'
+    )
+
+
+def _live_cells(env: str, step: StepView) -> str:
+    fields = ("iterations_per_s", "cpu_percent", "memory_bytes", "gpu_util_percent")
+    return "".join(
+        _cell(env, step.name, field, getattr(step, field), text, getattr(step.reasons, field))
+        for field, text in zip(fields, live_cells(step), strict=True)
     )
 
 
@@ -225,10 +243,7 @@ def html_page(snapshot: Snapshot, refresh_s: float | None = None) -> str:
             + _cell(name, s.name, "node", s.node, s.node or "-")
             + _cell(name, s.name, "elapsed_s", s.elapsed_s, duration(s.elapsed_s))
             + _cell(name, s.name, "queue_wait_s", s.queue_wait_s, duration(s.queue_wait_s))
-            + _cell(name, s.name, "iterations_per_s", s.iterations_per_s, number(s.iterations_per_s))
-            + _cell(name, s.name, "cpu_percent", s.cpu_percent, number(s.cpu_percent, " %", 0))
-            + _cell(name, s.name, "memory_bytes", s.memory_bytes, size(s.memory_bytes))
-            + _cell(name, s.name, "gpu_util_percent", s.gpu_util_percent, number(s.gpu_util_percent, " %", 0))
+            + _live_cells(name, s)
             + "</tr>"
             for s in env.steps
         )

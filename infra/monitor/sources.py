@@ -9,6 +9,7 @@ a step's row from its record (`step_view`), and when a node's GPUs went idle (`I
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -17,7 +18,8 @@ from dataclasses import dataclass, field
 from infra.compare.records import StepRecord
 from infra.hpc.scheduler import Phase
 from infra.monitor.estimate import JobShape
-from infra.monitor.model import IDLE_PERCENT, EnvironmentView, StepTelemetry, StepView
+from infra.monitor.model import IDLE_PERCENT, EnvironmentView, LiveReading, StepView
+from infra.monitor.reasons import ENDED, NOT_STARTED, telemetry_cells
 
 
 @dataclass
@@ -43,6 +45,10 @@ class ViewContext:
 
     shape: JobShape | None  # the workload's largest step, for the wait estimate
     idle: IdleTracker = field(default_factory=IdleTracker)
+    # The step whose training log gives it/s, and whether the workload writes one (the stack's
+    # `atlas.report` output: infra.compare.contract).
+    measured_step: str = "train"
+    training_log: bool = True
 
 
 class EnvironmentSource(ABC):
@@ -81,20 +87,10 @@ def finite(values: Sequence[float]) -> list[float]:
     return [v for v in values if not math.isnan(v)]
 
 
-def last(values: Sequence[float]) -> float | None:
-    found = finite(values)
-    return found[-1] if found else None
-
-
-def step_view(
-    record: StepRecord,
-    phase: Phase,
-    now: float,
-    telemetry: StepTelemetry | None = None,
-    telemetry_note: str = "",
-    iterations_per_s: float | None = None,
-) -> StepView:
-    """One step's row: its times from the record, its last telemetry where there is any."""
+def step_view(record: StepRecord, phase: Phase, now: float, live: LiveReading | None = None) -> StepView:
+    """One step's row: its times from the record, its last telemetry and rate where the source
+    read any, and why each live cell is empty where it did not (infra.monitor.reasons)."""
+    live = live or LiveReading()
     started = record.scheduled_at if record.scheduled_at is not None else record.started_at
     run_from = record.started_at if record.started_at is not None else record.scheduled_at
     elapsed = None
@@ -106,15 +102,10 @@ def step_view(
             wait = max(0.0, started - record.requested_at)
         elif not phase.finished:
             wait = max(0.0, now - record.requested_at)
-    cpu = mem = gpu = None
-    note = telemetry_note
-    if telemetry is not None and telemetry.t:
-        cpu = last(telemetry.cpu_percent)
-        mem = last(telemetry.rss_bytes)
-        gpu = last(telemetry.gpu_util_percent)
-        gpu_reason = dict(telemetry.not_measured).get("gpu")
-        if gpu is None and gpu_reason:
-            note = f"GPU not measured: {gpu_reason}"
+    cpu, memory, gpu, reasons = telemetry_cells(phase, live)
+    rate = live.iterations_per_s if phase is Phase.RUNNING else None
+    if rate is None and not reasons.iterations_per_s:
+        reasons = dataclasses.replace(reasons, iterations_per_s=_phase_reason(phase) or "not read")
     return StepView(
         name=record.step,
         job=record.job,
@@ -128,9 +119,13 @@ def step_view(
         queue_wait_s=wait,
         reason=record.pending_reason,
         gpus=record.gpus_allocated if record.gpus_allocated is not None else record.gpus_requested,
-        iterations_per_s=iterations_per_s,
+        iterations_per_s=rate,
         cpu_percent=cpu,
-        memory_bytes=mem,
+        memory_bytes=memory,
         gpu_util_percent=gpu,
-        telemetry_note=note,
+        reasons=reasons,
     )
+
+
+def _phase_reason(phase: Phase) -> str:
+    return NOT_STARTED if phase is Phase.PENDING else ENDED if phase.finished else ""

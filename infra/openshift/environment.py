@@ -23,7 +23,7 @@ from infra.openshift.cluster_access import cluster_access, cluster_provider
 from infra.openshift.image import WorkloadImage, WorkloadImageArgs
 from infra.openshift.manifests.labels import MANAGED_BY, SKIP_AWAIT, RunIdentity, check_label_value
 from infra.openshift.manifests.network import network_policies
-from infra.openshift.manifests.pods import PodContext
+from infra.openshift.manifests.pods import PodContext, gpu_placement
 from infra.openshift.manifests.project import limit_range_spec, project_request, pvc_spec, quota_hard, service_account
 from infra.openshift.manifests.sweep_jobs import sweep_widths
 from infra.openshift.manifests.volumes import (
@@ -42,7 +42,7 @@ from infra.openshift.settings_parser import check_workload_fits
 from infra.openshift.staging import DataStaging, DataStagingArgs
 from infra.openshift.sweep_completion import sweep_outputs_from
 from infra.openshift.target import KubernetesTarget
-from infra.outputs import FilesAt, KubernetesOutputs, KubeStep
+from infra.outputs import FilesAt, KubePlacement, KubernetesOutputs, KubeStep
 from infra.telemetry.bundle import pod_tools
 from infra.workload.model import Workload
 from infra.workload.render import RenderedStep, render_steps, requested_gpus
@@ -230,6 +230,10 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
             for what, root in (("telemetry", workload.telemetry.root), ("logs", workload.logs.root))
         }
 
+        selector, tolerations = gpu_placement(
+            dict(settings.placement.node_selector), settings.placement.toleration_list(), settings.gpu.product
+        )
+
         def typed(values: dict[str, Any]) -> dict[str, Any]:
             return KubernetesOutputs(
                 gpus_requested=requested_gpus(workload, ENVIRONMENT),
@@ -243,6 +247,7 @@ class OpenShiftEnvironment(pulumi.ComponentResource):
                 telemetry=FilesAt(pvc=values["telemetry_pvc"], path=f"{files['telemetry'][1]}/"),
                 logs=FilesAt(pvc=values["logs_pvc"], path=f"{files['logs'][1]}/"),
                 monitor_url=values["monitor_url"],
+                gpu_placement=KubePlacement(selector, tuple(tolerations)),
             ).to_dict()
 
         return pulumi.Output.all(

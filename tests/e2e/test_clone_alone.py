@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from infra.toolchain.pins import REPO_ROOT
+from localenv.layout import Layout, Ports
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("root")]
 
@@ -105,6 +106,7 @@ def test_the_demo_path_runs_in_a_clone_with_nothing_beside_it(clone: Path):
 
     down = sh(clone, "source scripts/activate && scripts/localenv down")
     assert "down" in down.stdout
-    pids = clone / ".state" / "localenv" / "pids"
+    # Pid files live outside the state folder (localenv/layout.py: RECORDS_ROOT), by its path.
+    pids = Layout(state_dir=(clone / ".state" / "localenv").resolve(), ports=Ports(0)).pids_dir
     left = [p.name for p in pids.glob("*.pid")] if pids.exists() else []
     assert left == []

@@ -27,21 +27,26 @@ import pytest
 
 from infra.hpc import ssh
 from infra.hpc.registry import scheduler_for
+from infra.image_check import LOCAL_BASE_IMAGE
 from infra.kinds import read_stack_outputs
 from infra.monitor.build import Monitor
 from infra.monitor.estimate import JobShape
 from infra.monitor.hpc import HpcSource
 from infra.monitor.hpc_view import HpcEnvironmentSource
 from infra.monitor.kube import KubeCache, KubeClient
+from infra.monitor.kube_live import KubeLive
 from infra.monitor.kube_view import KubeSource
 from infra.monitor.model import Snapshot
+from infra.monitor.reasons import SIMULATED
 from infra.monitor.serve import make_server, serve_in_thread
 from infra.monitor.sources import EnvironmentSource
 from infra.nodes.idle import find_underused
 from infra.outputs import HpcOutputs, KubernetesOutputs
-from localenv import kube, kwok, satori
+from localenv import images, kube, kube_user, kwok, satori
 from localenv.layout import Layout
-from tests.support import wait_until
+from localenv.node import NODE_KIND_LABEL
+from localenv.pki_files import NODE_NAME
+from tests.support import REPO_ROOT, wait_until
 
 # The Slurm side's status query, less its job ids (the scheduler's record query, as the report asks).
 SQUEUE_QUERY = scheduler_for("slurm").record_query(["1"]).removesuffix(" 1")
@@ -377,6 +382,17 @@ def test_the_web_view_shows_the_snapshot_s_numbers_in_chromium(
                 assert cells[("openshift", node["name"], "gpus_free")] == str(total - held)
                 assert cells[("openshift", node["name"], "gpus_allocated")] == str(node["gpus_allocated"])
         assert cells[("openshift", "web", "phase")] == "running"
+        # An empty live cell says why on the page too: the pod runs on a KWOK node, no container ran.
+        reasons = {
+            (m["row"], m["field"]): m["reason"]
+            for m in re.finditer(
+                r'data-env="openshift" data-row="(?P<row>[^"]*)" data-field="(?P<field>[^"]*)" '
+                r'data-value="" data-reason="(?P<reason>[^"]*)">',
+                dom,
+            )
+        }
+        for field in ("iterations_per_s", "cpu_percent", "memory_bytes", "gpu_util_percent"):
+            assert reasons[("web", field)] == SIMULATED, (field, reasons)
         (step,) = envs["satori-slurm"]["steps"]
         assert (
             cells[("satori-slurm", "step-0", "job")] == job and cells[("satori-slurm", "step-0", "phase")] == "running"
@@ -386,6 +402,167 @@ def test_the_web_view_shows_the_snapshot_s_numbers_in_chromium(
             assert cells[("satori-slurm", node, "gpus_free")] == str(total - held)
     finally:
         run(f"scancel {job}")
+
+
+# --- the Kubernetes side's live readings, as a project's user reads them ---------------------------
+
+# A step's program: the training log's records (BigGAN's `itr`, `_stamp`) every second, with some CPU
+# work between them, for ten minutes at most (the namespace is deleted long before).
+STEP_PROGRAM = """
+import json, os, time
+os.makedirs('/files/logs', exist_ok=True)
+for i in range(600):
+    end = time.time() + 0.3
+    while time.time() < end:
+        pass
+    with open('/files/logs/live_log.jsonl', 'a') as log:
+        log.write(json.dumps({'itr': 10 * i, '_stamp': time.time()}) + '\\n')
+    time.sleep(0.7)
+"""
+
+
+def live_step_objects(namespace: str, image: str) -> list[dict[str, Any]]:
+    """A GPU step as Atlas places it on the local stack (the real node, a mock GPU), run under the
+    real sampler, and the run's monitor (monitor_app.py, as RunMonitor runs it) beside it on a shared
+    volume, behind a Service labelled as RunMonitor labels it. The sampler and the app come from a
+    ConfigMap, as Atlas mounts its tools into an image it did not build (infra/telemetry/bundle.py)."""
+    from infra.openshift.manifests.monitor import MONITOR_PORT
+    from infra.telemetry.bundle import SAMPLER_FILES, sampler_file
+
+    app = REPO_ROOT / "infra" / "openshift" / "monitor_app.py"
+    files = [(f"infra/{name}", sampler_file(name)) for name in SAMPLER_FILES] + [("monitor_app.py", app)]
+    tools = {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "tools", "namespace": namespace},
+        "data": {f"f{i}": path.read_text() for i, (_, path) in enumerate(files)},
+    }
+    items = [{"key": f"f{i}", "path": target} for i, (target, _) in enumerate(files)]
+    security = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    mounts = [{"name": "tools", "mountPath": "/tools", "readOnly": True}, {"name": "files", "mountPath": "/files"}]
+    small = {"cpu": "200m", "memory": "128Mi"}
+    step = {
+        "name": "step", "image": image, "securityContext": security, "volumeMounts": mounts,
+        "env": [{"name": "PYTHONPATH", "value": "/tools"}],
+        "command": ["python3", "-m", "infra.telemetry.sampler", "--out", "/files/telemetry/train.jsonl",
+                    "--interval", "1", "--step", "train", "--", "python3", "-c", STEP_PROGRAM],
+        "resources": {"limits": {**small, GPU: "1"}, "requests": {**small, GPU: "1"}},
+    }
+    monitor = {
+        "name": "monitor", "image": image, "securityContext": security, "volumeMounts": mounts,
+        "command": ["python3", "/tools/monitor_app.py", "--port", str(MONITOR_PORT), "--telemetry-dir",
+                    "/files/telemetry", "--logs-dir", "/files/logs", "--experiment", "live", "--run", "1"],
+        "ports": [{"name": "http", "containerPort": MONITOR_PORT}],
+        "resources": {"limits": small, "requests": small},
+    }
+    job = {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train-live", "namespace": namespace},
+        "spec": {"backoffLimit": 0, "template": {
+            "metadata": {"labels": {"app": "train-live"}},
+            "spec": {
+                "restartPolicy": "Never",
+                # As the local stack renders its GPU step (stacks/Pulumi.local.yaml's placement).
+                "nodeSelector": {NODE_KIND_LABEL: "kubelet", "nvidia.com/gpu.product": "Tesla-V100-SXM2-32GB"},
+                "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
+                "securityContext": {"runAsNonRoot": True, "runAsUser": 1001, "runAsGroup": 0,
+                                    "seccompProfile": {"type": "RuntimeDefault"}},
+                "containers": [step, monitor],
+                "volumes": [{"name": "tools", "configMap": {"name": "tools", "items": items}},
+                            {"name": "files", "emptyDir": {}}],
+            },
+        }},
+    }
+    service = {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "monitor", "namespace": namespace,
+                     "labels": {"app.kubernetes.io/component": "monitor", "atlas.dev/run": "1"}},
+        "spec": {"selector": {"app": "train-live"},
+                 "ports": [{"name": "http", "port": 80, "targetPort": "http"}]},
+    }
+    return [tools, job, service]
+
+
+def test_a_running_step_s_telemetry_is_read_through_the_run_s_monitor_with_a_project_s_rights_only(
+    kube_env: Layout, namespace: str
+) -> None:
+    user = kube_user.ensure_project_user(kube_env, namespace, "researcher")
+    for manifest in live_step_objects(namespace, f"{images.registry_host(kube_env)}/{LOCAL_BASE_IMAGE}"):
+        apply(kube_env, manifest)
+    outputs = {
+        "atlas": {"stack": "h10", "workload": "probe", "run_id": "1",
+                  "report": {"step": "train", "training_log": True}},
+        "environments": {"openshift": {
+            **kube_env_outputs(namespace, kube_env.api_url, [{"name": "train", "job": "train-live"}]),
+            "run_id": "1", "monitor_url": f"http://monitor.{namespace}.svc/",
+        }},
+    }
+    typed = read_stack_outputs(outputs)
+    env = typed.environments["openshift"]
+    assert isinstance(env, KubernetesOutputs)
+    # The project's user: its namespace's `admin` role, nothing cluster-wide (no nodes, no other pods).
+    client = KubeClient(kube_user.user_api(kube_env, user).resolved)
+    cache = KubeCache(client, namespace)
+    cache.start()
+    live = KubeLive(client.get, namespace, "1", True, 1.0)
+    monitor = Monitor(typed.run, {"openshift": KubeSource("openshift", env, cache, live)}, JobShape("probe", 1), 1.0)
+    began = time.monotonic()
+    try:
+        def read() -> Any:
+            (view,) = monitor.snapshot().environments
+            steps = [s for s in view.steps if s.name == "train"]
+            if steps and steps[0].cpu_percent is not None and steps[0].iterations_per_s is not None:
+                return view, steps[0]
+            return None
+
+        view, train = wait_until(read, "the train step's telemetry and rate through the monitor", 180,
+                                 detail=lambda: [s.reasons for s in monitor.snapshot().environments[0].steps])
+    finally:
+        cache.stop()
+    assert not view.error and train.phase == "running" and train.node == NODE_NAME
+    # The sampler's own readings of the step (read back through the same path by hand below), and the
+    # rate between the training log's last two records: about 10 iterations a second.
+    assert train.memory_bytes is not None and train.memory_bytes > 1 << 20
+    assert train.iterations_per_s is not None and 5.0 < train.iterations_per_s < 20.0
+    # The project's user may not read nodes: the mock GPU is not known, so the sampler's own reason
+    # stands (no NVIDIA driver behind the mock device).
+    assert train.gpu_util_percent is None and train.reasons.gpu_util_percent.startswith("not measured: ")
+    assert train.reasons.cpu_percent == "" and train.reasons.iterations_per_s == ""
+    from rich.console import Console
+
+    from infra.monitor.render import terminal_view
+
+    console = Console(record=True, width=220)
+    console.print(terminal_view(monitor.snapshot()))  # the view a reader of `pytest -s` sees (docs/monitoring.md)
+    proxied = client.get(f"/api/v1/namespaces/{namespace}/services/monitor:http/proxy/telemetry/train?tail=1")
+    assert proxied["records"][-1]["type"] == "sample"
+    # At most one read a second (the Service lookup once, then the step's file and the log), though
+    # the wait above took a snapshot every half second.
+    assert live.calls <= 1 + 2 * (int(time.monotonic() - began) + 1), live.calls
+
+
+def test_the_estimate_counts_only_the_real_node_for_a_step_placed_there(kube_env: Layout, namespace: str) -> None:
+    job = live_step_objects(namespace, "unused")[1]
+    job["spec"]["suspend"] = True  # only its pod template matters: nothing runs
+    apply(kube_env, job)
+    outputs = read_stack_outputs({
+        "atlas": {"stack": "h10", "workload": "probe", "run_id": "1"},
+        "environments": {"openshift": kube_env_outputs(namespace, kube_env.api_url,
+                                                       [{"name": "train", "job": "train-live"}])},
+    })
+    env = outputs.environments["openshift"]
+    assert isinstance(env, KubernetesOutputs)
+    cache = KubeCache(KubeClient(kube_env.kubeconfig), namespace)
+    cache.list_all()
+    monitor = Monitor(outputs.run, {"openshift": KubeSource("openshift", env, cache)}, JobShape("probe", 1), 30.0)
+    (view,) = monitor.snapshot().environments
+    estimate = view.estimate
+    assert estimate is not None and estimate.counted_nodes == (NODE_NAME,), estimate
+    api = api_gpu_allocation(kube_env)
+    total, held = api[NODE_NAME]
+    assert estimate.free_gpus == total - held
+    # KWOK's GPU nodes are there, with free GPUs, and left out with why.
+    kwok_gpu = [name for name in api if name.startswith("kwok-")]
+    assert kwok_gpu and sum(t - h for n, (t, h) in api.items() if n in kwok_gpu) > 0
+    assert "left out " in estimate.basis and f"{kwok_gpu[0]}" in estimate.basis
+    assert "node selector atlas.dev/node-kind=kubelet: the node has no such label" in estimate.basis
 
 
 # --- polling keeps to its interval under a 200-job run -------------------------------------------

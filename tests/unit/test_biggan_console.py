@@ -8,10 +8,12 @@ from infra.telemetry.parsers import ParseError
 from infra.telemetry.parsers.console_log import (
     IterationMark,
     biggan_iterations,
+    biggan_training_start,
     cri_time,
     format_cri_line,
     iteration_rate,
     parse_cri_log,
+    rate_from_start,
 )
 
 # What main.py prints with --pbar mine: the progress bar ends with " " (no newline), the metrics line
@@ -103,3 +105,44 @@ def test_pauses_the_median_hides_are_listed_as_slow() -> None:
     assert rate.steady_median_s == pytest.approx(0.5)
     assert [itr for itr, _ in rate.slow] == [8, 15, 22, 29]
     assert all(seconds == pytest.approx(20.0) for _, seconds in rate.slow)
+
+
+@pytest.mark.parametrize(
+    ("lines", "expected"),
+    [
+        ([(1.0, "Experiment name is x"), (2.5, "Beginning training at epoch 0..."),
+          (3.0, "Beginning training at epoch 1...")], (2.5, "Beginning training at epoch 0...")),  # the first one
+        ([(1.0, "Beginning training at epoch 12...")], (1.0, "Beginning training at epoch 12...")),  # resumed
+        ([(1.0, "print('Beginning training at epoch 0')")], None),  # only at the start of a line
+        ([(1.0, "itr: 1, G_loss : +1.0")], None),
+    ],
+)  # fmt: skip
+def test_biggan_training_start(lines: list[tuple[float, str]], expected: tuple[float, str] | None) -> None:
+    assert biggan_training_start(tuple((t, "stdout", text) for t, text in lines)) == expected
+
+
+@pytest.mark.parametrize(
+    ("start", "times", "expected"),
+    [
+        # The 2026-12-03 H200 run's shape: 35.7 s from the start to itr 1, then 153 iterations in 121.3 s.
+        ((0.0, "Beginning training at epoch 0..."), {1: 35.7, 154: 157.0}, (154, 157.0, 35.7)),
+        # A resumed run logs from its saved itr + 1: 10 iterations since the start.
+        ((0.0, "Beginning training at epoch 3..."), {101: 5.0, 110: 10.0}, (10, 10.0, 5.0)),
+        (None, {1: 1.0, 2: 2.0}, None),  # no start line: not measured, never the logged window instead
+        ((5.0, "Beginning training at epoch 0..."), {}, None),
+        ((5.0, "Beginning training at epoch 0..."), {1: 4.0}, None),  # a start after the last iteration
+    ],
+)
+def test_rate_from_start(
+    start: tuple[float, str] | None, times: dict[int, float], expected: tuple[int, float, float] | None
+) -> None:
+    found = rate_from_start(start, marks(times))
+    if expected is None:
+        assert found is None
+        return
+    assert found is not None
+    iterations, window, first = expected
+    assert (found.iterations, found.window_s, found.first_iteration_after_s) == (
+        iterations, pytest.approx(window), pytest.approx(first)
+    )  # fmt: skip
+    assert found.it_per_s == pytest.approx(iterations / window)

@@ -83,6 +83,7 @@ def run_folder(tmp_path: Path) -> Path:
         t += 2.0 if itr <= 10 else (5.0 if itr == 21 else 0.25)
         console.append(format_cri_line(t, "stdout", f"\r{itr}/7 (1%) itr: {itr}, G_loss : +1.000, D_loss_real : +0.5"))
     console.insert(25, format_cri_line(t, "stdout", "Saving weights to weights/x..."))
+    console.insert(0, format_cri_line(T0 + 30, "stdout", "Beginning training at epoch 0..."))
     (folder / "logs" / "train.console.log").write_text("\n".join(console) + "\n")
     (folder / "logs" / EXPERIMENT / "metalog.txt").write_text(
         "datetime: 2026-12-03\nconfig: {'batch_size': 64, 'num_D_steps': 1, 'num_D_accumulations': 4, "
@@ -160,6 +161,14 @@ def test_bench_result_keeps_every_sample_and_the_samplers_cost(run_folder: Path)
     assert speed["steady_median_s_per_iteration"] == pytest.approx(0.25)
     assert speed["steady_images_per_s"] == pytest.approx(1024.0)
     assert speed["left_out_iterations"] == list(range(2, 11))  # warm-up; itr 21 is no save point (save_every 100)
+    # Overall: from train.py's "Beginning training" line (T0 + 30) to itr 40, 40 iterations in 32.25 s.
+    assert speed["overall_window_start"] == "train.py's 'Beginning training at epoch 0...' line"
+    assert speed["overall_window_s"] == pytest.approx(32.25) and speed["overall_iterations"] == 40
+    assert speed["overall_images_per_s"] == pytest.approx(40 * 256 / 32.25)
+    assert speed["first_iteration_after_start_s"] == pytest.approx(2.0)
+    # Between the first and last logged iteration: the 2 s before itr 1 left out, 39 intervals.
+    assert speed["logged_window_s"] == pytest.approx(30.25)
+    assert speed["logged_window_images_per_s"] == pytest.approx(39 * 256 / 30.25)
     train = next(s for s in result["steps"] if s["step"] == "train")
     assert len(train["gpu_utilization_percent_samples"]) == 59
     assert train["sampler"]["percent_of_a_core"] == pytest.approx(0.5)  # the driver's /proc reading
@@ -168,6 +177,20 @@ def test_bench_result_keeps_every_sample_and_the_samplers_cost(run_folder: Path)
     assert train["sampler"]["percent_of_a_core_at_workload_interval"] == pytest.approx(0.2)  # 10 ms / 5 s
     make = next(s for s in result["steps"] if s["step"] == "make-hdf5")
     assert make["gpu_utilization_percent_mean"] is None and "gpu" in make["not_measured"]
+
+
+def test_bench_result_carries_the_drivers_commit_or_says_it_has_none(run_folder: Path) -> None:
+    old = bench_result(run_folder, WORKLOAD)  # the fixture's manifest predates bench/provenance.py
+    assert old["commit"] is None and old["command_line"] is None
+    assert old["commit_source"].startswith("not recorded: the driver's atlas-run.json has no commit")
+    assert old["machine"]["hostname"] == "gpu-vm"
+    manifest = json.loads((run_folder / "atlas-run.json").read_text())
+    recorded = {"commit": "c" * 40, "tree_dirty": False, "changed_paths": [],
+                "commit_source": "recorded on the sending machine (t), read from commit.json",
+                "command_line": ["python3", "-m", "bench.biggan_h200", "--out", "/out"]}  # fmt: skip
+    (run_folder / "atlas-run.json").write_text(json.dumps({**manifest, **recorded}))
+    new = bench_result(run_folder, WORKLOAD)
+    assert {key: new[key] for key in recorded} == recorded
 
 
 def test_compare_import_recognises_a_device_run(run_folder: Path, tmp_path: Path) -> None:

@@ -390,7 +390,7 @@ def test_placement_reaches_every_pod(mocks):
     }))
     env = environment(parse_openshift_settings(raw, KEY), stack="local")
 
-    def check(_: Any) -> None:
+    def check(outputs: dict[str, Any]) -> None:
         specs = [j.inputs["spec"]["template"]["spec"] for j in mocks.of_kind("Job")]
         specs += [d.inputs["spec"]["template"]["spec"] for d in mocks.of_kind("Deployment")]
         assert len(specs) >= 4
@@ -400,6 +400,11 @@ def test_placement_reaches_every_pod(mocks):
                 {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}) == 1
         gpu_steps = [s for s in specs if "nvidia.com/gpu" in s["containers"][0]["resources"].get("limits", {})]
         assert gpu_steps and all("nvidia.com/gpu.product" in s["nodeSelector"] for s in gpu_steps)
+        # The outputs record where the GPU steps may run, as their Jobs say (the monitor's estimate
+        # counts only those nodes before the Jobs exist).
+        for spec in gpu_steps:
+            placed = {"node_selector": spec["nodeSelector"], "tolerations": spec["tolerations"]}
+            assert outputs["gpu_placement"] == placed
 
     return resolved(env).apply(check)
 

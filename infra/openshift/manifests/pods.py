@@ -13,6 +13,7 @@ import pulumi
 
 from infra.openshift.manifests.labels import SKIP_AWAIT, Manifest, RunIdentity
 from infra.openshift.manifests.volumes import Claims, SourceVolume
+from infra.openshift.settings import GPU_PRODUCT_LABEL
 
 # The taint key GPU nodes carry (the GPU operator's convention, and the local KWOK nodes').
 GPU_TAINT_KEY = "nvidia.com/gpu"
@@ -20,6 +21,8 @@ GPU_TAINT_KEY = "nvidia.com/gpu"
 MOUNT_ROOT = "/atlas"
 SCRIPTS_DIR = f"{MOUNT_ROOT}/scripts"
 
+# What a GPU step's pod tolerates beside the run's own tolerations: the GPU nodes' taint.
+GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
 POD_SECURITY = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
 CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 # The workload image sets NVIDIA_VISIBLE_DEVICES=all for its GPU steps; a pod that asked for no
@@ -52,12 +55,33 @@ class PodContext:
     run_as_uid: int | None = None
 
 
+def placement(
+    selector: Mapping[str, str],
+    tolerations: Sequence[Mapping[str, str]],
+    own_selector: Mapping[str, str] | None = None,
+    own_tolerations: Sequence[Mapping[str, str]] = (),
+) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """A pod's node selector and tolerations: the run's (settings.placement), then the pod's own
+    (a GPU step's product and GPU toleration), each toleration once."""
+    merged = [dict(t) for t in tolerations]
+    merged += [dict(t) for t in own_tolerations if dict(t) not in merged]
+    return {**selector, **(own_selector or {})}, merged
+
+
+def gpu_placement(
+    selector: Mapping[str, str], tolerations: Sequence[Mapping[str, str]], product: str
+) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """Where a GPU step's pod may go (step_jobs.py renders it so; the outputs record it for the
+    monitor): the run's placement, nodes labelled with the GPU product, the GPU taint tolerated."""
+    return placement(selector, tolerations, {GPU_PRODUCT_LABEL: product}, [GPU_TOLERATION])
+
+
 def pod_spec(context: PodContext, containers: list[Manifest], volumes: list[Manifest], **extra: Any) -> Manifest:
-    selector = {**context.node_selector, **extra.pop("nodeSelector", {})}
+    selector, tolerations = placement(
+        context.node_selector, context.tolerations, extra.pop("nodeSelector", {}), extra.pop("tolerations", [])
+    )
     if selector:
         extra["nodeSelector"] = selector
-    tolerations = [dict(t) for t in context.tolerations]
-    tolerations += [t for t in extra.pop("tolerations", []) if t not in tolerations]
     if tolerations:
         extra["tolerations"] = tolerations
     security: Manifest = dict(POD_SECURITY)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from infra.openshift.manifests.labels import Manifest, object_metadata
 from infra.openshift.manifests.pods import (
     CONTAINER_SECURITY,
-    GPU_TAINT_KEY,
+    GPU_TOLERATION,
     NO_GPU_ENV,
     PodContext,
     job_manifest,
@@ -61,8 +61,9 @@ def step_job(
         amounts[GPU_RESOURCE] = str(resources.gpus_per_node)
         # Not NVIDIA_VISIBLE_DEVICES: the device plugin sets it to the GPUs it allocated.
         env.append({"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"})
+        # pod_spec adds the run's placement: together what gpu_placement says (the outputs' record).
         extra["nodeSelector"] = {GPU_PRODUCT_LABEL: settings.gpu.product}
-        extra["tolerations"] = [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+        extra["tolerations"] = [dict(GPU_TOLERATION)]
     else:
         env.append(dict(NO_GPU_ENV))
 

@@ -20,6 +20,8 @@ CRI_LINE = re.compile(
 )
 # main.py prints, after its progress bar and on the same line: `itr: 12, G_loss : +0.123, D_loss_real : ...`.
 BIGGAN_ITERATION = re.compile(r"itr: (?P<itr>\d+), G_loss : (?P<g>[-+]?\d+(?:\.\d*)?(?:e[-+]?\d+)?|[-+]?nan|[-+]?inf)")
+# train.py prints this once the models, optimizers and data loader are made, right before its epoch loop.
+BIGGAN_TRAINING_START = re.compile(r"^Beginning training at epoch \d+")
 
 
 def cri_time(text: str) -> float:
@@ -64,6 +66,33 @@ def biggan_iterations(lines: tuple[tuple[float, str, str], ...]) -> tuple[Iterat
             loss = float(match["g"])
             marks.append(IterationMark(int(match["itr"]), t, loss if math.isfinite(loss) else None))
     return tuple(marks)
+
+
+def biggan_training_start(lines: tuple[tuple[float, str, str], ...]) -> tuple[float, str] | None:
+    """When train.py said it began training, and the line it said it with; None if it never did."""
+    return next(((t, text) for t, _, text in lines if BIGGAN_TRAINING_START.match(text)), None)
+
+
+@dataclass(frozen=True)
+class RateFromStart:
+    """Training speed from the start of training to the last logged iteration: the first epoch's
+    wait for the data loader and the first iterations count, as every pause after them does."""
+
+    start_t: float
+    start_line: str
+    iterations: int  # run between the start and the last logged iteration (the first logged one included)
+    window_s: float  # start of training to the last logged iteration
+    first_iteration_after_s: float  # start of training to the first logged iteration
+    it_per_s: float
+
+
+def rate_from_start(start: tuple[float, str] | None, marks: tuple[IterationMark, ...]) -> RateFromStart | None:
+    if start is None or not marks or marks[-1].t <= start[0]:
+        return None
+    # A resumed run logs from its saved itr + 1: the iterations since the start are last - first + 1.
+    iterations = marks[-1].itr - marks[0].itr + 1
+    window = marks[-1].t - start[0]
+    return RateFromStart(start[0], start[1], iterations, window, marks[0].t - start[0], iterations / window)
 
 
 @dataclass(frozen=True)
