@@ -48,16 +48,10 @@ class HpcEnvironmentSource(EnvironmentSource):
                 record.step in swept,
             )
             telemetry = poll.telemetry.get(record.step)
-            mock = next((fact for node, fact in mock_nodes.items() if record.node and node in record.node), None)
-            if telemetry is not None and mock is not None:
-                # Whatever the sampler read beside mock GPUs (a host's own GPU) is not the step's.
-                telemetry = dataclasses.replace(
-                    telemetry,
-                    gpu_util_percent=tuple(math.nan for _ in telemetry.gpu_util_percent),
-                    not_measured=(*((k, v) for k, v in telemetry.not_measured if k != "gpu"), ("gpu", mock.what)),
-                )
+            # On a node whose GPUs are mock, whatever the sampler read (a host's own GPU) is not the step's.
+            mock = any(record.node and node in record.node for node in mock_nodes)
             why = SWEPT if record.step in swept else poll.telemetry_missing.get(record.step, "telemetry not read")
-            live = LiveReading(telemetry, "" if telemetry is not None else why, rate, rate_why)
+            live = LiveReading(telemetry, "" if telemetry is not None else why, rate, rate_why, mock)
             view = step_view(record, phase, now, live)
             sweep = next((w for w in poll.sweeps if w.step == record.step), None)
             if sweep is not None:

@@ -22,7 +22,8 @@ from infra.hpc.target import HpcConfigError, HpcTarget
 from infra.job_records import HpcNode, mock_gpu_nodes
 from infra.loopback import is_loopback_host, is_loopback_url
 from infra.monitor.hpc_view import HpcEnvironmentSource
-from infra.monitor.model import HpcPoll, StepRecord, StepTelemetry
+from infra.monitor.model import HpcPoll, LogTail, StepRecord, StepTelemetry
+from infra.monitor.reasons import MOCK_GPU
 from infra.monitor.sources import ViewContext
 from infra.outputs import AwsOutputs, HpcOutputs
 from infra.provenance import (
@@ -393,13 +394,12 @@ def test_an_hpc_monitor_reads_no_use_of_mock_gpus_and_says_what_they_are() -> No
             step = StepRecord("train", "1", "RUNNING", 10.0, 11.0, 11.0, None, None, "", 1, 1, "vm", False, None, "t")
             telemetry = StepTelemetry((12.0,), (50.0,), (1.0,), (97.0,), ())
             nodes = parse_sinfo_nodes("vm|mixed|1/7/0/8|gpu:mock_v100:4|gpu:mock_v100:1(IDX:0)\n")
-            return HpcPoll(20.0, (step,), tuple(nodes), {"train": telemetry}, None, None, ("squeue",))
+            return HpcPoll(20.0, (step,), tuple(nodes), {"train": telemetry}, LogTail(), ("squeue",))
 
     outputs = dataclasses.replace(HPC, host="127.0.0.1", provenance="local stand-in: Slurm on this host")
     view = HpcEnvironmentSource("satori", outputs, Poller()).view(20.0, ViewContext(None))  # type: ignore[arg-type]
     (train,) = view.steps
-    assert train.gpu_util_percent is None
-    assert train.telemetry_note == "GPU not measured: mock GPUs (Slurm GRES type mock_v100)"
+    assert train.gpu_util_percent is None and train.reasons.gpu_util_percent == MOCK_GPU
     assert train.cpu_percent == 50.0  # what the sampler read of the step's own processes stands
     (vm,) = view.nodes
     assert vm.gpu_util_percent is None and vm.util_source == "not measured: mock GPUs (Slurm GRES type mock_v100)"
