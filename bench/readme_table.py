@@ -129,7 +129,9 @@ def container_vs_bare_rows(data: dict[str, Any], name: str) -> list[Row]:
     return [
         (
             f"the probe in its container on the local node vs bare under the local Slurm, one at a time, "
-            f"{data['cpus_each']} CPUs each, {data['order']} order",
+            f"{data['cpus_each']} CPUs each, {data['order']} order"
+            # What stood in, as the raw file records it (mock GPUs, a CPU run): every row says so.
+            + (f" ({data['provenance']})" if data.get("provenance") else " (what stood in: not recorded)"),
             f"images/s: container **{speed['container_median']:,.0f}** vs bare **{speed['bare_median']:,.0f}** "
             f"(medians of {speed['rounds_per_side']}); paired ratio {speed['paired_ratio_median']:.2f} "
             f"(95 % CI {low:.2f} to {high:.2f}). Request to first iteration {start['container_median']:.2f} s vs "

@@ -168,10 +168,14 @@ def check_ssh_routes(config: StackConfig) -> None:
     """Each HPC login node can be reached from here as the user's ssh config says (an alias, jump
     hosts, the agent, a master connection), before any resource: an unknown alias, a host key not
     on file or no key to offer stops preview, naming the key and the fix. Nothing is connected to."""
-    from infra.hpc.ssh.resolve import check_endpoint
+    from infra.hpc.ssh.resolve import check_endpoint, refuse_real_route
 
     for hpc in config.hpc:
-        check_endpoint(hpc.target, f"{_key('hpc')}.{hpc.name}")
+        key = f"{_key('hpc')}.{hpc.name}"
+        endpoint = check_endpoint(hpc.target, key)
+        # The route as resolved (an alias's HostName, its jump hosts): a stack may not call real
+        # what is reached on this machine's loopback (infra/provenance.py).
+        refuse_real_route(hpc.provenance, endpoint, key)
 
 
 def check_kubernetes_access(config: StackConfig, probe: bool = True) -> None:

@@ -27,6 +27,7 @@ from infra.hpc.target_parser import HpcTargetModel
 from infra.nodes.settings import BackfillModel
 from infra.openshift.settings import OpenShiftSettingsError
 from infra.openshift.settings_parser import OpenShiftModel
+from infra.provenance import REAL, claims_real, loopback_host_fact, refusal
 from infra.validation import is_dns_label, switched_off
 
 PROJECT = "atlas"
@@ -48,7 +49,7 @@ def _provenance(value: Any) -> Any:
             f"GPUs`), found {value!r}",
             "set it with `pulumi config set --path atlas:hpc.<name>.provenance real`",
         )
-    return value.strip()
+    return REAL if claims_real(value) else value.strip()
 
 
 class HpcEnvironmentModel(HpcTargetModel):
@@ -60,7 +61,23 @@ class HpcEnvironmentModel(HpcTargetModel):
         "every step but the last.", examples=[["make-hdf5"]])
     provenance: Annotated[str, BeforeValidator(_provenance)] = Field(
         PROVENANCE_NOT_STATED, description="What the environment is, shown beside its name in every report: `real`, "
-        "or what stands in.", examples=["real"])
+        "or what stands in. It may only narrow what Atlas observes (infra/provenance.py): `real` is refused for a "
+        "login node on loopback, and the readers add what they see (mock GPUs in the scheduler's GPU types).",
+        examples=["real"])
+
+    @model_validator(mode="after")
+    def _not_upgraded(self) -> Any:
+        # The host as written; an ssh config alias that resolves to loopback is refused by the
+        # component, which resolves it (infra/hpc/components.py).
+        why = refusal(self.provenance, [loopback_host_fact("login node", self.host)])
+        if why:
+            raise Problem(
+                why,
+                "say what stands in instead, e.g. `pulumi config set --path atlas:hpc.<name>.provenance "
+                "'local stand-in: Slurm on this host'`, or leave it out",
+                ".provenance",
+            )
+        return self
 
 
 def _run_id(value: Any) -> Any:

@@ -10,7 +10,10 @@ Times are Unix seconds (float). A value a source did not give is None (or empty)
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+
+from infra.provenance import Fact, mock_gpu_fact
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,23 @@ class HpcNode:
     gpu_util_percent: float | None
     util_source: str
     cpus: str = ""
+    # The GPU types the scheduler lists for the node (Slurm's GRES types, LSF's gpu_model) and
+    # what it calls them: a type named mock (infra.provenance) says the node's GPUs are mock.
+    gpu_types: tuple[str, ...] = ()
+    gpu_type_source: str = ""
+
+    @property
+    def gpu_fact(self) -> Fact | None:
+        """The node's mock GPUs, as its scheduler names them (None: real or not named)."""
+        return mock_gpu_fact(self.gpu_types, self.gpu_type_source or "GPU type")
+
+
+def mock_gpu_nodes(nodes: Iterable[HpcNode], ran_on: Collection[str] = ()) -> Fact | None:
+    """The mock GPUs of the nodes the steps ran on (`ran_on`; every node where none is named)."""
+    chosen = [n for n in nodes if not ran_on or n.name in ran_on]
+    types = [t for n in chosen for t in n.gpu_types]
+    where = next((n.gpu_type_source for n in chosen if n.gpu_type_source), "GPU type")
+    return mock_gpu_fact(types, where)
 
 
 @dataclass(frozen=True)

@@ -23,10 +23,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
+from infra.loopback import is_loopback_url
+from infra.provenance import (
+    EMULATED,
+    LOCAL_STAND_IN,
+    NOT_EXECUTED,
+    NOT_STATED,
+    REAL,
+    Fact,
+    label,
+    loopback_host_fact,
+)
+
 OUTPUTS_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 # What an HPC environment is when its stack did not say (never "real" by default).
-PROVENANCE_NOT_STATED = "provenance not stated"
+PROVENANCE_NOT_STATED = NOT_STATED
 
 
 class OutputsError(ValueError):
@@ -200,14 +212,26 @@ class HpcOutputs(EnvironmentOutputs):
     steps: tuple[BatchStep, ...]
     telemetry: FilesAt
     logs: FilesAt
+    # What the stack says the environment is (`atlas:hpc.<name>.provenance`): it may only narrow
+    # the label, which the readers derive with what was observed (`label`).
     provenance: str = PROVENANCE_NOT_STATED
     # The login node's host key, where Atlas knows it (an instance it launched); else a file.
     known_hosts: str = ""
     runtime: ContainerRuntime = field(default_factory=ContainerRuntime)
+    # What the stack program observed that makes the environment a local stand-in: a hop of the
+    # login route (resolved through the user's ssh config) on loopback.
+    observed: tuple[str, ...] = ()
 
     @property
     def login(self) -> str:
         return f"{self.user}@{self.host}:{self.port}"
+
+    def label(self, *more: Fact | None) -> str:
+        """What the environment is, as every output shows it: the stack's words, narrowed by what the
+        program observed, the login host itself (outputs of an older Atlas carry no `observed`)
+        and `more` (what the reader saw: the scheduler's mock GPUs)."""
+        seen = (Fact(LOCAL_STAND_IN, what) for what in self.observed)
+        return label(self.provenance, (*seen, loopback_host_fact("login node", self.host), *more))
 
     @classmethod
     def upgrade(cls, raw: Mapping[str, Any], version: int) -> dict[str, Any]:
@@ -263,6 +287,21 @@ class AwsOutputs(EnvironmentOutputs):
     @property
     def instance_ids(self) -> tuple[str, ...]:
         return tuple(i.id for i in self.instances)
+
+    def facts(self, run: bool = True) -> tuple[Fact, ...]:
+        """What the outputs show the side is: moto (an endpoint on loopback), and with `run`, a run
+        not executed (the instances themselves are what they are whether or not anything ran)."""
+        found = []
+        if self.emulated or (self.endpoint_url and is_loopback_url(self.endpoint_url)):
+            found.append(Fact(EMULATED, f"{EMULATED} at {self.endpoint_url}: its instances exist only as API records"))
+        if run and not self.executed:
+            why = self.not_executed_reason or "the outputs say no step ran"
+            found.append(Fact(NOT_EXECUTED, f"not executed: {why}"))
+        return tuple(found)
+
+    def label(self, run: bool = True) -> str:
+        """The side's label (`run`: the run's, else the instances')."""
+        return label(REAL, self.facts(run))
 
     @property
     def gpus_total(self) -> int:

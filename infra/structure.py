@@ -39,7 +39,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("workload", "kubeapi", "kubeauth", "schemas", "config_schema"),
     (
         "validation", "errors", "kubeconfig", "outputs", "timeparse", "job_records", "toolchain", "structure", "maps",
-        "exports", "extras", "doctor", "index_ranges", "loopback",
+        "exports", "extras", "doctor", "index_ranges", "provenance", "loopback",
     ),
 )
 LONG_FILE_LINES = 600  # a file past this is one to split (issue 29: files one can read)

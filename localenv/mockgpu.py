@@ -35,6 +35,8 @@ from typing import Any
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+from infra.telemetry.gpu import MOCK_ENV, MOCK_VALUE
+
 API_VERSION = "v1beta1"
 RESOURCE = "nvidia.com/gpu"
 KUBELET_SOCKET = "kubelet.sock"
@@ -135,7 +137,7 @@ class MockGpus:
 
 def allocate_envs(device_ids: Sequence[str]) -> dict[str, str]:
     """What a container given these devices sees: NVIDIA's variable, and Atlas's mark that they are mock."""
-    return {"NVIDIA_VISIBLE_DEVICES": ",".join(device_ids), "ATLAS_GPU_PROVENANCE": "mock"}
+    return {"NVIDIA_VISIBLE_DEVICES": ",".join(device_ids), MOCK_ENV: MOCK_VALUE}
 
 
 class DevicePluginService:

@@ -4,7 +4,7 @@ What `up` runs, as root, on loopback only:
 - `sshd` on 127.0.0.1:<ports.sshd>, its own config and host key under `satori_dir`, key
   login only, for the non-root login user `atlas` (home /home/atlas);
 - `munged` with its own key and socket under `satori_dir` (Slurm's authentication);
-- `slurmctld` and `slurmd`: one node, 4 GPUs of type v100 backed by /dev/fakegpu0..3,
+- `slurmctld` and `slurmd`: one node, 4 mock GPUs (GRES type mock_v100) backed by /dev/fakegpu0..3,
   partitions `normal` (default) and `debug`, a job completion log;
 - the LSF command set of localenv/lsf, installed into /opt/atlas-lsf the way LSF
   is installed (bin/ plus conf/profile.lsf, which the login user's `bash -l` sources).
@@ -52,6 +52,7 @@ from localenv.satori_config import (
     render_gres_conf,
     render_slurm_conf,
     render_sshd_config,
+    render_task_prolog,
 )
 from localenv.system import ensure_key_login_account, ensure_packages
 
@@ -392,9 +393,11 @@ def up(layout: Layout) -> dict[str, Any]:
     paths.slurm_conf.write_text(render_slurm_conf(paths, layout, node))
     paths.gres_conf.write_text(render_gres_conf(node))
     paths.cgroup_conf.write_text(render_cgroup_conf())
+    paths.task_prolog.write_text(render_task_prolog())
     paths.sshd_config.write_text(render_sshd_config(paths, layout.ports.sshd))
     for f in (paths.slurm_conf, paths.gres_conf, paths.cgroup_conf, paths.sshd_config):
         f.chmod(0o644)
+    paths.task_prolog.chmod(0o755)
 
     munged = daemons["munged"]
     if not munged.running():

@@ -10,11 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from infra.telemetry.gpu import MOCK_ENV, MOCK_VALUE
 from localenv.layout import LOOPBACK, Layout
 
 LOGIN_USER = "atlas"
 LOGIN_HOME = Path("/home") / LOGIN_USER
-GPU_TYPE = "v100"
+# Mock GPUs say so in their GRES type: the scheduler's own listing (`sinfo -O Gres`) tells Atlas
+# they are mock (infra/provenance.py), so no figure of them is taken for a GPU's.
+GPU_TYPE = "mock_v100"
 GPU_COUNT = 4
 FAKE_GPU_DEVICES = tuple(Path(f"/dev/fakegpu{i}") for i in range(GPU_COUNT))
 # Declared, not detected (SlurmdParameters=config_overrides): the machine has 2 cores,
@@ -80,6 +83,10 @@ class SatoriPaths:
     def gres_conf(self) -> Path:
         # Slurm reads gres.conf from the directory of slurm.conf.
         return self.root / "gres.conf"
+
+    @property
+    def task_prolog(self) -> Path:
+        return self.root / "task_prolog.sh"
 
     @property
     def slurmctld_state(self) -> Path:
@@ -174,6 +181,8 @@ def render_slurm_conf(paths: SatoriPaths, layout: Layout, node: str) -> str:
             "SelectTypeParameters=CR_Core_Memory",
             f"DefMemPerCPU={DEF_MEM_PER_CPU_MB}",
             "GresTypes=gpu",
+            # Each task of a job (the batch script's too) is told its GPUs are mock (render_task_prolog).
+            f"TaskProlog={paths.task_prolog}",
             "JobAcctGatherType=jobacct_gather/none",
             "AccountingStorageType=accounting_storage/none",
             "JobCompType=jobcomp/filetxt",
@@ -225,6 +234,17 @@ def render_cgroup_conf() -> str:
             "ConstrainDevices=no",
             "",
         ]
+    )
+
+
+def render_task_prolog() -> str:
+    """Slurm runs it before each task of a job, as the job's user, and adds the `export` lines it
+    prints to the task's environment. Every GPU of this node is mock, and the host's own GPUs (on a
+    machine that has some) are never a job's: the sampler, told so, reads none (infra/telemetry/gpu.py)."""
+    return (
+        "#!/bin/sh\n"
+        "# Written by Atlas's local environment: the GPUs of this Slurm node are mock.\n"
+        f"echo 'export {MOCK_ENV}={MOCK_VALUE}'\n"
     )
 
 

@@ -174,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.json:
                 print(json.dumps(record, indent=2, sort_keys=True))
             else:
-                console.print(estimates_table(estimates))
+                console.print(estimates_table(estimates, {e.name: e.provenance for e in snapshot.environments}))
                 console.print(f"written to {path} (scripts/compare shows it beside the measured wait)")
             return 0
         findings = find_underused(snapshot, args.idle_percent, args.idle_minutes * 60)
@@ -196,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             for env in snapshot.environments:
                 if env.estimate is not None:
-                    console.print(f"{env.name}: {estimate_text(env.estimate)}", style="cyan")
+                    console.print(f"{env.name} ({env.provenance}): {estimate_text(env.estimate)}", style="cyan")
         return 0
     finally:
         ssh.close_all()

@@ -13,6 +13,7 @@ import dataclasses
 from infra.compare.records import EnvironmentRecords, without_records
 from infra.compare.runtimes import bare_runtime
 from infra.outputs import AwsOutputs
+from infra.provenance import label
 
 
 def cloud_rate_name(outputs: AwsOutputs) -> str:
@@ -39,9 +40,16 @@ def not_executed(name: str, outputs: AwsOutputs) -> EnvironmentRecords:
         platform(outputs) + " (not executed)",
         reason,
         notes=(
-            f"{reason}. The AWS objects were created for real (instances {ids}; bucket "
-            f"{outputs.bucket}, {objects} staged objects); no step ran on them, so no figure of a run is given.",
+            f"{reason}. " + (
+                f"The AWS objects exist only as records of moto, an AWS API stand-in at {outputs.endpoint_url} "
+                f"(instances {ids}; bucket {outputs.bucket}, {objects} staged objects): nothing was created on "
+                "AWS and nothing could run, so no figure of a run is given."
+                if outputs.emulated
+                else f"The AWS objects were created for real (instances {ids}; bucket {outputs.bucket}, {objects} "
+                "staged objects); no step ran on them, so no figure of a run is given."
+            ),
         ),
+        provenance=outputs.label(),
         gpus=outputs.gpus_per_instance,
         gpu_product=outputs.gpu_product,
         cloud_rate=cloud_rate_name(outputs),
@@ -60,4 +68,6 @@ def as_aws(records: EnvironmentRecords, outputs: AwsOutputs) -> EnvironmentRecor
         gpu_product=outputs.gpu_product,
         cost_profile="",
         cloud_rate=cloud_rate_name(outputs),
+        # The instance's Slurm's label, narrowed by what the AWS outputs show.
+        provenance=label(records.provenance, outputs.facts()),
     )

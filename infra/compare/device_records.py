@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.compare.records import Missing, StepRecord, TelemetryColumns, step_record
+from infra.provenance import DEVICE_RUN, REAL, Fact, label
 from infra.telemetry.parsers.biggan_logs import parse_metalog
 from infra.telemetry.parsers.console_log import (
     IterationRate,
@@ -157,6 +158,17 @@ def device_step_record(
     )
 
 
+def device_provenance(machine: Mapping[str, Any], where: str) -> str:
+    """What an imported device run is, from its manifest (infra.provenance): a run by the bench's
+    driver, not in any environment Atlas builds (no scheduler, no cluster), on the GPUs nvidia-smi
+    named on that machine; where it named none, it says so, never "real"."""
+    host = machine.get("hostname") or "an unnamed machine"
+    gpus = ", ".join(machine.get("gpus") or [])
+    what = f"imported from {where}, run by bench/biggan_h200.py on {host}, no scheduler or cluster; "
+    what += f"GPUs as nvidia-smi named them: {gpus}" if gpus else "no GPU recorded (nvidia-smi named none)"
+    return label(REAL, [Fact(DEVICE_RUN, f"{DEVICE_RUN}: {what}")])
+
+
 def device_notes(
     manifest: Mapping[str, Any],
     workload: Workload | None,
@@ -168,7 +180,8 @@ def device_notes(
     gpus = ", ".join(machine.get("gpus", [])) or "not recorded"
     packages = machine.get("packages", {})
     notes = [
-        f"Real run on the device machine {machine.get('hostname')} ({gpus}; {machine.get('cpus')} CPUs): "
+        f"Run on the device machine {machine.get('hostname')} (GPUs as nvidia-smi named them: {gpus}; "
+        f"{machine.get('cpus')} CPUs): "
         f"BigGAN-PyTorch's own code under PyTorch {packages.get('torch')} (CUDA {packages.get('cuda')}), "
         "each step wrapped by Atlas's entrypoint and sampler as a Job's container runs it.",
         f"Source: {manifest['source'].get('repository')} at {manifest['source'].get('commit')} from "

@@ -22,6 +22,7 @@ from infra.compare.device_records import (
     FORMAT,
     MANIFEST,
     device_notes,
+    device_provenance,
     device_step_record,
     sampler_cost,
     train_speed,
@@ -109,7 +110,9 @@ def import_device_run(folder: Path, name: str, workload: Workload | None = None)
     return EnvironmentRecords(
         name=name,
         kind="device",
-        platform=f"{product or 'GPU'} x{gpus}, real run on the device machine",
+        platform=f"{product} x{gpus}, run on the device machine" if product else "no GPU recorded, run on the "
+        "device machine",
+        provenance=device_provenance(machine, str(folder)),
         gpus=gpus,
         gpu_product=product,
         steps=tuple(steps),

@@ -18,7 +18,10 @@ def economics(
     rates: RateTable,
     cloud_rate: str = "",
     steps_reason: str = "",
+    unpriced: str = "",
 ) -> Economics:
+    """`unpriced`: why the GPUs are not priced (mock GPUs: no GPU behind them, nothing to pay for);
+    the GPU-hours are still counted, every cost then says why it is not given."""
     gpu_seconds = 0.0
     counted = False
     for step in steps:
@@ -94,6 +97,10 @@ def economics(
             else missing("USD", gpu_hours.note)
         )
         chargeback.append((item.name, cost, per_1000(cost)))
+    if unpriced:
+        reason = f"not priced: {unpriced}"
+        run_cost = missing("USD", reason)
+        chargeback = [(name, missing("USD", reason), missing("USD", reason)) for name, _, _ in chargeback]
     label = profile.name if profile else (f"cloud rate {cloud_rate}" if rented is not None else "")
     return Economics(label, rate, gpu_hours, run_cost, per_1000(run_cost), tuple(chargeback))
 

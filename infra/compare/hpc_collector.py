@@ -19,8 +19,10 @@ from infra.compare.runtimes import hpc_runtime
 from infra.compare.sweep_records import collect_hpc_sweeps, with_sweep_steps
 from infra.hpc.registry import scheduler_for
 from infra.hpc.remote import Runner
-from infra.hpc.scheduler import SubmittedStep
+from infra.hpc.scheduler import Scheduler, SubmittedStep
+from infra.job_records import mock_gpu_nodes
 from infra.outputs import HpcOutputs
+from infra.provenance import Fact
 
 
 def collect_hpc(
@@ -54,6 +56,7 @@ def collect_hpc(
         scheduler, runner, outputs, files, raw_dir, dict(contract.sweeps), contract.definition_note
     )
 
+    mock, nodes_note = mock_gpus(scheduler, runner, records)
     return EnvironmentRecords(
         name=name,
         kind=outputs.kind,
@@ -67,8 +70,28 @@ def collect_hpc(
         measured_step=contract.step,
         staging=staged_files(outputs.run_dir, files, outputs.login),
         cost_profile="satori",
-        # Stack outputs from before Atlas recorded it say nothing: never taken for real.
-        provenance=outputs.provenance,
+        # What the stack says, narrowed by what was observed (a login route on loopback, mock GPUs).
+        provenance=outputs.label(mock),
+        gpu_mock=mock is not None,
         sweeps=sweeps,
         runtime=hpc_runtime(name, outputs),
+        notes=(nodes_note,) if nodes_note else (),
     )
+
+
+def mock_gpus(
+    scheduler: Scheduler, runner: Runner, records: tuple[StepRecord, ...] | Missing
+) -> tuple[Fact | None, str]:
+    """Whether the GPUs the steps ran on are mock, as the scheduler's own node listing names their
+    type (Slurm's GRES, LSF's gpu_model: infra.provenance), and a note where it could not be read.
+    The nodes the steps ran on are those whose names the records carry; every node where none is."""
+    sections = {}
+    for section, command in scheduler.node_sections():
+        result = runner(command)
+        sections[section] = (result.exit_code, result.stdout + result.stderr)
+    nodes, error = scheduler.read_nodes(sections)
+    if error and not nodes:
+        return None, f"Nodes not read ({error}): whether the steps' GPUs were mock is not known."
+    hosts = [s.node for s in records if s.node] if not isinstance(records, Missing) else []
+    ran_on = {n.name for n in nodes if any(n.name in host for host in hosts)}
+    return mock_gpu_nodes(nodes, ran_on), ""

@@ -3,7 +3,7 @@ feed recorded responses (`infra.compare.kube_collector` makes the requests)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from infra.compare.records import (
@@ -17,11 +17,24 @@ from infra.compare.records import (
 )
 from infra.compare.runtimes import kube_runtime
 from infra.outputs import KubernetesOutputs, KubeStep
+from infra.provenance import (
+    LOCAL_STAND_IN,
+    MOCK_GPUS,
+    REAL,
+    SIMULATED,
+    Fact,
+    label,
+    loopback_url_fact,
+)
+from infra.provenance import (
+    NOT_EXECUTED as NOT_EXECUTED_CLASS,
+)
 from infra.timeparse import rfc3339
 
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 GPU_MOCK_LABEL = "atlas.dev/gpu-mock"
-LOCAL_NODE = "local node, mock GPUs"
+# What Atlas's local environment labels its real node with (localenv/node.py): a local stand-in.
+LOCAL_NODE_LABEL = "atlas.dev/node-kind"
 NOT_EXECUTED = "not executed: no step's pod ran on a node"
 NODES_UNREAD = "nodes not readable: what ran the steps is not known"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -38,7 +51,7 @@ def _condition(conditions: Sequence[Mapping[str, Any]] | None, kind: str) -> Map
     return next((c for c in conditions or () if c.get("type") == kind), None)
 
 
-def _node_record(node: Mapping[str, Any]) -> NodeRecord:
+def node_record(node: Mapping[str, Any]) -> NodeRecord:
     meta = node.get("metadata", {})
     labels = meta.get("labels") or {}
     allocatable = (node.get("status") or {}).get("allocatable") or {}
@@ -139,14 +152,38 @@ def _step_record(
     )
 
 
-def _provenance(simulated: bool, gpu_mock: bool, ran_on_a_node: bool) -> str:
-    """What the environment was, as its nodes showed it; "real" only where a step's pod ran on a
-    node that is neither KWOK's nor one with mock GPUs."""
-    if simulated:
-        return "simulated nodes"
-    if not ran_on_a_node:
-        return NOT_EXECUTED
-    return LOCAL_NODE if gpu_mock else "real"
+def node_facts(node: NodeRecord) -> tuple[Fact, ...]:
+    """What a node's own object says it is (infra.provenance): KWOK's, Atlas's local node, mock GPUs."""
+    labels = dict(node.labels)
+    facts = []
+    if node.simulated:
+        facts.append(Fact(SIMULATED, f"KWOK nodes ({KWOK_NODE_ANNOTATION}=fake): no container ran"))
+    if LOCAL_NODE_LABEL in labels:
+        facts.append(Fact(LOCAL_STAND_IN, f"a node of Atlas's local environment (label {LOCAL_NODE_LABEL}="
+                                          f"{labels[LOCAL_NODE_LABEL]})"))
+    if node.gpu_mock:
+        facts.append(Fact(MOCK_GPUS, f"mock GPUs (node label {GPU_MOCK_LABEL}=true)"))
+    return tuple(facts)
+
+
+def kube_provenance(
+    api_url: str, used: Collection[str], nodes: Mapping[str, NodeRecord], nodes_unread: str = ""
+) -> str:
+    """What the environment was, from what Atlas observed of the nodes its steps' pods ran on
+    (`used`): "real" only where each is listed and neither KWOK's, nor Atlas's local one, nor one
+    with mock GPUs, through an API that is not on this machine's loopback."""
+    facts = [loopback_url_fact("Kubernetes API", api_url)]
+    facts += [f for name in sorted(used) if name in nodes for f in node_facts(nodes[name])]
+    if not used:
+        facts.append(Fact(NOT_EXECUTED_CLASS, "no step's pod ran on a node"))
+    unlisted = sorted(set(used) - set(nodes))
+    if used and nodes_unread:
+        stated = NODES_UNREAD
+    elif unlisted:
+        stated = f"node {', '.join(unlisted)} not listed: what ran the steps is not known"
+    else:
+        stated = REAL
+    return label(stated, facts)
 
 
 def _workload_argv(argv: tuple[str, ...] | None) -> tuple[str, ...] | None:
@@ -180,7 +217,7 @@ def records_from_api(
     """Pure: the API's JSON (jobs, pods and events of the namespace; the pods' nodes) to records.
     `nodes_unread`: why the nodes could not be read (what they were is then not known)."""
     namespace = outputs.namespace
-    node_records = {n.name: n for n in map(_node_record, nodes)}
+    node_records = {n.name: n for n in map(node_record, nodes)}
     event_records = tuple(sorted(map(_event, events.get("items", [])), key=lambda e: e.time or 0.0))
     jobs_by_name = {j["metadata"]["name"]: j for j in jobs.get("items", [])}
     pods_by_job: dict[str, list[Mapping[str, Any]]] = {}
@@ -237,7 +274,7 @@ def records_from_api(
         platform=f"{outputs.flavour.capitalize()} API"
         + (" (KWOK-simulated nodes)" if simulated else " (local node: kubelet, containerd, runc; mock GPUs)"
            if gpu_mock else ""),
-        provenance=NODES_UNREAD if nodes_unread and used else _provenance(simulated, gpu_mock, bool(used)),
+        provenance=kube_provenance(outputs.api_url, used, node_records, nodes_unread),
         gpu_mock=gpu_mock,
         gpus=outputs.gpus_requested,
         gpu_product=outputs.gpu_product,

@@ -21,7 +21,7 @@ from infra.compare.data_access import data_access
 from infra.compare.economics import cost_parameters, economics
 from infra.compare.performance import performance
 from infra.compare.records import EnvironmentRecords, Missing
-from infra.compare.report_model import EnvironmentMetrics, Report, StepMetrics, Value
+from infra.compare.report_model import MOCK_GPUS_UNPRICED, EnvironmentMetrics, Report, StepMetrics, Value
 from infra.compare.runtimes import what_ran_where
 from infra.compare.scalability import scalability
 from infra.compare.step_metrics import elasticity, step_metrics
@@ -52,7 +52,8 @@ def environment_metrics(
         elasticity=elasticity(steps, steps_reason, records.measured_step),
         performance=perf,
         economics=economics(
-            profiles.get(records.cost_profile), steps, perf.iterations, rates, records.cloud_rate, steps_reason
+            profiles.get(records.cost_profile), steps, perf.iterations, rates, records.cloud_rate, steps_reason,
+            unpriced=MOCK_GPUS_UNPRICED if records.gpu_mock else "",
         ),
         data_access=data_access(records),
         scalability=scalability(records.gpus, perf.images_per_s),

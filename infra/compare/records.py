@@ -239,10 +239,12 @@ class EnvironmentRecords:
     cost_profile: str = ""  # which on-premises profile of the cost model applies
     cloud_rate: str = ""  # the rates.yaml rate that prices rented capacity (aws-p3.8xlarge), if any
     run: dict[str, str] = field(default_factory=dict)  # stack, run id, workload
-    # What the environment is, where it is not what its name says: "simulated nodes",
-    # "local node, mock GPUs", ... Shown beside its name wherever its figures appear.
+    # What the environment is, derived from what Atlas observed (infra/provenance.py): "real",
+    # "local stand-in: ... (observed: ...)", "simulated nodes: ...". Shown beside its name wherever
+    # its figures appear.
     provenance: str = ""
-    # The GPUs the steps were given are mock: GPU use is "not measured (mock GPU)".
+    # The GPUs the steps were given are mock (a node label, a scheduler's GPU type): GPU use is
+    # "not measured (mock GPU)" and their GPU-hours are not priced.
     gpu_mock: bool = False
     # The step the report measures (the definition's report.step, else its last step).
     measured_step: str = "train"
@@ -265,9 +267,11 @@ def without_records(
     cost_profile: str = "",
     cloud_rate: str = "",
     runtime: RuntimeRecord | None = None,
+    provenance: str = "",
 ) -> EnvironmentRecords:
     """An environment none of whose records could be collected (unreachable, or nothing ran):
-    every block `Missing(reason)`, with what the stack outputs still say about it (`runtime`)."""
+    every block `Missing(reason)`, with what the stack outputs still say about it (`runtime`,
+    `provenance`: its label as the outputs show it)."""
     return EnvironmentRecords(
         name=name,
         kind=kind,
@@ -282,4 +286,5 @@ def without_records(
         cost_profile=cost_profile,
         cloud_rate=cloud_rate,
         runtime=runtime if runtime is not None else RuntimeRecord("", note=RUNTIME_NOT_RECORDED),
+        provenance=provenance,
     )

@@ -27,7 +27,9 @@ class Value:
         return self.value is not None
 
 
-MOCK_GPU = "not measured: mock GPU (a device plugin with no GPU behind it)"
+MOCK_GPU = "not measured: mock GPUs (no GPU behind them)"
+# Why a run on mock GPUs has no cost: no GPU was used, so none is paid for (its GPU-hours still count).
+MOCK_GPUS_UNPRICED = "the GPUs were mock (no GPU behind them), so no GPU-hour was used or paid for"
 
 
 def missing(unit: str, reason: str, source: str = "") -> Value:

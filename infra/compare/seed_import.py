@@ -124,4 +124,6 @@ def import_seed_logs(
             "sar's clock times have no zone; read as UTC.",
         ),
         cost_profile=cost_profile,
+        # What Atlas can tell of it: files it was handed, not a run it observed (never "real").
+        provenance=f"imported: the seed's own sar and nvidia-smi logs from {folder}, not a run Atlas observed",
     )

@@ -33,7 +33,7 @@ from infra.hpc.providers import endpoint_inputs
 from infra.hpc.providers.apptainer_image import SifImage
 from infra.hpc.providers.sweep_job import Retry
 from infra.hpc.registry import scheduler_for
-from infra.hpc.ssh.resolve import resolve_endpoint
+from infra.hpc.ssh.resolve import refuse_real_route, resolve_endpoint
 from infra.hpc.target import PROVENANCE_NOT_STATED, HpcConfigError, HpcTarget
 from infra.hpc.target_parser import validate_remote_path
 from infra.outputs import (
@@ -151,6 +151,10 @@ class HpcEnvironment(pulumi.ComponentResource):
         endpoint = resolve_endpoint(
             target, f"atlas:hpc.{args.environment}", key_from_secret=args.private_key is not None
         )
+        # A program that builds the component itself is held to the stack's rule too: `real` is
+        # refused for a route on this machine's loopback, which the outputs then record.
+        refuse_real_route(args.provenance, endpoint, f"atlas:hpc.{args.environment}")
+        observed = tuple(fact.what for fact in endpoint.stand_in_facts())
         ssh_target = endpoint_inputs(endpoint)
         private_key: pulumi.Input[str] | None = args.private_key if args.private_key is not None else target.private_key
         ssh_secret: pulumi.Output[dict[str, str | None]] = pulumi.Output.secret(
@@ -243,6 +247,7 @@ class HpcEnvironment(pulumi.ComponentResource):
                 logs=FilesAt(f"{run_dir}/{workload.logs.root}"),
                 provenance=args.provenance,
                 runtime=found[1],
+                observed=observed,
             ).to_dict()
         )
         self.register_outputs({"outputs": self.outputs})

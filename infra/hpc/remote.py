@@ -16,6 +16,8 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from infra.provenance import Fact, loopback_host_fact
+
 CONNECT_TIMEOUT_S = 15.0
 KEEPALIVE_S = 30
 # An endpoint's `agent` when the agent is the one SSH_AUTH_SOCK names in the environment of the
@@ -135,6 +137,19 @@ class SshEndpoint:
         if self.jumps:
             text += " via " + " then ".join(hop.label for hop in self.jumps)
         return text
+
+    def stand_in_facts(self) -> tuple[Fact, ...]:
+        """The hops of the route on this machine (infra.provenance): each hop on loopback while
+        every hop before it is too (a later hop's loopback is the hop before it, another machine).
+        A route that starts on loopback is never `real`, a tunnel to a real site included."""
+        facts = []
+        for index, hop in enumerate((*self.jumps, self.login_hop())):
+            role = "login node" if index == len(self.jumps) else f"jump host {hop.name or hop.host}"
+            fact = loopback_host_fact(role, hop.host)
+            if fact is None:
+                break
+            facts.append(fact)
+        return tuple(facts)
 
     @property
     def master_hint(self) -> str:

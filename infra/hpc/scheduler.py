@@ -44,6 +44,10 @@ BACKFILL_QUEUE = "backfill"
 PREEMPTIBLE_QUEUES = frozenset({BACKFILL_QUEUE})
 
 
+# The name of the monitor's section that lists every user's jobs (`read_queue` reads it).
+QUEUE_SECTION = "queue"
+
+
 class Phase(StrEnum):
     """A job's state in one vocabulary for both schedulers (the native state is kept beside it)."""
 
@@ -540,6 +544,11 @@ class Scheduler(ABC):
     @abstractmethod
     def monitor_sections(self) -> tuple[tuple[str, str], ...]:
         """The nodes' and the queue's sections of the monitor's poll script: (name, command)."""
+
+    def node_sections(self) -> tuple[tuple[str, str], ...]:
+        """The sections `read_nodes` reads: the monitor's, without the queue's (every user's jobs,
+        which a report that only asks what the nodes' GPUs are need not make the site list)."""
+        return tuple((name, command) for name, command in self.monitor_sections() if name != QUEUE_SECTION)
 
     @abstractmethod
     def read_nodes(self, sections: Sections) -> tuple[list[HpcNode], str]:

@@ -86,6 +86,7 @@ class AwsKind(EnvironmentKind[AwsOutputs]):
             gpu_product=outputs.gpu_product,
             cloud_rate=cloud_rate_name(outputs),
             runtime=bare_runtime(name),
+            provenance=outputs.label(),
         )
 
     def monitor_source(self, name: str, outputs: AwsOutputs, access: Access, interval_s: float) -> EnvironmentSource:

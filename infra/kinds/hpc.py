@@ -111,6 +111,7 @@ class HpcKind(EnvironmentKind[HpcOutputs]):
             gpus=outputs.gpus_requested,
             cost_profile="satori",
             runtime=hpc_runtime(name, outputs),  # what `up` recorded: the site need not answer
+            provenance=outputs.label(),
         )
 
     def monitor_source(self, name: str, outputs: HpcOutputs, access: Access, interval_s: float) -> EnvironmentSource:

@@ -126,6 +126,7 @@ class KubernetesKind(EnvironmentKind[KubernetesOutputs]):
 
         from infra.compare.records import without_records
         from infra.compare.runtimes import kube_runtime
+        from infra.provenance import NOT_REACHED, label, loopback_url_fact
 
         # The image is the outputs' own; what ran it is the nodes', which could not be asked.
         why = reason if reason.startswith("not ") else f"not read: {reason}"
@@ -141,6 +142,7 @@ class KubernetesKind(EnvironmentKind[KubernetesOutputs]):
             gpu_product=outputs.gpu_product,
             cost_profile="moc",
             runtime=runtime,
+            provenance=label(NOT_REACHED, [loopback_url_fact("Kubernetes API", outputs.api_url)]),
         )
 
     def monitor_source(

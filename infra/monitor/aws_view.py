@@ -15,8 +15,6 @@ from infra.monitor.model import CellReasons, EnvironmentView, NodeView, StepView
 from infra.monitor.sources import EnvironmentSource, ViewContext
 from infra.outputs import AwsOutputs
 
-EMULATED = "moto, an AWS API stand-in: its instances exist only as API records"
-
 
 class AwsInstancesSource(EnvironmentSource):
     """An AWS environment whose steps did not run: what the outputs say, nothing polled."""
@@ -27,7 +25,8 @@ class AwsInstancesSource(EnvironmentSource):
     def view(self, now: float, context: ViewContext) -> EnvironmentView:
         outputs = self.outputs
         reason = not_executed_reason(outputs)
-        provenance = EMULATED if outputs.emulated else "real"
+        # moto, not executed: what the outputs show (infra.provenance), never "real" by default.
+        provenance = outputs.label()
         # A stand-in's instances are API records, not capacity: no node to judge. Real instances
         # that run nothing are GPUs paid for and idle, which is what the node listing is for.
         nodes = () if outputs.emulated else tuple(
@@ -39,7 +38,7 @@ class AwsInstancesSource(EnvironmentSource):
                 gpu_util_percent=None,
                 util_source=f"not measured: {reason}",
                 site=outputs.endpoint_url or outputs.region,
-                provenance=provenance,
+                provenance=outputs.label(run=False),
             )
             for instance in outputs.instances
         )

@@ -13,6 +13,7 @@ import math
 from collections.abc import Sequence
 
 from infra.hpc.registry import scheduler_for
+from infra.job_records import mock_gpu_nodes
 from infra.monitor.estimate import RunningJob, estimate_wait
 from infra.monitor.hpc import HpcSource
 from infra.monitor.model import EnvironmentView, HpcNode, HpcPoll, LiveReading, NodeView, StepTelemetry
@@ -39,6 +40,7 @@ class HpcEnvironmentSource(EnvironmentSource):
         scheduler = scheduler_for(outputs.scheduler)
         swept = {s.name for s in outputs.steps if s.sweep is not None}
         steps = []
+        mock_nodes = {n.name: n.gpu_fact for n in poll.nodes if n.gpu_fact is not None}
         for record in poll.steps:
             phase = scheduler.phase_of(record.state)
             rate, rate_why = iteration_rate(
@@ -46,8 +48,10 @@ class HpcEnvironmentSource(EnvironmentSource):
                 record.step in swept,
             )
             telemetry = poll.telemetry.get(record.step)
+            # On a node whose GPUs are mock, whatever the sampler read (a host's own GPU) is not the step's.
+            mock = any(record.node and node in record.node for node in mock_nodes)
             why = SWEPT if record.step in swept else poll.telemetry_missing.get(record.step, "telemetry not read")
-            live = LiveReading(telemetry, "" if telemetry is not None else why, rate, rate_why)
+            live = LiveReading(telemetry, "" if telemetry is not None else why, rate, rate_why, mock)
             view = step_view(record, phase, now, live)
             sweep = next((w for w in poll.sweeps if w.step == record.step), None)
             if sweep is not None:
@@ -73,6 +77,8 @@ class HpcEnvironmentSource(EnvironmentSource):
                 now,
             )
         notes = tuple(e for e in (poll.node_error, poll.queue_error) if e)
+        # The nodes the steps ran on say whether their GPUs were mock; before any ran, every node.
+        ran_on = {s.node for s in poll.steps if s.node}
         return EnvironmentView(
             name=name,
             kind=self.kind,
@@ -85,7 +91,7 @@ class HpcEnvironmentSource(EnvironmentSource):
             + " ; one node/queue/telemetry script",
             estimate=estimate,
             notes=notes,
-            provenance=outputs.provenance,
+            provenance=outputs.label(mock_gpu_nodes(poll.nodes, ran_on)),
             sweeps=poll.sweeps,
         )
 
@@ -95,7 +101,11 @@ class HpcEnvironmentSource(EnvironmentSource):
         on_node = [s for s in poll.steps if s.node == node.name and s.step in poll.telemetry]
         series = [poll.telemetry[s.step] for s in on_node]
         measured = [t for t in series if finite(t.gpu_util_percent)]
-        if measured:
+        mock = node.gpu_fact
+        if mock is not None:
+            # No GPU is behind a mock one: whatever a sampler or index read was not its use.
+            util, source, measured = None, f"not measured: {mock.what}", []
+        elif measured:
             # The sampler's own readings of the GPUs the steps hold beat any scheduler index.
             util = sum(finite(t.gpu_util_percent)[-1] for t in measured) / len(measured)
             source = "the sampler (NVML / nvidia-smi) of the steps on this node"
@@ -116,7 +126,7 @@ class HpcEnvironmentSource(EnvironmentSource):
             workloads=workloads,
             idle_since=idle_since if idle_since is not None else tracked,
             site=f"{self.outputs.host}:{self.outputs.port}",
-            provenance=self.outputs.provenance,
+            provenance=self.outputs.label(mock),
         )
 
 

@@ -19,8 +19,8 @@ from infra.compare.kube_records import (
     GPU_MOCK_LABEL,
     GPU_RESOURCE,
     KWOK_NODE_ANNOTATION,
-    LOCAL_NODE,
-    NOT_EXECUTED,
+    node_facts,
+    node_record,
     records_from_api,
 )
 from infra.compare.records import NodeRecord, StepRecord
@@ -33,8 +33,6 @@ from infra.monitor.estimate import JobShape, RunningJob, estimate_wait
 from infra.monitor.kube import KubeCache
 from infra.monitor.kube_live import KubeLive, LiveRead
 from infra.monitor.model import (
-    REAL,
-    SIMULATED_NODE,
     CellReasons,
     EnvironmentView,
     LiveReading,
@@ -54,7 +52,8 @@ from infra.monitor.placement import (
 )
 from infra.monitor.reasons import SIMULATED, SWEPT, iteration_rate
 from infra.monitor.sources import EnvironmentSource, ViewContext, step_view
-from infra.outputs import PROVENANCE_NOT_STATED, KubernetesOutputs
+from infra.outputs import KubernetesOutputs
+from infra.provenance import REAL, label, loopback_url_fact
 from infra.timeparse import rfc3339
 
 RECENT_S = 3600.0  # waits of pods scheduled within this window feed the estimate
@@ -124,7 +123,8 @@ class KubeSource(EnvironmentSource):
             f"through the run's monitor (services/<monitor>:http/proxy, at most every {self.live.interval_s:g} s)",
             estimate=estimate,
             notes=notes,
-            provenance=kube_provenance(steps, node_views),
+            # The report's own derivation from the same objects (infra.compare.kube_records).
+            provenance=records.provenance,
             sweeps=self._sweeps({"items": jobs}, ns_pods, records.nodes),
         )
 
@@ -287,7 +287,8 @@ class KubeSource(EnvironmentSource):
             else "not readable: no GPU metrics source for Kubernetes nodes here; a running step of this run "
             "shows its own GPUs' use (the sampler, through the run's monitor)",
             simulated=simulated,
-            provenance=SIMULATED_NODE if simulated else LOCAL_NODE if mock else REAL,
+            provenance=label(REAL, [loopback_url_fact("Kubernetes API", self.outputs.api_url),
+                                    *node_facts(node_record(node))]),
             site=self.outputs.api_url or self.cache.client.server,
             workloads=tuple(
                 f"{(p.get('metadata') or {}).get('namespace')}/{(p.get('metadata') or {}).get('name')}"
@@ -300,13 +301,6 @@ def kube_phase(record: StepRecord) -> Phase:
     if record.state in KUBE_PHASES:
         return KUBE_PHASES[record.state]
     return Phase.RUNNING if record.started_at is not None else Phase.PENDING
-
-
-def kube_provenance(steps: Sequence[StepView], nodes: Sequence[NodeView]) -> str:
-    """What the nodes the steps' pods ran on are (pure); not executed when no step reached a node."""
-    by_name = {n.name: n.provenance for n in nodes}
-    seen = sorted({by_name.get(s.node, PROVENANCE_NOT_STATED) for s in steps if s.node})
-    return " + ".join(seen) if seen else NOT_EXECUTED
 
 
 def _name(node: Mapping[str, Any]) -> str:

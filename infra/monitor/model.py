@@ -18,9 +18,10 @@ from infra.job_records import HpcNode as HpcNode
 from infra.job_records import QueueJob as QueueJob
 from infra.job_records import StepRecord as StepRecord
 
-# What a node or environment is, as every output labels it (issue 17: nothing defaults to "real").
-REAL = "real"
-SIMULATED_NODE = "simulated node"
+# What a node or environment is, as every output labels it (issue 17: nothing defaults to "real";
+# issue 34: derived from what Atlas observes, infra/provenance.py).
+from infra.provenance import REAL as REAL
+
 # GPU use below this (percent) counts as idle: the monitor tracks since when, scripts/nodes reports it.
 IDLE_PERCENT = 5.0
 
@@ -95,7 +96,7 @@ class NodeView:
     workloads: tuple[str, ...] = ()  # pods / jobs holding GPUs on it
     idle_since: float | None = None  # allocated GPUs below the idle threshold since (Unix s)
     site: str = ""  # the API server or login host: two environments on one cluster share nodes
-    provenance: str = PROVENANCE_NOT_STATED  # real, simulated node, local node with mock GPUs, local stand-in ...
+    provenance: str = PROVENANCE_NOT_STATED  # infra/provenance.py's label: real, local stand-in: ..., ...
 
     @property
     def gpus_free(self) -> int:

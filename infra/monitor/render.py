@@ -142,6 +142,7 @@ def nodes_table(env: EnvironmentView) -> Table:
         ("GPU use", "right"),
         ("use from", "left"),
         ("held by", "left"),
+        ("what it is", "left"),
     ):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for node in env.nodes:
@@ -155,6 +156,7 @@ def nodes_table(env: EnvironmentView) -> Table:
             number(node.gpu_util_percent, " %", 0),
             node.util_source,
             ", ".join(node.workloads[:2]) + (f" +{len(node.workloads) - 2}" if len(node.workloads) > 2 else ""),
+            node.provenance,
         )
     return table
 
@@ -254,6 +256,7 @@ def html_page(snapshot: Snapshot, refresh_s: float | None = None) -> str:
             + _cell(name, n.name, "gpus_free", n.gpus_free, str(n.gpus_free))
             + _cell(name, n.name, "gpu_util_percent", n.gpu_util_percent, number(n.gpu_util_percent, " %", 0))
             + _cell(name, n.name, "util_source", n.util_source, n.util_source)
+            + _cell(name, n.name, "provenance", n.provenance, n.provenance)
             + "</tr>"
             for n in env.nodes
             if n.gpus_total
@@ -289,7 +292,7 @@ def html_page(snapshot: Snapshot, refresh_s: float | None = None) -> str:
             "<th>queue wait</th><th>it/s</th><th>CPU</th><th>mem</th><th>GPU use</th></tr></thead>"
             f"<tbody>{step_rows}</tbody></table>{sweeps_html}"
             "<table><thead><tr><th>node</th><th>state</th><th>GPUs allocated</th><th>GPUs</th><th>free</th>"
-            "<th>GPU use</th><th>use from</th></tr></thead>"
+            "<th>GPU use</th><th>use from</th><th>what it is</th></tr></thead>"
             f"<tbody>{node_rows}</tbody></table>{estimate_html}"
             f'<p class="source">answered {html.escape(clock(env.polled_at))}; {html.escape(env.source)}</p>'
             f"{notes}</section>"

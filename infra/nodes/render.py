@@ -6,12 +6,12 @@ Pure: the monitor's snapshot and the findings in, rich Tables and a JSON-ready d
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.table import Table
 
-from infra.monitor.model import REAL, Snapshot, WaitEstimate
+from infra.monitor.model import Snapshot, WaitEstimate
 from infra.monitor.render import duration
 from infra.nodes.idle import NodeFinding
 
@@ -31,8 +31,8 @@ def estimates_record(snapshot: Snapshot) -> dict[str, Any]:
 
 
 def environment_label(finding: NodeFinding) -> str:
-    """The environment and, unless real, what its node is: "openshift (simulated node)"."""
-    return finding.environment if finding.provenance == REAL else f"{finding.environment} ({finding.provenance})"
+    """The environment and what its node is, real included: "openshift (simulated nodes: ...)"."""
+    return f"{finding.environment} ({finding.provenance})"
 
 
 def findings_table(findings: Sequence[NodeFinding]) -> Table:
@@ -62,7 +62,8 @@ def findings_table(findings: Sequence[NodeFinding]) -> Table:
     return table
 
 
-def estimates_table(estimates: Sequence[WaitEstimate]) -> Table:
+def estimates_table(estimates: Sequence[WaitEstimate], labels: Mapping[str, str] | None = None) -> Table:
+    """`labels`: what each environment is (its snapshot's provenance), shown beside its name."""
     table = Table(title="Queue-wait estimate for a job of the workload's shape, now", title_justify="left")
     for column, justify in (
         ("environment", "left"),
@@ -74,8 +75,9 @@ def estimates_table(estimates: Sequence[WaitEstimate]) -> Table:
     ):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for e in estimates:
+        what = (labels or {}).get(e.environment)
         table.add_row(
-            e.environment,
+            f"{e.environment} ({what})" if what else e.environment,
             str(e.gpus),
             duration(e.seconds) if e.seconds is not None else "cannot estimate",
             str(e.free_gpus),

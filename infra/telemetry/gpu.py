@@ -15,6 +15,11 @@ the record says which (`utilization_method`).
 
 Only the job's GPUs are read: those CUDA_VISIBLE_DEVICES names (indices or GPU-UUIDs, as
 Slurm, LSF and the NVIDIA container runtime set it), all that NVML sees where it is unset.
+
+A step given mock GPUs is told so by what handed them out (`ATLAS_GPU_PROVENANCE=mock`: the
+local node's device plugin in its Allocate answer, the local Slurm's TaskProlog for its jobs):
+then nothing is read, since the indices it was given would name the host's own GPUs, if it has
+any, and their use is not the step's.
 """
 
 from __future__ import annotations
@@ -24,13 +29,20 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 MIB = 1 << 20
 NVIDIA_SMI_QUERY = "index,utilization.gpu,memory.used,memory.total"
 NVIDIA_SMI_TIMEOUT_S = 10
+# Set by whatever handed the step mock GPUs (localenv/mockgpu.py, the local Slurm's TaskProlog).
+MOCK_ENV = "ATLAS_GPU_PROVENANCE"
+MOCK_VALUE = "mock"
+MOCK_REASON = (
+    f"mock GPUs ({MOCK_ENV}={MOCK_VALUE}: the GPUs this step was given are mock, no GPU is behind them; "
+    "the host's own GPUs, if any, are not the step's and are not read)"
+)
 
 
 def not_measured(reason: str) -> dict[str, Any]:
@@ -228,10 +240,13 @@ class NvidiaSmiReader:
         return None
 
 
-def open_gpu_reader(prefer: str = "auto") -> GpuReader:
-    """NVML, else nvidia-smi, else a reader that reports why neither works."""
+def open_gpu_reader(prefer: str = "auto", environ: Mapping[str, str] | None = None) -> GpuReader:
+    """NVML, else nvidia-smi, else a reader that reports why neither works; none for a step on
+    mock GPUs (`environ`'s MOCK_ENV)."""
     if prefer == "off":
         return Unavailable("GPU sampling turned off (--gpu off)")
+    if (environ if environ is not None else os.environ).get(MOCK_ENV) == MOCK_VALUE:
+        return Unavailable(MOCK_REASON, source="mock")
     reasons = []
     if prefer in ("auto", "nvml"):
         try:

@@ -23,7 +23,7 @@ from .job_views import (
     format_bjobs_text,
     parse_output_spec,
 )
-from .slurm import count_gpus, listed_by_default, lsf_jobs, node_usage, queues, run_slurm, select_jobs
+from .slurm import count_gpus, gpu_model, listed_by_default, lsf_jobs, node_usage, queues, run_slurm, select_jobs
 
 # --- bjobs ----------------------------------------------------------------------------------------
 
@@ -257,7 +257,7 @@ def lsload(argv: list[str]) -> int:
             used = count_gpus(n["gres_used"].split("(")[0])
             for g in range(count_gpus(n["gres"])):
                 lines.append(
-                    f"{n['name']:<15} {g:>5} {'TeslaV100_SXM2_32GB':>12} {'0.0':>9} {'-':>9} {'-':>9} "
+                    f"{n['name']:<15} {g:>5} {gpu_model(n['gres']):>12} {'0.0':>9} {'-':>9} {'-':>9} "
                     f"{'-':>7} {'-':>8} {'32G':>10} {'-':>9} {'-':>12} "
                     f"{'busy' if g < used else 'ok':>12} {'-':>11}"
                 )

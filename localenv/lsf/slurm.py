@@ -136,3 +136,14 @@ def node_usage() -> list[dict[str, str]]:
 
 def count_gpus(gres: str) -> int:
     return sum(int(m.group(1)) for m in re.finditer(r"gpu(?::[^:,()]+)?:(\d+)", gres))
+
+
+# The model LSF would print for the local Satori's V100s; a GRES type named mock (the local
+# Slurm's `gpu:mock_v100`) keeps its word in front, so `lsload -gpuload` says the GPUs are mock
+# as `sinfo` does (Atlas reads either: infra/provenance.py).
+V100_MODEL = "TeslaV100_SXM2_32GB"
+
+
+def gpu_model(gres: str) -> str:
+    types = re.findall(r"gpu:([^:,()]+):\d+", gres)
+    return f"Mock_{V100_MODEL}" if types and types[0].lower().startswith("mock") else V100_MODEL

@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 
 from infra.cli import compare as cli
+from infra.compare import report_model
 from infra.compare.charts import CHARTS
 from infra.compare.render import report_tables
 from infra.kinds import read_stack_outputs
@@ -229,7 +230,24 @@ def test_report_lifecycle_times_agree_with_the_schedulers_and_the_api(
     # The OpenShift side ran in containers on the local node: measured, and labelled for what it is.
     assert "local node: kubelet, containerd, runc; mock GPUs" in markdown
     openshift = envs["openshift"]
-    assert openshift["provenance"] == "local node, mock GPUs"
+    # Labels from facts (infra/provenance.py): what Atlas observed of each side, never "real".
+    assert openshift["provenance"].startswith("local stand-in: Kubernetes API on loopback (https://127.0.0.1:")
+    assert openshift["provenance"].endswith(
+        "a node of Atlas's local environment (label atlas.dev/node-kind=kubelet); mock GPUs (node label "
+        "atlas.dev/gpu-mock=true)"
+    )
+    hpc_gpus = {"satori": "mock GPUs (LSF gpu_model Mock_TeslaV100_SXM2_32GB)",
+                "satori-slurm": "mock GPUs (Slurm GRES type mock_v100)"}  # fmt: skip
+    for side, gpus in hpc_gpus.items():
+        assert envs[side]["provenance"].startswith("local stand-in: ") and gpus in envs[side]["provenance"], side
+        assert "login node on loopback (127.0.0.1)" in envs[side]["provenance"], side
+        # Mock GPUs: their use is not read, their hours are not priced.
+        assert envs[side]["performance"]["gpu_utilization_mean"]["note"] == report_model.MOCK_GPU, side
+        assert envs[side]["economics"]["cost_per_run"]["value"] is None, side
+        assert envs[side]["economics"]["cost_per_run"]["note"].startswith("not priced: the GPUs were mock"), side
+        # The job itself was told (the local Slurm's TaskProlog): its sampler opened no GPU reader.
+        start = json.loads((tmp_path / "report" / "raw" / side / "telemetry-train.jsonl").read_text().splitlines()[0])
+        assert start["type"] == "start" and start["gpu_source"] == "mock", (side, start)
     assert openshift["performance"]["images_per_s"]["value"] > 0
     assert openshift["performance"]["cpu_tree_mean"]["value"] > 0
     assert openshift["performance"]["gpu_utilization_mean"]["value"] is None

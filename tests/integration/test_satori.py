@@ -424,3 +424,35 @@ def test_the_same_jobs_through_sbatch(ssh: paramiko.SSHClient) -> None:
     for i in (1, 2, 3):
         assert slurm_state(ssh, f"{array_id}_{i}") == ("COMPLETED", "0:0")
         assert f"i={i}" in run(ssh, f"cat arr.{array_id}.{i}").out
+
+
+# --- mock GPUs say so: to the scheduler's readers, and to every job (issue 34, labels from facts) ----
+
+
+def test_the_mock_gpus_say_so_to_atlas_s_readers_and_to_each_job(ssh: paramiko.SSHClient) -> None:
+    """What Atlas reads of this Slurm and its LSF command set names the GPUs mock (their GRES
+    type, lsload's gpu_model), and a job on them, through sbatch or bsub, is told so by the
+    TaskProlog: the sampler then reads no GPU of the host as the job's own."""
+    from infra.hpc.lsf.hosts import parse_lsload_gpu
+    from infra.hpc.slurm.nodes import SINFO_FORMAT, parse_sinfo_nodes
+    from infra.provenance import MOCK_GPUS
+    from infra.telemetry.gpu import MOCK_ENV, MOCK_VALUE
+
+    sinfo = run(ssh, f"sinfo -N -h -O {shlex.quote(SINFO_FORMAT)}")
+    assert sinfo.rc == 0, sinfo
+    (node,) = parse_sinfo_nodes(sinfo.out)
+    assert node.gpu_fact is not None and node.gpu_fact.kind == MOCK_GPUS, node
+    assert node.gpu_fact.what == "mock GPUs (Slurm GRES type mock_v100)"
+    (host,) = parse_lsload_gpu(run(ssh, "lsload -gpu").out, run(ssh, "lsload -gpuload").out)
+    assert host.gpu_fact is not None and host.gpu_fact.what == "mock GPUs (LSF gpu_model Mock_TeslaV100_SXM2_32GB)"
+
+    script = (
+        "#!/bin/bash\n#SBATCH -J mark\n#SBATCH -o mark.%j\n#SBATCH -n 1\n#SBATCH --gres=gpu:1\n"
+        f'echo "mark=${MOCK_ENV}" gpus=$CUDA_VISIBLE_DEVICES\n'
+    )
+    job = run(ssh, "sbatch --parsable", stdin=script).out.strip()
+    assert slurm_state(ssh, job) == ("COMPLETED", "0:0")
+    assert f"mark={MOCK_VALUE} gpus=0" in run(ssh, f"cat mark.{job}").out
+    lsf_job = submit(ssh, satori_script("lsfmark", 1, f'echo "mark=${MOCK_ENV}"'))
+    assert wait_finished(ssh, lsf_job)[0]["STAT"] == "DONE"
+    assert f"mark={MOCK_VALUE}" in run(ssh, f"cat lsfmark.{lsf_job}").out

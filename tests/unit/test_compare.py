@@ -13,6 +13,7 @@ import argparse
 import json
 import math
 import shutil
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -65,6 +66,38 @@ def result(name: str, code: int = 0, stderr: str = "") -> RemoteResult:
 
 def raw(stdout: str) -> RemoteResult:
     return RemoteResult("recorded", 0, stdout, "")
+
+
+# The local Satori's node listings as its Slurm and its LSF command set print them (the formats of
+# tests/unit/test_hpc_monitor_reads.py): four GPUs of GRES type mock_v100 (localenv/satori_config.py).
+NODE_LISTINGS = {
+    "sinfo": "vm|mixed|3/5/0/8|gpu:mock_v100:4|gpu:mock_v100:1(IDX:0)\n",
+    "lsload-gpu": "HOST_NAME       status  ngpus  gpu_shared_avg_mut  gpu_shared_avg_ut  ngpus_physical\n"
+    "vm                  ok      4                   -                  -               4\n",
+    "lsload-gpuload": "HOST_NAME       gpuid   gpu_model   gpu_mode  gpu_temp   gpu_ecc  gpu_ut  gpu_mut gpu_mtotal "
+    "gpu_mused   gpu_pstate   gpu_status   gpu_error\n"
+    + "vm 0 Mock_TeslaV100_SXM2_32GB 0.0 - - - - 32G - - busy -\n"
+    + "".join(f"   {i} Mock_TeslaV100_SXM2_32GB 0.0 - - - - 32G - - ok -\n" for i in (1, 2, 3)),
+}
+NODE_COMMANDS = {
+    # The nodes' sections only: a queue query (every user's jobs) reaches the test's own runner and fails it.
+    command: section
+    for name in ("lsf", "slurm")
+    for section, command in scheduler_for(name).node_sections()
+}
+
+
+def site(
+    runner: Callable[[str], RemoteResult], listings: Mapping[str, str] = NODE_LISTINGS
+) -> Callable[[str], RemoteResult]:
+    """`runner`, with the node listings the report reads to tell mock GPUs answered beside it."""
+
+    def answer(command: str) -> RemoteResult:
+        if command in NODE_COMMANDS:
+            return raw(listings.get(NODE_COMMANDS[command], ""))
+        return runner(command)
+
+    return answer
 
 
 # --- telemetry ----------------------------------------------------------------------------------
@@ -155,7 +188,9 @@ def test_a_job_gone_from_the_api_is_reported_not_invented() -> None:
     records = records_from_api("openshift", KUBE_OUTPUTS, {"items": []}, {"items": []}, {"items": []}, [])
     assert not isinstance(records.steps, Missing)
     assert all(s.state == "NotFound" and s.started_at is None for s in records.steps)
-    assert records.provenance == "not executed: no step's pod ran on a node"  # never "real" by default
+    assert records.provenance == (  # never "real" by default
+        "not executed: no step's pod ran on a node; Kubernetes API on loopback (https://127.0.0.1:16443)"
+    )
 
 
 # --- LSF and Slurm through the collector (the schedulers' own records: test_hpc_records.py) ------
@@ -173,7 +208,7 @@ def test_lsf_asks_bhist_for_a_job_bjobs_answers_with_an_error_record(tmp_path: P
             return result("bhist.txt")
         return RemoteResult(command, 255, json.dumps(document, separators=(",", ":")), "")  # as LSF prints
 
-    records = collect_hpc("satori", hpc_outputs(ENVS["satori"]), runner, LocalFiles(tmp_path), tmp_path / "raw")
+    records = collect_hpc("satori", hpc_outputs(ENVS["satori"]), site(runner), LocalFiles(tmp_path), tmp_path / "raw")
     # The scheduler's own record query, then its history for the job it forgot (the commands
     # themselves are pinned in test_hpc_records.py).
     lsf = scheduler_for("lsf")
@@ -190,7 +225,7 @@ def test_slurm_asks_sacct_only_for_jobs_squeue_forgot(tmp_path: Path) -> None:
         commands.append(command)
         return result("squeue_fields.txt")
 
-    collect_hpc("satori-slurm", hpc_outputs(ENVS["satori-slurm"]), runner, LocalFiles(tmp_path), tmp_path / "raw")
+    collect_hpc("satori-slurm", hpc_outputs(ENVS["satori-slurm"]), site(runner), LocalFiles(tmp_path), tmp_path / "raw")
     assert commands == [scheduler_for("slurm").record_query(["1", "2", "3"])]  # squeue knows all three
 
     def forgetful(command: str) -> RemoteResult:
@@ -201,7 +236,7 @@ def test_slurm_asks_sacct_only_for_jobs_squeue_forgot(tmp_path: Path) -> None:
 
     commands.clear()
     slurm = hpc_outputs(ENVS["satori-slurm"])
-    records = collect_hpc("satori-slurm", slurm, forgetful, LocalFiles(tmp_path), tmp_path / "raw")
+    records = collect_hpc("satori-slurm", slurm, site(forgetful), LocalFiles(tmp_path), tmp_path / "raw")
     assert [c.split()[:3] for c in commands] == [
         ["TZ=UTC", "squeue", "-h"],
         ["TZ=UTC", "sacct", "-n"],
@@ -241,7 +276,7 @@ def hpc_records(tmp_path: Path) -> EnvironmentRecords:
         assert command.startswith("TZ=UTC bjobs -a -hms")  # bjobs knows all three: no bhist
         return result("bjobs.json")
 
-    records = collect_hpc("satori", hpc_outputs(ENVS["satori"]), runner, LocalFiles(home), tmp_path / "raw")
+    records = collect_hpc("satori", hpc_outputs(ENVS["satori"]), site(runner), LocalFiles(home), tmp_path / "raw")
     assert len(commands) == 1
     return records
 
@@ -260,17 +295,27 @@ def test_hpc_collector_brings_scheduler_times_telemetry_logs_and_staging(tmp_pat
     assert records.training.batch_size == 64 and records.training.iterations == 2000
     assert not isinstance(records.staging, Missing) and records.staging[0].bytes_moved == 100
     assert (tmp_path / "raw" / "telemetry-train.jsonl").exists()  # the report keeps what it read
-    assert records.provenance == ENVS["satori"]["provenance"]
+    # What the stack says, and what the report saw: a login node on loopback, mock GPUs in lsload.
+    assert records.gpu_mock
+    assert records.provenance == (
+        "local stand-in: LSF commands on Slurm, mock GPUs, CPU run (observed: login node on loopback (127.0.0.1); "
+        "mock GPUs (LSF gpu_model Mock_TeslaV100_SXM2_32GB))"
+    )
 
 
 def test_hpc_outputs_that_do_not_say_what_the_environment_is_are_not_taken_for_real(tmp_path: Path) -> None:
     home = tmp_path / "home"
     mirror_run_dir(home, ENVS["satori"]["run_dir"])
-    outputs = {k: v for k, v in ENVS["satori"].items() if k != "provenance"}
+    # A login node elsewhere, GPUs its scheduler names as real: only the stack could say real.
+    outputs = {k: v for k, v in ENVS["satori"].items() if k != "provenance"} | {"host": "satori-login-001.mit.edu"}
     records = collect_hpc(
-        "satori", hpc_outputs(outputs), lambda _command: result("bjobs.json"), LocalFiles(home), tmp_path / "raw"
+        "satori",
+        hpc_outputs(outputs),
+        site(lambda _command: result("bjobs.json"), {}),
+        LocalFiles(home),
+        tmp_path / "raw",
     )
-    assert records.provenance == "provenance not stated"
+    assert records.provenance == "provenance not stated" and not records.gpu_mock
 
 
 # --- training logs and the seed's logs ----------------------------------------------------------
@@ -303,6 +348,9 @@ def test_seed_logs_import_as_a_past_run(tmp_path: Path) -> None:
     assert np.nanmax(columns.gpu_utilization_percent) == 100.0
     assert columns.host_cpu_percent[0] == pytest.approx(100 - 84.32)
     assert isinstance(records.steps, Missing) and "no scheduler records" in records.steps.reason
+    assert records.provenance == (
+        f"imported: the seed's own sar and nvidia-smi logs from {tmp_path}, not a run Atlas observed"
+    )
 
 
 def test_a_workload_without_a_training_log_is_measured_by_its_own_step_and_rate(tmp_path: Path) -> None:
@@ -315,7 +363,7 @@ def test_a_workload_without_a_training_log_is_measured_by_its_own_step_and_rate(
     (logs / "rate.log").write_text("count: rate 900.5 words/s\ncount: rate 1234.5 words/s\n")
     rate = ThroughputSpec("rate.log", r"rate (?P<value>[0-9.]+) words/s", "words/s")
     contract = ReportContract(step="train", training_log=False, throughput=rate)
-    records = collect_hpc("satori", hpc_outputs(ENVS["satori"]), lambda _: result("bjobs.json"), LocalFiles(home),
+    records = collect_hpc("satori", hpc_outputs(ENVS["satori"]), site(lambda _: result("bjobs.json")), LocalFiles(home),
                           tmp_path / "raw", contract)  # fmt: skip
     assert records.training == Missing(NO_TRAINING_LOG)
     assert isinstance(records.throughput, ThroughputReading) and records.throughput.value == 1234.5
@@ -377,7 +425,32 @@ def test_on_premises_cost_model_matches_the_hand_computed_table() -> None:
     )
 
 
-def test_run_cost_is_gpu_hours_times_rate(report: report_model.Report) -> None:
+def test_mock_gpus_are_counted_but_not_priced_and_their_use_not_read(report: report_model.Report) -> None:
+    """The local Satori's GPUs are mock (its scheduler's listing says so): their GPU-hours count,
+    no cost is given, and every cost and GPU reading says why."""
+    satori = env_of(report, "satori")
+    lsf = satori.economics
+    assert lsf.gpu_hours.value == pytest.approx(1 * 11 / 3600)
+    assert lsf.cost_per_run.value is None and lsf.cost_per_run.note == f"not priced: {report_model.MOCK_GPUS_UNPRICED}"
+    assert lsf.cost_per_1000_iterations.value is None
+    assert all(cost.value is None and "not priced" in cost.note for _, cost, _ in lsf.chargeback)
+    assert satori.performance.gpu_utilization_mean.note == report_model.MOCK_GPU
+    assert satori.provenance.startswith("local stand-in: ") and "mock GPUs (LSF gpu_model" in satori.provenance
+
+
+def test_run_cost_is_gpu_hours_times_rate(tmp_path: Path) -> None:
+    # The same run as on real GPUs (the site's listing names none mock): priced.
+    home = tmp_path / "home"
+    mirror_run_dir(home, ENVS["satori"]["run_dir"])
+    records = collect_hpc(
+        "satori",
+        hpc_outputs(ENVS["satori"]),
+        site(lambda _: result("bjobs.json"), {}),
+        LocalFiles(home),
+        tmp_path / "raw",
+    )
+    assert not records.gpu_mock
+    report = metrics.build_report([records], cost_files.load_cost_profiles(), cost_files.load_rate_table(), {})
     lsf = env_of(report, "satori").economics
     assert lsf.gpu_hours.value == pytest.approx(1 * 11 / 3600)  # one GPU asked for, 11 s
     assert lsf.cost_per_run.value == pytest.approx(11 / 3600 * costs.DEFAULT_PROFILES["satori"].usd_per_gpu_hour())
@@ -483,10 +556,23 @@ def test_access_comes_from_the_stack_config(tmp_path: Path) -> None:
     known_hosts.parent.mkdir()
     known_hosts.write_text("login ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n")
     values = {
-        "openshift": {"flavour": "kubernetes", "namespace": "atlas-x", "kubeconfig": ".state/k",
-                      "context": "atlas-x/api-crc-testing:6443/developer", "image": {"reference": "quay.io/a/b:1"}},
-        "hpc": {"satori": {"scheduler": "lsf", "host": "login", "user": "alex", "private_key_file": "keys/id",
-                           "known_hosts_file": str(known_hosts), "poll_interval_seconds": 90}},
+        "openshift": {
+            "flavour": "kubernetes",
+            "namespace": "atlas-x",
+            "kubeconfig": ".state/k",
+            "context": "atlas-x/api-crc-testing:6443/developer",
+            "image": {"reference": "quay.io/a/b:1"},
+        },
+        "hpc": {
+            "satori": {
+                "scheduler": "lsf",
+                "host": "login",
+                "user": "alex",
+                "private_key_file": "keys/id",
+                "known_hosts_file": str(known_hosts),
+                "poll_interval_seconds": 90,
+            }
+        },
     }
     config = parse_stack_config("local", values, project_with_workloads(tmp_path))
     access = stack_files.access_from_stack_config(config, tmp_path)
@@ -495,8 +581,9 @@ def test_access_comes_from_the_stack_config(tmp_path: Path) -> None:
     assert access.hpc["satori"].private_key_file == tmp_path / "keys/id"
     assert access.poll_intervals == {"satori": 90.0} and access.poll_interval_s("elsewhere") == 60.0
     # The flags the command line gives (relative to where it runs) go over the config.
-    args = argparse.Namespace(kubeconfig=tmp_path / "other", context=None, ssh_key=["satori=k2"],
-                              known_hosts=["satori=kh2"])
+    args = argparse.Namespace(
+        kubeconfig=tmp_path / "other", context=None, ssh_key=["satori=k2"], known_hosts=["satori=kh2"]
+    )
     access = stack_files.load_access(args, tmp_path, config)
     assert access.kubeconfig == tmp_path / "other" and access.kube_context == "atlas-x/api-crc-testing:6443/developer"
     assert access.ssh_keys == {"satori": Path.cwd() / "k2"} and access.known_hosts == {"satori": Path.cwd() / "kh2"}

@@ -116,8 +116,10 @@ def test_a_real_cluster_run_brings_telemetry_and_the_training_log_through_the_mo
     def api_get(path: str) -> Any:
         return get(path) if path.startswith(PROXY) else recorded[path]
 
+    # A cluster's API elsewhere (the recorded run's was on loopback, which is never real).
+    env = dataclasses.replace(ENV, api_url="https://api.cluster.example:6443")
     records = collect_kubernetes(
-        "openshift", ENV, api_get, lambda ns, svc: MonitorFiles(api_get, download, ns, svc), tmp_path / "raw"
+        "openshift", env, api_get, lambda ns, svc: MonitorFiles(api_get, download, ns, svc), tmp_path / "raw"
     )
     assert not isinstance(records.steps, Missing) and not any(s.simulated for s in records.steps)
     assert records.provenance == "real"  # its pods ran on nodes that are neither KWOK's nor mock-GPU ones

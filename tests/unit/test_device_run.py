@@ -112,7 +112,14 @@ def run_folder(tmp_path: Path) -> Path:
 def test_the_run_reads_back_as_one_real_environment(run_folder: Path) -> None:
     records = import_device_run(run_folder, "h200", WORKLOAD)
     assert records.kind == "device" and records.gpu_product == "NVIDIA H200" and records.gpus == 1
-    assert "real run on the device machine" in records.platform
+    assert records.platform == "NVIDIA H200 x1, run on the device machine"
+    # An import is labelled as one in every output, from what its manifest recorded.
+    assert records.provenance.startswith(f"device run: imported from {run_folder}, run by bench/biggan_h200.py on ")
+    assert records.provenance.endswith("GPUs as nvidia-smi named them: NVIDIA H200, 143771 MiB, 580.159.04")
+    assert records.provenance == (
+        f"device run: imported from {run_folder}, run by bench/biggan_h200.py on gpu-vm, no scheduler or cluster; "
+        "GPUs as nvidia-smi named them: NVIDIA H200, 143771 MiB, 580.159.04"
+    )
     steps = {s.step: s for s in records.steps}  # type: ignore[union-attr]
     assert steps["train"].started_at == T0 + 24 and steps["train"].finished_at == T0 + 84  # the sampler's records
     assert not any(s.simulated for s in steps.values())

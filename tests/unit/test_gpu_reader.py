@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from infra.telemetry import gpu
 from infra.telemetry.gpu import NvmlReader, mean_since, select_visible
 
 UUIDS = ["GPU-aaaa1111", "GPU-bbbb2222", "GPU-cccc3333", "GPU-dddd4444"]
@@ -153,3 +154,22 @@ def test_a_job_with_no_gpu_is_not_measured_never_zero() -> None:
     reading = NvmlReader(FakeNvml(buffers={}, instant={}), visible="", clock_us=lambda: 0).read()
     assert reading["measured"] is False
     assert "no GPU" in reading["reason"]
+
+
+@pytest.mark.parametrize("prefer", ["auto", "nvml", "nvidia-smi"])
+def test_a_step_given_mock_gpus_reads_none_of_the_host_s(prefer: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Told by what handed them out that its GPUs are mock, the sampler opens no reader at all: the
+    indices it was given would name the host's own GPUs on a machine that has some."""
+
+    def no_reader(*_: Any) -> Any:
+        raise AssertionError("a GPU reader was opened for a step on mock GPUs")
+
+    monkeypatch.setattr(gpu, "NvmlReader", no_reader)
+    monkeypatch.setattr(gpu, "NvidiaSmiReader", no_reader)
+    monkeypatch.setattr(gpu.shutil, "which", lambda _name: "/usr/bin/nvidia-smi")
+    reader = gpu.open_gpu_reader(prefer, {gpu.MOCK_ENV: gpu.MOCK_VALUE, "CUDA_VISIBLE_DEVICES": "0"})
+    assert reader.source == "mock"
+    assert reader.read() == {"measured": False, "reason": gpu.MOCK_REASON}
+    # Any other value is not the mark: the readers are tried as before.
+    with pytest.raises(AssertionError, match="a GPU reader was opened"):
+        gpu.open_gpu_reader("nvidia-smi", {gpu.MOCK_ENV: "real"})

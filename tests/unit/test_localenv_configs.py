@@ -5,15 +5,20 @@ runner's objects (localenv/build_objects.py)."""
 
 from __future__ import annotations
 
+import subprocess
 import tomllib
 from pathlib import Path
 
 import pytest
 
+from infra.hpc.slurm.nodes import parse_sinfo_nodes
 from infra.hpc.ssh import resolve_endpoint
 from infra.hpc.target import HpcTarget
+from infra.provenance import MOCK_GPUS, Fact, is_mock_gpu_type
+from infra.telemetry import gpu
 from localenv import build_objects, kube, node_config, satori_config, site_config
 from localenv.layout import Layout, Ports
+from localenv.lsf import slurm as lsf_slurm
 from localenv.pki_files import Pki
 
 LAYOUT = Layout(state_dir=Path("/tmp/atlas-test-env"), ports=Ports(16000))
@@ -51,9 +56,28 @@ def test_satori_configs_name_the_node_and_its_files() -> None:
     assert "Port 2222\n" in sshd and f"SetEnv SLURM_CONF={paths.slurm_conf}\n" in sshd
     slurm = satori_config.render_slurm_conf(paths, LAYOUT, "node1")
     assert "ClusterName=atlas16000\n" in slurm
-    assert "Gres=gpu:v100:4" in slurm
+    assert "Gres=gpu:mock_v100:4" in slurm
     gres = satori_config.render_gres_conf("node1")
-    assert gres.endswith("NodeName=node1 Name=gpu Type=v100 File=/dev/fakegpu[0-3]\n")
+    assert gres.endswith("NodeName=node1 Name=gpu Type=mock_v100 File=/dev/fakegpu[0-3]\n")
+    assert f"TaskProlog={paths.task_prolog}\n" in slurm
+
+
+def test_the_local_satori_s_gpus_say_they_are_mock_to_the_scheduler_s_readers_and_to_each_job(
+    tmp_path: Path,
+) -> None:
+    """What Atlas reads of the local Slurm and its LSF command set names the GPUs mock, and every
+    job is told so (the sampler then reads no GPU of the host as the job's own)."""
+    gres = f"gpu:{satori_config.GPU_TYPE}:{satori_config.GPU_COUNT}"
+    (node,) = parse_sinfo_nodes(f"node1|mixed|1/7/0/8|{gres}|gpu:{satori_config.GPU_TYPE}:1(IDX:0)\n")
+    assert node.gpu_fact == Fact(MOCK_GPUS, "mock GPUs (Slurm GRES type mock_v100)")
+    assert is_mock_gpu_type(lsf_slurm.gpu_model(gres)) and not is_mock_gpu_type(lsf_slurm.gpu_model("gpu:v100:4"))
+    prolog = tmp_path / "task_prolog.sh"
+    prolog.write_text(satori_config.render_task_prolog())
+    printed = subprocess.run(["sh", str(prolog)], capture_output=True, text=True, check=True).stdout
+    assert printed == f"export {gpu.MOCK_ENV}={gpu.MOCK_VALUE}\n"
+    assert gpu.open_gpu_reader("auto", {gpu.MOCK_ENV: gpu.MOCK_VALUE}).read() == {
+        "measured": False, "reason": gpu.MOCK_REASON,
+    }
 
 
 def test_the_local_slurm_puts_each_job_in_cgroups_of_its_own() -> None:

@@ -227,7 +227,9 @@ def test_the_kubernetes_view_matches_the_recorded_jobs_pods_and_nodes() -> None:
     assert (nodes["kwok-gpu-0"].gpus_total, nodes["kwok-gpu-0"].gpus_allocated) == (4, 0)
     assert nodes["kwok-gpu-0"].simulated and nodes["kwok-gpu-0"].gpu_util_percent is None
     # What the environment is comes from where its steps ran, never "real" by default.
-    assert nodes["kwok-gpu-0"].provenance == "simulated node" and env.provenance == "simulated node"
+    kwok = "simulated nodes: KWOK nodes (kwok.x-k8s.io/node=fake): no container ran"
+    loopback = "Kubernetes API on loopback (https://127.0.0.1:16443)"
+    assert nodes["kwok-gpu-0"].provenance == f"{kwok}; {loopback}" and env.provenance == f"{kwok}; {loopback}"
     assert env.estimate is not None and env.estimate.seconds is not None and env.estimate.free_gpus >= 4
 
 
@@ -284,8 +286,10 @@ def test_json_and_html_carry_the_same_numbers_and_the_terminal_view_renders() ->
     console.print(terminal_view(snapshot))
     text = console.export_text()
     assert "openshift-pipeline-train-9f60a934" in text and "kwok-gpu-0" in text and "queue-wait estimate" in text
-    assert "(simulated node)" in text and data["environments"][0]["provenance"] == "simulated node"
-    assert "(simulated node)" in page
+    assert data["environments"][0]["provenance"].startswith("simulated nodes: KWOK nodes")
+    # Each node's row says what the node is, in every view.
+    assert "(simulated nodes: KWOK nodes" in text and "(simulated nodes: KWOK nodes" in page
+    assert cells[("openshift", "kwok-gpu-0", "provenance")].startswith("simulated nodes: KWOK nodes")
 
 
 def test_an_environment_that_cannot_be_read_says_why_and_the_others_still_show() -> None:
@@ -363,7 +367,9 @@ def test_aws_instances_that_ran_nothing_are_shown_with_why_and_a_stand_ins_are_n
     # Real instances that run nothing are GPUs paid for and idle: the node listing's business.
     assert [(n.name, n.gpus_total, n.gpus_allocated) for n in env.nodes] == [("i-1", 4, 0), ("i-2", 4, 0)]
     assert all(n.gpu_util_percent is None and n.util_source.startswith("not measured") for n in env.nodes)
-    assert env.provenance == "real"
+    # The instances are real; the run on them is not executed (infra.provenance).
+    assert all(n.provenance == "real" for n in env.nodes)
+    assert env.provenance == "not executed: http://127.0.0.1:16500 is an AWS API stand-in (moto)"
     text = json.loads(to_json(Monitor(real.run, monitor_sources(real, Access(), 30.0), None).snapshot()))
     assert text["environments"][0]["name"] == "aws"
 

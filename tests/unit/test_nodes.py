@@ -12,8 +12,7 @@ import pytest
 
 from infra.monitor.estimate import JobShape, RunningJob, estimate_wait, shape_of_workload
 from infra.monitor.hpc_view import _idle_since
-from infra.monitor.kube_view import kube_provenance
-from infra.monitor.model import EnvironmentView, NodeView, Snapshot, StepTelemetry, StepView
+from infra.monitor.model import EnvironmentView, NodeView, Snapshot, StepTelemetry
 from infra.nodes.idle import find_underused, judge_node, summarize
 from infra.nodes.render import environment_label, estimates_record
 from infra.outputs import HpcOutputs, KubernetesOutputs, read_environment
@@ -192,7 +191,7 @@ def test_two_environments_on_one_login_node_count_its_gpus_once() -> None:
 @pytest.mark.parametrize(
     ("provenance", "label"),
     [
-        ("real", "satori"),
+        ("real", "satori (real)"),
         ("simulated node", "satori (simulated node)"),
         (
             "local stand-in: LSF commands on Slurm, mock GPUs, CPU run",
@@ -201,7 +200,7 @@ def test_two_environments_on_one_login_node_count_its_gpus_once() -> None:
         ("provenance not stated", "satori (provenance not stated)"),
     ],
 )
-def test_every_environment_but_a_real_one_says_what_it_is(provenance: str, label: str) -> None:
+def test_every_environment_says_what_it_is_real_included(provenance: str, label: str) -> None:
     finding = judge_node("satori", dataclasses.replace(node("vm", 4, 0), provenance=provenance), NOW, "probe")
     assert environment_label(finding) == label
 
@@ -213,29 +212,3 @@ def test_a_node_view_is_never_real_by_default() -> None:
     assert read_environment(HpcOutputs, unstated, "satori").provenance == "provenance not stated"
     assert read_environment(HpcOutputs, {**unstated, "provenance": ""}, "satori").provenance == "provenance not stated"
     assert read_environment(HpcOutputs, {**unstated, "provenance": "real"}, "satori").provenance == "real"
-
-
-@pytest.mark.parametrize(
-    ("step_nodes", "expected"),
-    [
-        ((), "not executed: no step's pod ran on a node"),
-        (("",), "not executed: no step's pod ran on a node"),  # pending: no node yet
-        (("atlas-node",), "local node, mock GPUs"),
-        (("kwok-gpu-0", "kwok-gpu-1"), "simulated node"),
-        (("atlas-node", "kwok-gpu-0"), "local node, mock GPUs + simulated node"),
-        (("gpu-7",), "real"),
-        (("gone",), "provenance not stated"),  # a node the snapshot no longer lists
-    ],
-)
-def test_a_kubernetes_environment_is_what_its_steps_nodes_are(step_nodes: tuple[str, ...], expected: str) -> None:
-    nodes = [
-        dataclasses.replace(node("atlas-node", 4, 0), provenance="local node, mock GPUs"),
-        dataclasses.replace(node("kwok-gpu-0", 4, 0), provenance="simulated node"),
-        dataclasses.replace(node("kwok-gpu-1", 4, 0), provenance="simulated node"),
-        dataclasses.replace(node("gpu-7", 4, 0), provenance="real"),
-    ]
-    steps = [
-        StepView(f"s{i}", f"j{i}", "succeeded", "Complete", name, None, None, None, None, None, "", 1)
-        for i, name in enumerate(step_nodes)
-    ]
-    assert kube_provenance(steps, nodes) == expected

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from infra.hpc.scheduler import PREEMPTIBLE_QUEUES, Sections, no_answer
+from infra.hpc.scheduler import PREEMPTIBLE_QUEUES, QUEUE_SECTION, Sections, no_answer
 from infra.job_records import HpcNode, QueueJob
 from infra.timeparse import iso_utc
 
@@ -18,12 +18,23 @@ SINFO_FORMAT = "NodeList:|,StateLong:|,CPUsState:|,Gres:|,GresUsed:"
 SQUEUE_QUEUE = "TZ=UTC squeue -h -t all -o '%i|%T|%V|%S|%e|%b|%P'"
 GPU_COUNT = re.compile(r"gpu(?::[^:,()]+)?:(\d+)")
 # The poll script's sections for the nodes and the queue: (name, command).
-SECTIONS = (("sinfo", f"sinfo -N -h -O {shlex.quote(SINFO_FORMAT)}"), ("queue", SQUEUE_QUEUE))
+SECTIONS = (("sinfo", f"sinfo -N -h -O {shlex.quote(SINFO_FORMAT)}"), (QUEUE_SECTION, SQUEUE_QUEUE))
+
+
+GPU_TYPE = re.compile(r"gpu:([^:,()]+):\d+")
+# How a node's GPU types are named in a label ("mock GPUs (Slurm GRES type mock_v100)").
+GPU_TYPE_SOURCE = "Slurm GRES type"
 
 
 def count_gpus(gres: str) -> int:
     """`gpu:v100:4`, `gpu:v100:2(IDX:0-1)`, `gpu:4(S:0)`: the GPUs named, 0 for `(null)`."""
     return sum(int(m.group(1)) for m in GPU_COUNT.finditer(re.sub(r"\([^)]*\)", "", gres)))
+
+
+def gpu_types(gres: str) -> tuple[str, ...]:
+    """`gpu:v100:4,gpu:mock_v100:2(S:0)`: the GPU types named, in order (none for `gpu:4`)."""
+    found = GPU_TYPE.findall(re.sub(r"\([^)]*\)", "", gres))
+    return tuple(dict.fromkeys(found))
 
 
 def parse_sinfo_nodes(text: str) -> list[HpcNode]:
@@ -42,6 +53,8 @@ def parse_sinfo_nodes(text: str) -> list[HpcNode]:
             gpu_util_percent=None,
             util_source="not readable from Slurm (it reports allocation, not use)",
             cpus=cpus,
+            gpu_types=gpu_types(gres),
+            gpu_type_source=GPU_TYPE_SOURCE,
         )
     return list(nodes.values())
 
@@ -90,5 +103,5 @@ def read_nodes(sections: Sections) -> tuple[list[HpcNode], str]:
 
 
 def read_queue(sections: Sections) -> tuple[list[QueueJob], str]:
-    code, text = sections.get("queue", (-1, ""))
+    code, text = sections.get(QUEUE_SECTION, (-1, ""))
     return (parse_squeue_queue(text), "") if code == 0 else ([], no_answer("squeue", text))

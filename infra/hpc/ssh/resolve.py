@@ -48,6 +48,7 @@ from infra.hpc.ssh.master import SSH_CLIENT, master_state
 from infra.hpc.ssh.pool import PooledConnection, connection
 from infra.hpc.target import HpcConfigError, HpcTarget
 from infra.hpc.target_parser import HOST_NAME, IPV6, USER_NAME, load_known_hosts
+from infra.provenance import refusal
 
 if TYPE_CHECKING:
     import paramiko
@@ -426,6 +427,17 @@ def resolve_endpoint(target: HpcTarget, key: str = "atlas:hpc", *, key_from_secr
     error names; `key_from_secret`: its key arrives separately, as a Pulumi secret (then, as with
     private_key_file, only that key logs in to the login node)."""
     return _Resolver(target, key, key_from_secret).endpoint()
+
+
+def refuse_real_route(provenance: str, endpoint: SshEndpoint, key: str) -> None:
+    """`provenance: real` for a login route that starts on this machine's loopback is refused
+    (infra/provenance.py: a stack may narrow a label, never make a stand-in real)."""
+    why = refusal(provenance, endpoint.stand_in_facts())
+    if why:
+        raise HpcConfigError(
+            f"{key}.provenance: {why}; say what stands in instead, e.g. `pulumi config set --path "
+            f"{key}.provenance 'local stand-in: Slurm on this host'`, or leave it out"
+        )
 
 
 def _resolves(host: str, port: int) -> str:
