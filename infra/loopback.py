@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import socket
 from urllib.parse import urlsplit
 
 LOCALHOST = "localhost"
@@ -83,3 +84,39 @@ def is_loopback_url(url: str) -> bool:
     if parts.scheme not in URL_SCHEMES:
         return False
     return is_loopback_authority(parts.netloc)
+
+
+def reaches_loopback_host(host: str) -> bool:
+    """Whether `host` names this machine in any spelling a resolver accepts: the wide test, for
+    labels (infra/provenance.py: a label must never say `real` of what runs here), where the
+    narrow one above is for allowing plain HTTP. Beside what `is_loopback_host` takes: a trailing
+    dot and `*.localhost` (resolvers answer them locally), other spellings of 127.0.0.1 (`127.1`,
+    `0x7f.1`, `2130706433`: inet_aton's), the IPv4-mapped ::ffff:127.0.0.0/104 and a zone."""
+    name = host.strip()
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
+    name = name.split("%", 1)[0].rstrip(".").lower()
+    if name == LOCALHOST or name.endswith("." + LOCALHOST):
+        return True
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        if ":" in name or not name or not all(part.isalnum() for part in name.split(".")):
+            return False
+        try:
+            address = ipaddress.IPv4Address(socket.inet_aton(name))
+        except OSError:
+            return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback
+
+
+def reaches_loopback_url(url: str) -> bool:
+    """Whether a client here (Python's URL parser, as Atlas's own clients use) connects to this
+    machine for `url`: its parsed host, past any userinfo, by `reaches_loopback_host`."""
+    try:
+        host = urlsplit(url.strip()).hostname
+    except ValueError:
+        return False
+    return host is not None and reaches_loopback_host(host)

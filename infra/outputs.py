@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
-from infra.loopback import is_loopback_url
+from infra.loopback import reaches_loopback_url
 from infra.provenance import (
     EMULATED,
     LOCAL_STAND_IN,
@@ -292,7 +292,7 @@ class AwsOutputs(EnvironmentOutputs):
         """What the outputs show the side is: moto (an endpoint on loopback), and with `run`, a run
         not executed (the instances themselves are what they are whether or not anything ran)."""
         found = []
-        if self.emulated or (self.endpoint_url and is_loopback_url(self.endpoint_url)):
+        if self.emulated or (self.endpoint_url and reaches_loopback_url(self.endpoint_url)):
             found.append(Fact(EMULATED, f"{EMULATED} at {self.endpoint_url}: its instances exist only as API records"))
         if run and not self.executed:
             why = self.not_executed_reason or "the outputs say no step ran"

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from infra.loopback import is_loopback_host, is_loopback_url
+from infra.loopback import reaches_loopback_host, reaches_loopback_url
 
 REAL = "real"
 # What an environment is when its stack did not say (never "real" by default).
@@ -96,14 +96,14 @@ def is_real(text: str) -> bool:
 def loopback_host_fact(role: str, host: str) -> Fact | None:
     """`role` ("login node", "jump host bastion") reached at `host`: a local stand-in where the
     host is this machine's loopback."""
-    if not is_loopback_host(host):
+    if not reaches_loopback_host(host):
         return None
     return Fact(LOCAL_STAND_IN, f"{role} on loopback ({host})")
 
 
 def loopback_url_fact(role: str, url: str | None) -> Fact | None:
     """`role` ("Kubernetes API") at `url`: a local stand-in where its host is loopback."""
-    if not url or not is_loopback_url(url):
+    if not url or not reaches_loopback_url(url):
         return None
     return Fact(LOCAL_STAND_IN, f"{role} on loopback ({url})")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from infra import loopback
 from infra.loopback import is_loopback_authority, is_loopback_host, is_loopback_url
 
 URLS: list[tuple[str, bool]] = [
@@ -132,3 +133,23 @@ HOSTS: list[tuple[str, bool]] = [
 @pytest.mark.parametrize(("host", "loopback"), HOSTS, ids=[repr(h) for h, _ in HOSTS])
 def test_is_loopback_host(host: str, loopback: bool) -> None:
     assert is_loopback_host(host) is loopback
+
+
+@pytest.mark.parametrize(("host", "reaches"), [
+    ("localhost", True), ("LocalHost.", True), ("a.localhost", True), ("127.0.0.1", True), ("127.1", True),
+    ("0x7f.1", True), ("2130706433", True), ("[::1]", True), ("::1%lo", True), ("::ffff:127.0.0.1", True),
+    ("localhost.example.com", False), ("127.0.0.1.evil.com", False), ("10.0.0.1", False), ("::2", False),
+    ("api.cluster.example", False), ("", False), ("0x7f.1.example", False),
+])
+def test_the_wide_test_takes_every_spelling_of_this_machine(host: str, reaches: bool) -> None:
+    """Labels use the wide test: a label must never say `real` of what runs here, however spelt."""
+    assert loopback.reaches_loopback_host(host) is reaches
+
+
+@pytest.mark.parametrize(("url", "reaches"), [
+    ("http://user@localhost:1", True), ("https://LOCALHOST.:6443", True), ("http://[::ffff:127.0.0.1]:80", True),
+    ("http://user@localhost@evil.example", False),  # Python's client connects to evil.example
+    ("http://localhost.example.com", False), ("not a url", False), ("http://[::1", False),
+])
+def test_the_wide_url_test_follows_pythons_parser(url: str, reaches: bool) -> None:
+    assert loopback.reaches_loopback_url(url) is reaches

@@ -20,7 +20,7 @@ from infra.hpc.ssh import resolve
 from infra.hpc.ssh.resolve import refuse_real_route, resolve_endpoint
 from infra.hpc.target import HpcConfigError, HpcTarget
 from infra.job_records import HpcNode, mock_gpu_nodes
-from infra.loopback import is_loopback_host, is_loopback_url
+from infra.loopback import reaches_loopback_host, reaches_loopback_url
 from infra.monitor.hpc_view import HpcEnvironmentSource
 from infra.monitor.model import HpcPoll, LogTail, StepRecord, StepTelemetry
 from infra.monitor.reasons import MOCK_GPU
@@ -125,7 +125,7 @@ def test_an_unknown_class_is_a_bug_here() -> None:
         ("::ffff:127.0.0.1", True),
         ("localhost.example.com", False),
         ("127.0.0.1.evil.com", False),
-        ("0x7f.1", False),
+        ("0x7f.1", True),  # glibc's resolver (inet_aton) connects it to 127.0.0.1
         ("10.0.0.1", False),
         ("satori-login-001.mit.edu", False),
         ("satori-site", False),  # an alias: its HostName decides (SshEndpoint.stand_in_facts)
@@ -133,7 +133,7 @@ def test_an_unknown_class_is_a_bug_here() -> None:
     ],
 )
 def test_loopback_is_the_host_itself_never_a_substring(host: str, loopback: bool) -> None:
-    assert is_loopback_host(host) is loopback
+    assert reaches_loopback_host(host) is loopback
     assert (loopback_host_fact("login node", host) is not None) is loopback
 
 
@@ -153,7 +153,7 @@ def test_loopback_is_the_host_itself_never_a_substring(host: str, loopback: bool
     ],
 )
 def test_a_url_is_loopback_by_its_parsed_host(url: str, loopback: bool) -> None:
-    assert is_loopback_url(url) is loopback
+    assert reaches_loopback_url(url) is loopback
     assert (loopback_url_fact("Kubernetes API", url) is not None) is loopback
 
 
