@@ -321,6 +321,7 @@ def _install_apptainer() -> str | None:
                 path.chmod(path.stat().st_mode | (0o055 if path.is_dir() else 0o044))
         partial.rename(installed)
     APPTAINER_TOP.chmod(0o755)
+    _open_fuse_device()
     text = (
         "# Apptainer for every login (Atlas's local environment, localenv/satori.py), as a site's module.\n"
         f'case ":$PATH:" in *":{installed}/bin:"*) ;; *) PATH="{installed}/bin:$PATH"; export PATH ;; esac\n'
@@ -329,6 +330,22 @@ def _install_apptainer() -> str | None:
         profile.write_text(text)
     profile.chmod(0o644)
     return built.name
+
+
+FUSE_DEVICE = Path("/dev/fuse")
+
+
+def _open_fuse_device() -> None:
+    """Apptainer without setuid mounts a SIF with squashfuse, as the job's user: it opens /dev/fuse.
+    A distribution's udev rule makes that device 0666 (Debian's fuse3: `KERNEL=="fuse", MODE="0666"`);
+    a machine without udev (a container, this CI's) leaves the kernel's 0600, and every step then
+    fails with `fuse: failed to open /dev/fuse: Permission denied`. Do what the rule does."""
+    try:
+        mode = FUSE_DEVICE.stat().st_mode
+    except OSError:
+        return  # no FUSE at all: Apptainer says so itself, naming the device
+    if stat.S_ISCHR(mode) and (mode & 0o666) != 0o666:
+        FUSE_DEVICE.chmod(0o666)
 
 
 # --- up / down / status -------------------------------------------------------------------------
