@@ -130,11 +130,6 @@ class Ports:
     def kube_proxy_metrics(self) -> int:
         return self.base + 256
 
-    @property
-    def kube_router_healthz(self) -> int:
-        """kube-router's health check (its default port is 20244), the node's NetworkPolicy engine."""
-        return self.base + 244
-
     def all(self) -> dict[str, int]:
         """Every port above, by its property's name, in the order they are listed."""
         return {name: getattr(self, name) for name, attr in vars(Ports).items() if isinstance(attr, property)}

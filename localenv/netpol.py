@@ -29,16 +29,14 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from localenv import kube
-from localenv.layout import LOOPBACK, Layout, Ports
+from localenv.layout import Layout, Ports
 from localenv.pki_files import NODE_NAME, Pki, kubeconfig_yaml
-from localenv.procs import Daemon, LocalEnvError, require_free_ports, wait_for
+from localenv.procs import Daemon, LocalEnvError, wait_for
 
 DAEMON = "kube-router"
 BINARY = "kube-router"
@@ -55,7 +53,8 @@ READY_TIMEOUT_S = 60
 
 def command(binary: Path, layout: Layout) -> list[str]:
     """kube-router as the node's policy engine only: no routes, no BGP, no service proxy
-    (kube-proxy serves Services), its health check on the environment's own port."""
+    (kube-proxy serves Services). No health or metrics port: its health server would listen on
+    every interface, and it answers 200 from the start, before any sync (`hooked` is the check)."""
     return [
         str(binary),
         "--run-firewall=true",
@@ -63,7 +62,7 @@ def command(binary: Path, layout: Layout) -> list[str]:
         "--run-service-proxy=false",
         f"--kubeconfig={kubeconfig_path(layout)}",
         f"--hostname-override={NODE_NAME}",
-        f"--health-port={layout.ports.kube_router_healthz}",
+        "--health-port=0",
         "--metrics-port=0",
         "--v=1",
     ]
@@ -180,14 +179,17 @@ def owner_named() -> Path | None:
         return None
 
 
-def healthy(layout: Layout) -> bool:
-    """Its health check answers 200 once every controller it runs has synced and beats."""
-    try:
-        url = f"http://{LOOPBACK}:{layout.ports.kube_router_healthz}/healthz"
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            return bool(resp.status == 200)
-    except (OSError, urllib.error.URLError):
-        return False
+def hooked(filter_table: str) -> bool:
+    """Whether `iptables-save -t filter`'s text sends INPUT, FORWARD and OUTPUT through
+    kube-router's chains: what each of its full syncs ensures first, the first one at its start."""
+    jumps = set()
+    for line in filter_table.splitlines():
+        if line.startswith("-A "):
+            words = shlex.split(line)
+            target = _target(words)
+            if target == f"KUBE-ROUTER-{words[1]}":
+                jumps.add(words[1])
+    return jumps == {"INPUT", "FORWARD", "OUTPUT"}
 
 
 def start(layout: Layout, bins: Path, pki: Pki, say: Callable[[str], None], env: Mapping[str, str]) -> None:
@@ -209,7 +211,6 @@ def start(layout: Layout, bins: Path, pki: Pki, say: Callable[[str], None], env:
     if named is not None and named != layout.state_dir:
         removed = cleanup()  # its environment is gone (its kube-router does not run): its chains stay
         say(f"node: removed {removed} iptables chain(s) and ipset(s) of kube-router left by {named}")
-    require_free_ports({"kube-router health": layout.ports.kube_router_healthz})
     kubeconfig = kubeconfig_path(layout)
     kubeconfig.write_text(kubeconfig_yaml(layout.api_url, pki, "kube-router"))
     kube.kubectl(layout, "apply", "--server-side", "--force-conflicts", "--field-manager=atlas-localenv",
@@ -218,8 +219,8 @@ def start(layout: Layout, bins: Path, pki: Pki, say: Callable[[str], None], env:
     OWNER_FILE.parent.mkdir(parents=True, exist_ok=True)
     OWNER_FILE.write_text(f"{layout.state_dir}\n")
     process.start(command(binary, layout), env=env)
-    wait_for(lambda: healthy(layout), "kube-router's health check (its first policy sync)", READY_TIMEOUT_S,
-             process)
+    wait_for(lambda: hooked(_run(["iptables-save", "-t", "filter"])),
+             "kube-router's chains in INPUT, FORWARD and OUTPUT (its first policy sync)", READY_TIMEOUT_S, process)
 
 
 def stop(layout: Layout, say: Callable[[str], None]) -> None:

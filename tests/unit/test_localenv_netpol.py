@@ -77,6 +77,17 @@ def test_cleanup_input_table(saved: str, expected: str) -> None:
     assert netpol.cleanup_restore_input(saved) == expected
 
 
+@pytest.mark.parametrize(("saved", "expected"), [
+    pytest.param(SAVED, True, id="all-three-hooked"),
+    pytest.param(SAVED.replace("-A OUTPUT -m comment", "-A OUTPUT-X -m comment"), False, id="output-not-yet"),
+    pytest.param("*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -j KUBE-ROUTER-FORWARD\nCOMMIT\n", False,
+                 id="a-jump-to-the-wrong-chain"),
+    pytest.param("", False, id="nothing"),
+])
+def test_hooked(saved: str, expected: bool) -> None:
+    assert netpol.hooked(saved) is expected
+
+
 def test_only_its_ipsets_are_destroyed() -> None:
     listed = ["KUBE-SRC-ABC", "KUBE-DST-XYZ", "KUBE-CLUSTER-IP", "cali40all-ipam-pools", "TMP-QWERTY"]
     assert netpol.ipsets_to_destroy(listed) == ["KUBE-SRC-ABC", "KUBE-DST-XYZ"]
@@ -87,7 +98,7 @@ def test_command_runs_the_policy_controller_alone_on_the_environment_s_ports() -
     assert argv == [
         "/bin/kube-router", "--run-firewall=true", "--run-router=false", "--run-service-proxy=false",
         "--kubeconfig=/tmp/env/kube/kube-router.kubeconfig", "--hostname-override=atlas-node",
-        "--health-port=28244", "--metrics-port=0", "--v=1",
+        "--health-port=0", "--metrics-port=0", "--v=1",
     ]
 
 
