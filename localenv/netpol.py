@@ -146,10 +146,15 @@ def _run(argv: Sequence[str], stdin: str | None = None) -> str:
     return proc.stdout
 
 
+def filter_table() -> str:
+    """This machine's iptables filter table as `iptables-save` writes it."""
+    return _run(["iptables-save", "-t", "filter"])
+
+
 def cleanup() -> int:
     """Remove kube-router's chains and ipsets from this machine, and its owner file; how many
     chains and sets there were. Chains first: a set still used by a rule cannot be destroyed."""
-    restore = cleanup_restore_input(_run(["iptables-save", "-t", "filter"]))
+    restore = cleanup_restore_input(filter_table())
     if restore:
         _run(["iptables-restore", "--noflush"], stdin=restore)
     sets = ipsets_to_destroy(_run(["ipset", "list", "-n"]).split())
@@ -219,7 +224,7 @@ def start(layout: Layout, bins: Path, pki: Pki, say: Callable[[str], None], env:
     OWNER_FILE.parent.mkdir(parents=True, exist_ok=True)
     OWNER_FILE.write_text(f"{layout.state_dir}\n")
     process.start(command(binary, layout), env=env)
-    wait_for(lambda: hooked(_run(["iptables-save", "-t", "filter"])),
+    wait_for(lambda: hooked(filter_table()),
              "kube-router's chains in INPUT, FORWARD and OUTPUT (its first policy sync)", READY_TIMEOUT_S, process)
 
 
