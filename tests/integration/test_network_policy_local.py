@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import urllib.error
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -77,6 +78,7 @@ def pod(name: str, namespace: str, labels: dict[str, str], image: str, command: 
             "nodeSelector": {node.NODE_KIND_LABEL: "kubelet"},
             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
             "terminationGracePeriodSeconds": 1,
+            "automountServiceAccountToken": False,
             "securityContext": {"runAsNonRoot": True, "runAsUser": 1001, "seccompProfile": {"type": "RuntimeDefault"}},
             "containers": [container],
         },
@@ -86,6 +88,16 @@ def pod(name: str, namespace: str, labels: dict[str, str], image: str, command: 
 def serve(*ports: int) -> list[str]:
     servers = [f"python3 -m http.server {p} --bind 0.0.0.0 --directory /tmp" for p in ports]
     return ["sh", "-c", " & ".join([*servers[1:], f"exec {servers[0]}"])]
+
+
+def _exists(layout: Layout, path: str) -> bool:
+    try:
+        kube.api_get(layout, path, timeout=10)
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return False
+        raise
+    return True
 
 
 def ready_ip(layout: Layout, namespace: str, name: str) -> str | None:
@@ -116,6 +128,10 @@ def namespaces(kube_env: Layout) -> Iterator[dict[str, str]]:
     labels = {"router": dict(OPENSHIFT_INGRESS_GROUP)}
     apply(kube_env, *({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n, "labels": labels.get(k, {})}}
                       for k, n in names.items()))
+    for name in names.values():
+        # A pod is refused until the controller manager made its namespace's default ServiceAccount.
+        wait_until(lambda n=name: _exists(kube_env, f"/api/v1/namespaces/{n}/serviceaccounts/default"),
+                   f"the default ServiceAccount of {name}", 60)
     yield names
     for name in names.values():
         kube.kubectl(kube_env, "delete", "namespace", name, "--wait=false")
