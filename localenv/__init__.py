@@ -22,7 +22,8 @@ Modules, from the bottom up:
     images.py    the loopback image registry and the images built here
     mockgpu.py   a kubelet device plugin advertising mock `nvidia.com/gpu`
     node_config.py  the node's containerd, CNI, kubelet and kube-proxy configs (pure)
-    node.py      the one real node: kubelet over containerd, CNI, kube-proxy, mock GPUs
+    netpol.py    kube-router's network-policy controller: NetworkPolicy enforced on the node
+    node.py      the one real node: kubelet over containerd, CNI, kube-proxy, kube-router, mock GPUs
     build_objects.py  the Build, its output and ImageStream tag events it writes (pure)
     builds.py    the BuildConfig runner standing in for OpenShift's build controller
     satori_config.py  the login node's sshd_config, slurm.conf and gres.conf (pure)

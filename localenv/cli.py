@@ -1,7 +1,8 @@
 """`scripts/localenv up|down|status [--json]`: the embedded local environment.
 
 Kubernetes (etcd, API server, controller manager, scheduler, KWOK's simulated nodes), a real
-node (containerd, kubelet, kube-proxy, mock GPUs, an image registry), the local Satori (sshd
+node (containerd, kubelet, kube-proxy, kube-router's NetworkPolicy controller, mock GPUs, an image
+registry), the local Satori (sshd
 login node, Slurm, the LSF command set) and the local AWS (a moto server), all as processes on
 this machine, with state in .state/localenv (or ATLAS_LOCALENV_DIR). The local site (the Satori
 behind a bastion, the key in an agent: localenv/site.py) only with `--only site`; `down` of the
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.toolchain.pins import REPO_ROOT
-from localenv import kube, moto, node, records
+from localenv import kube, moto, netpol, node, records
 from localenv.layout import Layout, default_layout
 from localenv.procs import Daemon, LocalEnvError
 
@@ -114,7 +115,7 @@ def observe_machine() -> tuple[list[records.Observed], records.Leftovers]:
         bridges = records.atlas_bridges(json.loads(listed.stdout or "[]"))
     mountinfo = Path("/proc/self/mountinfo").read_text()
     return observed, records.Leftovers(bridges, node.cgroup_roots(), records.run_mounts(mountinfo),
-                                       node.kube_proxy_owner_named())
+                                       node.kube_proxy_owner_named(), netpol.owner_named())
 
 
 def _pid_file_running(pid_file: Path) -> bool:
@@ -146,6 +147,9 @@ def clean_up_after_others(layout: Layout, say: Callable[[str], None]) -> None:
     if plan.kube_proxy_cleanup:
         node.cleanup_kube_proxy()
         say("cleanup: removed kube-proxy's iptables chains (its environment is gone)")
+    if plan.kube_router_cleanup:
+        removed = netpol.cleanup()
+        say(f"cleanup: removed kube-router's {removed} iptables chain(s) and ipset(s) (its environment is gone)")
 
 
 def stop_recorded(record: records.EnvRecord, say: Callable[[str], None]) -> None:
@@ -247,6 +251,7 @@ def _print_status(status: dict[str, Any]) -> None:
         for name, running in node_status["components"].items():
             print(f"  {name:24} {'running' if running else 'stopped'}")
         print(f"  kube-proxy: {node_status['kube_proxy']}; registry {node_status['registry']['url']}")
+        print(f"  NetworkPolicy: {node_status['network_policy']}")
     ssh = status.get("ssh")
     if ssh:
         print(f"ssh         {ssh.get('user')}@{ssh.get('host')}:{ssh.get('port')}  key={ssh.get('key_file')}")

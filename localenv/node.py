@@ -1,5 +1,6 @@
 """The local cluster's real node: a kubelet over containerd and runc, CNI networking, kube-proxy,
-and mock GPUs handed out through the kubelet's device-plugin API.
+NetworkPolicy enforced by kube-router's policy controller (localenv/netpol.py), and mock GPUs
+handed out through the kubelet's device-plugin API.
 
 Modelled on Kubernetes' own `hack/local-up-cluster.sh`: the node's parts run as local
 processes beside the control plane (localenv/kube.py), KWOK's simulated nodes stay
@@ -10,8 +11,8 @@ This machine has cgroup v1 only: kubelet >= 1.35 starts there only with `failCgr
 false`, and the cgroup driver is cgroupfs (no systemd). Several local environments can run
 on one machine (the tests', a demo's): each node has its own containerd, kubelet root,
 cgroup root, pod subnet and bridge, derived from the environment's port base. kube-proxy's
-iptables chains are per machine, so one environment at a time runs it (the first that
-starts); `status` says which.
+and kube-router's iptables chains are per machine, so one environment at a time runs each (the
+first that starts); `status` says which.
 
 The GPUs are mock (localenv/mockgpu.py): the node carries the labels and taint of a
 GPU node of the NVIDIA GPU operator and `atlas.dev/gpu-mock=true`, so every figure that
@@ -37,7 +38,7 @@ from typing import Any
 import yaml
 
 from infra.toolchain.pins import REPO_ROOT
-from localenv import images, kube, mockgpu, records
+from localenv import images, kube, mockgpu, netpol, records
 from localenv.layout import LOOPBACK, Layout, Ports
 from localenv.node_config import (
     Network,
@@ -53,7 +54,7 @@ from localenv.pki_files import NODE_NAME, Pki, kubeconfig_yaml
 from localenv.procs import Daemon, LocalEnvError, port_open, require_free_ports, wait_for
 from localenv.system import ensure_packages
 
-NODE_PACKAGES = ("runc", "iptables", "conntrack", *images.IMAGE_PACKAGES)
+NODE_PACKAGES = ("runc", "conntrack", *netpol.PACKAGES, *images.IMAGE_PACKAGES)
 GPU_COUNT = 4
 GPU_PRODUCT = "Tesla-V100-SXM2-32GB"
 MOCK_LABEL = "atlas.dev/gpu-mock"
@@ -69,7 +70,9 @@ NODE_LABELS = {
     NODE_KIND_LABEL: "kubelet",
 }
 GPU_TAINT = "nvidia.com/gpu=present:NoSchedule"
-COMPONENTS = ("containerd", "kubelet", "mock-gpu", "kube-proxy", "git-daemon", "build-runner")
+COMPONENTS = ("containerd", "kubelet", "mock-gpu", "kube-proxy", netpol.DAEMON, "git-daemon", "build-runner")
+# Run by one environment of the machine at a time (their iptables chains are per machine).
+MACHINE_WIDE = ("kube-proxy", netpol.DAEMON)
 # The repository as a Git server on loopback, for the BuildConfigs' Git source (what OpenShift
 # builds is what is committed, as from any Git server): git://127.0.0.1:<base+418>/atlas.
 GIT_REPOSITORY = "atlas"
@@ -167,8 +170,8 @@ def up(layout: Layout, say: Callable[[str], None]) -> None:
     """Start the node (containerd, kubelet, mock GPUs, kube-proxy) against the running control
     plane; idempotent."""
     ds = daemons(layout)
-    # kube-proxy may be another environment's (its chains are per machine): not required here.
-    if all(d.running() for n, d in ds.items() if n != "kube-proxy") and ready(layout)["ready"]:
+    # kube-proxy and kube-router may be another environment's (their chains are per machine).
+    if all(d.running() for n, d in ds.items() if n not in MACHINE_WIDE) and ready(layout)["ready"]:
         say("node: already running")
         return
     if os.geteuid() != 0:
@@ -178,8 +181,8 @@ def up(layout: Layout, say: Callable[[str], None]) -> None:
     paths = NodePaths(layout)
     _check_socket_paths(paths)
     bins = kube.bin_dir()
-    for name in ("containerd", "containerd-shim-runc-v2", "kubelet", "kube-proxy", *("bridge", "host-local",
-                                                                                      "loopback", "portmap")):
+    for name in ("containerd", "containerd-shim-runc-v2", "kubelet", "kube-proxy", netpol.BINARY,
+                 *("bridge", "host-local", "loopback", "portmap")):
         if not (bins / name).exists():
             raise LocalEnvError(f"missing toolchain binary {name} in {bins}: run scripts/bootstrap")
     require_free_ports({f"node {n}": p for n, p in (("kubelet", layout.ports.kubelet),
@@ -233,6 +236,8 @@ def up(layout: Layout, say: Callable[[str], None]) -> None:
     _start_kube_proxy(layout, say, env)
     _start_builds(layout, say)
     _wait_node_ready(layout, say, kubelet_started)
+    # After the node registered: kube-router reads its Node object for the IP its pods are on.
+    netpol.start(layout, bins, pki, say, env)
 
 
 def _in_node_namespace(argv: list[str], layout: Layout) -> list[str]:
@@ -444,6 +449,7 @@ def down(layout: Layout, say: Callable[[str], None]) -> None:
         # This environment's kube-proxy died without `down` (killed with the rest): its chains stay.
         cleanup_kube_proxy()
         say("node: removed the iptables chains of this environment's kube-proxy (it had stopped without `down`)")
+    netpol.stop(layout, say)
     if ds["kubelet"].stop():
         say("node: stopped the kubelet")
     if ds["mock-gpu"].stop():
@@ -492,5 +498,6 @@ def status(layout: Layout) -> dict[str, Any]:
         "git_uri": git_uri(layout),
         "kube_proxy": "this environment" if owner == layout.state_dir else (
             f"run by the environment in {owner}" if owner else "not running"),
+        "network_policy": netpol.status(layout),
         "registry": images.registry_status(layout),
     }

@@ -21,6 +21,8 @@ CLIENTS = (
     # server's own client for the kubelet's API (logs, exec).
     ("node", f"system:node:{NODE_NAME}", "system:nodes"),
     ("kube-proxy", "system:kube-proxy", None),
+    # kube-router's network-policy controller: read-only, by its own ClusterRole (localenv/netpol.py).
+    ("kube-router", "atlas-kube-router", None),
     ("apiserver-kubelet", "kube-apiserver-kubelet-client", None),
     # The BuildConfig runner stand-in acts as OpenShift's build controller, a cluster component.
     ("build-runner", "atlas-build-runner", "system:masters"),

@@ -8,8 +8,8 @@ under `/run/atlas/envs/<id>/` (localenv/layout.py: RECORDS_ROOT, beside the pid 
 before it starts anything reads every other record:
 
 - an environment none of whose daemons runs is abandoned: `up` removes what it left (bridge and
-  its routes, kube-proxy's iptables chains, the local site's firewall rules and keys, mounts,
-  cgroups, leftover container shims) with `down`'s own code, then its record;
+  its routes, kube-proxy's iptables chains, kube-router's chains and ipsets, the local site's
+  firewall rules and keys, mounts, cgroups, leftover container shims) with `down`'s own code, then its record;
 - one that still runs but whose state folder is gone, or that holds this environment's ports or
   pod subnet, is refused by name, with the command that stops it from any checkout:
   `scripts/localenv down --state-dir <its folder>`;
@@ -147,6 +147,7 @@ class Leftovers:
     cgroup_roots: tuple[str, ...] = ()  # "atlas-<id>" folder names
     run_mounts: tuple[str, ...] = ()  # mount points under /run/atlas/<id>/
     kube_proxy_owner: Path | None = None  # the state folder named in the owner file, if any
+    kube_router_owner: Path | None = None  # the same for kube-router (localenv/netpol.py)
 
 
 @dataclass(frozen=True)
@@ -157,6 +158,7 @@ class CleanupPlan:
     cgroup_roots: tuple[str, ...] = ()
     run_mounts: tuple[str, ...] = ()
     kube_proxy_cleanup: bool = False  # the owner's environment is gone: remove its chains
+    kube_router_cleanup: bool = False  # the same for kube-router's chains and ipsets
     notes: tuple[str, ...] = field(default=())
 
 
@@ -205,12 +207,16 @@ def plan_cleanup(own: Layout, observed: Iterable[Observed], leftovers: Leftovers
     bridges = tuple(b for b in leftovers.bridges if _id_after(b, BRIDGE_PREFIX) not in keep | {None})
     cgroups = tuple(c for c in leftovers.cgroup_roots if _id_after(c, CGROUP_PREFIX) not in keep | {None})
     mounts = tuple(m for m in leftovers.run_mounts if _run_id(m) not in keep)
-    owner = leftovers.kube_proxy_owner
-    owner_live = owner is not None and environment_id(owner) in live_ids
-    owner_abandoned = owner is not None and environment_id(owner) in abandoned_ids
     return CleanupPlan(tuple(abandoned), tuple(refusals), bridges, cgroups, mounts,
-                       kube_proxy_cleanup=owner is not None and not owner_live and not owner_abandoned,
+                       kube_proxy_cleanup=_owner_gone(leftovers.kube_proxy_owner, live_ids, abandoned_ids),
+                       kube_router_cleanup=_owner_gone(leftovers.kube_router_owner, live_ids, abandoned_ids),
                        notes=tuple(notes))
+
+
+def _owner_gone(owner: Path | None, live_ids: set[str], abandoned_ids: set[str]) -> bool:
+    """Whether a machine-wide daemon's owner file names an environment that is neither live nor
+    abandoned (an abandoned one's `down` removes its chains itself)."""
+    return owner is not None and environment_id(owner) not in live_ids | abandoned_ids
 
 
 def _id_after(name: str, prefix: str) -> str | None:

@@ -38,6 +38,7 @@ class Pins:
     openshift_api_commit: str
     openshift_api_sha256: str
     apptainer: str
+    kube_router: str
     # Every section as written, for the per-step cache keys (`digest_of`).
     sections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, compare=False, repr=False)
 
@@ -75,6 +76,7 @@ def load_pins(path: Path = PINS_FILE) -> Pins:
             openshift_api_commit=openshift_api["commit"],
             openshift_api_sha256=openshift_api["sha256"],
             apptainer=data["apptainer"]["version"],
+            kube_router=data["kube_router"]["version"],
             sections=data,
         )
     except KeyError as missing:
@@ -95,6 +97,7 @@ def toolchain_dir(pins: Pins) -> Path:
 
 
 # The sections binaries are built from (the rest is data, such as the schema source). The optional
-# steps' sections (apptainer) are left out: their own step keys rebuild them, and a change to
-# them must not move every other tool's `bin/` folder.
+# steps' sections (apptainer) and kube_router (a default step added after the others) are left out:
+# their own step keys rebuild them, and a change to them must not move every other tool's `bin/`
+# folder (a toolchain already built keeps its folder and gains the new tool at the next bootstrap).
 BUILT_SECTIONS = ("pulumi", "pulumi_kubernetes", "kubernetes", "etcd", "kwok", "containerd", "cni_plugins")

@@ -52,6 +52,14 @@ def bridge(rec: EnvRecord | Layout) -> str:
                  CleanupPlan(abandoned=(DEAD_SAME_SUBNET,)), id="kube-proxy-of-an-abandoned-env-left-to-its-down"),
     pytest.param([Observed(record("/tmp/own-env", 16000), (), True)], Leftovers(bridges=(bridge(OWN),)), CleanupPlan(),
                  id="own-record-never-touched"),
+    pytest.param([], Leftovers(kube_router_owner=Path("/tmp/gone")), CleanupPlan(kube_router_cleanup=True),
+                 id="kube-router-of-an-unrecorded-env"),
+    pytest.param([Observed(LIVE_ELSEWHERE, ("kube-router",), True)],
+                 Leftovers(kube_proxy_owner=Path("/tmp/gone"), kube_router_owner=LIVE_ELSEWHERE.state_dir),
+                 CleanupPlan(kube_proxy_cleanup=True), id="live-kube-router-kept-gone-kube-proxy-not"),
+    pytest.param([Observed(DEAD_SAME_SUBNET, (), True)], Leftovers(kube_router_owner=DEAD_SAME_SUBNET.state_dir),
+                 CleanupPlan(abandoned=(DEAD_SAME_SUBNET,)), id="kube-router-of-an-abandoned-env-left-to-its-down"),
+    pytest.param([], Leftovers(kube_router_owner=OWN.state_dir), CleanupPlan(), id="own-kube-router-kept"),
 ])
 def test_plan_cleanup(observed: list[Observed], leftovers: Leftovers, expected: CleanupPlan) -> None:
     assert plan_cleanup(OWN, observed, leftovers) == expected
