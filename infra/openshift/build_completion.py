@@ -44,6 +44,7 @@ import pulumi
 import pulumi.dynamic
 
 from infra.dynamic.inputs import changed
+from infra.errors import ActionableError
 from infra.kubeapi import KubeApi, KubeRequestError
 from infra.kubeconfig import resolve_context
 from infra.openshift.completion import ApiAccess, api_request
@@ -62,8 +63,9 @@ WATCH_WINDOW_S = 10
 RETRY_S = 2.0  # after the API server did not answer
 
 
-class BuildFailed(Exception):
-    """The build failed, was cancelled, vanished or outlasted the wait; the message says what to do."""
+class BuildFailed(ActionableError):
+    """The build failed, was cancelled or outlasted the wait: the message says which, shows the end
+    of the build's log and what to do, and is reported without a traceback (dynamic_host.py)."""
 
 
 @dataclass(frozen=True)

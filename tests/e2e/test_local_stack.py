@@ -188,7 +188,7 @@ def test_a_failed_image_build_ends_up_at_once_with_its_reason_and_log(project, k
     assert re.search(rf"stat \S+/{re.escape(missing)}: no such file or directory", shown), shown
     assert "the Build's status.logSnippet" in shown
     assert build["metadata"]["annotations"]["atlas.dev/build-log"] in shown
-    assert "timed out" not in shown and "Traceback" not in shown
+    assert "timed out" not in shown and "Traceback" not in shown, shown
     # Ended when the build did, not at the timeout: pulumi exited within seconds of the build's end.
     completed = dt.datetime.strptime(status["completionTimestamp"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
     after_build = ended - completed.timestamp()

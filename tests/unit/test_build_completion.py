@@ -335,3 +335,14 @@ def test_diff_replaces_the_completion_with_what_it_waits_for_and_updates_nothing
     for key in ("build_config_uid", "tag", "image_stream", "namespace"):
         result = provider.diff("id", olds, {**olds, key: "other"})
         assert result.changes is True and result.replaces == [key], key
+
+
+def test_the_provider_host_reports_a_failed_build_without_a_traceback() -> None:
+    from infra.toolchain.dynamic_host import message_or_traceback
+
+    format_exc = message_or_traceback(lambda *_: "Traceback (most recent call last): ...")
+    try:
+        raise BuildFailed("image build atlas-x/b-1 of BuildConfig atlas-x/b ended Failed: DockerBuildFailed")
+    except BuildFailed:
+        shown = format_exc()
+    assert shown == "image build atlas-x/b-1 of BuildConfig atlas-x/b ended Failed: DockerBuildFailed"
