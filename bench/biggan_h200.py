@@ -329,6 +329,9 @@ def main() -> int:
             say(f"{step.name} {why}" + ("" if step is workload.steps[-1] else ": the steps after it are not run"))
             break
 
+    # The data files the steps wrote and read (the HDF5 file, the moments): their size on disk.
+    files = {item.name: {"path": item.path, "bytes": (workdir / item.path).stat().st_size}
+               for item in workload.data if (workdir / item.path).is_file()}  # fmt: skip
     manifest = {
         "format": "atlas-device-run/1",
         "run_id": run_id,
@@ -337,6 +340,8 @@ def main() -> int:
         **origin,
         "source": made.record,
         "data": data_record,
+        "data_files": files,
+        "profile_iters": os.environ.get("ATLAS_PROFILE_ITERS") or None,
         "inception_weights": weights,
         "shm": shm,
         "sampler_interval_s": args.interval,
@@ -355,6 +360,8 @@ def main() -> int:
         f"{workload.logs.root}/{experiment}_log.jsonl",
         f"{workload.logs.root}/{experiment}/metalog.txt",
         *(f"{workload.logs.root}/{experiment}/{n}.log" for n in ("G_loss", "D_loss_real", "D_loss_fake")),
+        # The patch's per-iteration timing and, when ATLAS_PROFILE_ITERS asked for it, the profile.
+        *(f"{workload.logs.root}/{experiment}/{n}" for n in ("timing.jsonl", "profile.json", "profile.txt")),
         *(f"{workload.logs.root}/{s['step']}.console.log" for s in steps),
         "data/ImageNet",
     ]
