@@ -26,7 +26,7 @@ from infra.compare.device_records import (
     sampler_cost,
     train_speed,
 )
-from infra.compare.iteration_timing import parse_timing, timing_report
+from infra.compare.iteration_timing import parse_timing, profile_kernel_seconds, timing_report
 from infra.compare.records import EnvironmentRecords, Missing, TelemetryColumns, TrainingLog
 from infra.compare.telemetry import load_sampler_telemetry
 from infra.compare.training import training_log_from_text
@@ -249,9 +249,15 @@ def iteration_records(
     result: dict[str, Any] = {"iteration_timing": timing_report(parse_timing(text), images, samples)}
     profile = _read(folder / "logs" / experiment / "profile.json")
     if profile is not None:
+        summary = json.loads(profile)
+        kernels = profile_kernel_seconds(_read(folder / "logs" / experiment / "profile.txt") or "")
         result["profile"] = {
-            "source": f"logs/{experiment}/profile.json (torch.profiler, reason 7)",
+            "source": f"logs/{experiment}/profile.json and profile.txt (torch.profiler, reason 7)",
             "iters_env": manifest.get("profile_iters"),
-            **json.loads(profile),
+            **summary,
+            # profile.txt's own total; profile.json's gpu_self_time_s counted user annotations too
+            # in runs before the patch left them out (2026-12-05: DDP.forward's 2.29 s).
+            "gpu_kernel_time_s": kernels,
+            "gpu_kernel_busy_percent": 100 * kernels / summary["wall_s"] if kernels and summary.get("wall_s") else None,
         }
     return result

@@ -14,6 +14,7 @@ Pure: text in, dataclasses out.
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -178,3 +179,15 @@ def timing_report(
         ],
         "iterations_columns": ["itr", "epoch", "end_t", *PARTS, "profiled"],
     }
+
+
+_TOTAL = re.compile(r"^Self CUDA time total: ([0-9.]+)(us|ms|s)\s*$", re.MULTILINE)
+_UNIT = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def profile_kernel_seconds(table: str) -> float | None:
+    """The GPU's kernel time over the profiled iterations, as torch.profiler's own table totals it
+    (`Self CUDA time total: 5.725s` under the table sorted by device time): user annotations such
+    as DistributedDataParallel.forward, whose range spans kernels already counted, are not in it."""
+    found = _TOTAL.search(table)
+    return float(found.group(1)) * _UNIT[found.group(2)] if found else None

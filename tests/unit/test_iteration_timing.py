@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from infra.compare.iteration_timing import parse_timing, steady, summarize, timing_report
+from infra.compare.iteration_timing import parse_timing, profile_kernel_seconds, steady, summarize, timing_report
 from infra.telemetry.parsers import ParseError
 
 SETUP = {"setup": {"matmul_allow_tf32": False, "cudnn_allow_tf32": True, "G_dtype": "torch.float32"}}
@@ -94,3 +94,16 @@ def test_report_windows_and_the_no_checkpoint_window() -> None:
     assert steady_window["window"].startswith("steady") and no_checkpoint["window"].startswith("steady, ")
     assert (no_checkpoint["first_itr"], no_checkpoint["last_itr"], no_checkpoint["iterations"]) == (3, 5, 2)
     assert report["iterations"][3][-1] is True and len(report["iterations_columns"]) == len(report["iterations"][0])
+
+
+@pytest.mark.parametrize(
+    ("table", "seconds"),
+    [
+        ("  Name  Self CUDA\n-----\nSelf CPU time total: 6.434s\nSelf CUDA time total: 5.725s\n", 5.725),
+        ("Self CUDA time total: 812.5ms\n", 0.8125),
+        ("Self CUDA time total: 40.0us", 4.0e-5),
+        ("Self CPU time total: 6.434s\n", None),  # no GPU activity recorded: not measured, not 0
+    ],
+)
+def test_profile_kernel_seconds_from_the_profilers_table(table: str, seconds: float | None) -> None:
+    assert profile_kernel_seconds(table) == (pytest.approx(seconds) if seconds is not None else None)
