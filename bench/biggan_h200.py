@@ -60,6 +60,7 @@ from infra.workload_source import MARKER, Materialized, SourceError, materialize
 
 ENTRYPOINT = REPO / "infra" / "telemetry" / "entrypoint.sh"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+KILL_AFTER_S = 20.0  # after the deadline's SIGTERM, before the step's process group is killed
 START = time.monotonic()
 
 
@@ -193,21 +194,32 @@ def run_step(
     readings: list[dict[str, float]] = []
     stopped_by_deadline = False
 
+    output_done = threading.Event()
+
     def watch() -> None:
         # The sampler's CPU while its step lives: the last reading before the step ends is its cost.
         nonlocal stopped_by_deadline
-        while process.poll() is None:
-            # Only once the entrypoint has exec'd the sampler (the same pid): before that, the
-            # shell's children are `id` and `getent`, not the step.
-            child = sampler_child(process.pid) if is_sampler(process.pid) else None
-            cpu = sampler_cpu(process.pid)
-            if cpu is not None and child is not None and alive(child):
-                readings.append({"t": time.time(), "own_s": cpu[0], "children_s": cpu[1]})
+        while not output_done.is_set():
+            if process.poll() is None:
+                # Only once the entrypoint has exec'd the sampler (the same pid): before that, the
+                # shell's children are `id` and `getent`, not the step.
+                child = sampler_child(process.pid) if is_sampler(process.pid) else None
+                cpu = sampler_cpu(process.pid)
+                if cpu is not None and child is not None and alive(child):
+                    readings.append({"t": time.time(), "own_s": cpu[0], "children_s": cpu[1]})
             if time.monotonic() > deadline and not stopped_by_deadline:
                 say(f"{step}: past the run's time limit; SIGTERM to the sampler (it forwards it to the step)")
                 with contextlib.suppress(ProcessLookupError):
                     process.send_signal(signal.SIGTERM)
                 stopped_by_deadline = True
+            elif stopped_by_deadline and time.monotonic() > deadline + KILL_AFTER_S:
+                # A worker that outlives the step's process (main.py's mp.spawn child, its DataLoader
+                # workers: a SIGTERM to the parent kills only it) would hold the console pipe open and
+                # the run past its command limit: the step's whole process group goes.
+                say(f"{step}: output still open {KILL_AFTER_S:.0f} s after SIGTERM; SIGKILL to its process group")
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                output_done.wait(5.0)
             time.sleep(1.0)
 
     watcher = threading.Thread(target=watch, daemon=True)
@@ -224,6 +236,7 @@ def run_step(
             if tail and (now - last_progress > 10 or "Error" in tail or "Traceback" in tail):
                 say(f"{step}: {tail[:160]}")
                 last_progress = now
+    output_done.set()
     code = process.wait()
     watcher.join(timeout=5)
     finished = time.time()
@@ -329,6 +342,9 @@ def main() -> int:
             say(f"{step.name} {why}" + ("" if step is workload.steps[-1] else ": the steps after it are not run"))
             break
 
+    # The data files the steps wrote and read (the HDF5 file, the moments): their size on disk.
+    files = {item.name: {"path": item.path, "bytes": (workdir / item.path).stat().st_size}
+               for item in workload.data if (workdir / item.path).is_file()}  # fmt: skip
     manifest = {
         "format": "atlas-device-run/1",
         "run_id": run_id,
@@ -337,6 +353,8 @@ def main() -> int:
         **origin,
         "source": made.record,
         "data": data_record,
+        "data_files": files,
+        "profile_iters": os.environ.get("ATLAS_PROFILE_ITERS") or None,
         "inception_weights": weights,
         "shm": shm,
         "sampler_interval_s": args.interval,
@@ -355,6 +373,8 @@ def main() -> int:
         f"{workload.logs.root}/{experiment}_log.jsonl",
         f"{workload.logs.root}/{experiment}/metalog.txt",
         *(f"{workload.logs.root}/{experiment}/{n}.log" for n in ("G_loss", "D_loss_real", "D_loss_fake")),
+        # The patch's per-iteration timing and, when ATLAS_PROFILE_ITERS asked for it, the profile.
+        *(f"{workload.logs.root}/{experiment}/{n}" for n in ("timing.jsonl", "profile.json", "profile.txt")),
         *(f"{workload.logs.root}/{s['step']}.console.log" for s in steps),
         "data/ImageNet",
     ]

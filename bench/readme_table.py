@@ -381,7 +381,11 @@ def _sampler_cost(sampler: dict[str, Any], goal: float) -> str:
 def biggan_h200_rows(data: dict[str, Any], name: str) -> list[Row]:
     speed = data["train_speed"]
     train = next(s for s in data["steps"] if s["step"] == "train")
-    states = ", ".join(f"{s['step']} exit {s['exit_code']}" for s in data["steps"])
+    states = ", ".join(
+        f"{s['step']} exit {s['exit_code']}"
+        + (" (stopped at the driver's time limit)" if str(s.get("state", "")).startswith("Stopped") else "")
+        for s in data["steps"]
+    )
     gpus = (data.get("machine") or {}).get("gpus") or ["GPU not recorded"]
     source = data.get("source") or {}
     # The scale as the run recorded it: its differences from the full run, and its data.
@@ -400,11 +404,28 @@ def biggan_h200_rows(data: dict[str, Any], name: str) -> list[Row]:
             f"an iteration over {speed['steady_intervals']} intervals); "
             + _biggan_overall(speed)
             + f"; GPU utilization mean {train['gpu_utilization_percent_mean']:.1f} %; "
+            + _iteration_split(data.get("iteration_timing"))
             + _sampler_cost(train.get("sampler") or {}, data.get("sampler_goal_percent_of_a_core", 1.0))
             + f"; {states}",
             f"`bench/biggan_h200.py`, `{name}`",
         )
     ]
+
+
+def _iteration_split(timing: dict[str, Any] | None) -> str:
+    """The steady window of the patch's per-iteration timing (reason 7), where the run has it."""
+    window = next((w for w in (timing or {}).get("windows", []) if w["window"].startswith("steady (")), None)
+    if not window or not window["iterations"]:
+        return ""
+    share = window["share_percent"]
+    busy = window["gpu_busy_percent_mean"]
+    return (
+        f"steady state (iterations {window['first_itr']} to {window['last_itr']}, from the training process): "
+        f"data wait {share['data_s']:.1f} %, compute {share['compute_s']:.1f} %, checkpoint and logging "
+        f"{share['after_s']:.1f} % of the time, GPU busy "
+        + (f"**{busy:.1f} %**" if busy is not None else "not measured (no sampler samples in the window)")
+        + "; "
+    )
 
 
 def local_vs_script_rows(data: dict[str, Any], name: str) -> list[Row]:
@@ -683,6 +704,7 @@ class Renderer:
     pattern: str  # the raw files of the kind, under bench/results/
     rows: Callable[[dict[str, Any], str], list[Row]]
     module: str  # the bench that writes them: a commit older than its last change is flagged
+    environment: str | None = None  # only files that record this environment (one bench, two scales)
 
 
 RENDERERS: dict[str, Renderer] = {
@@ -707,7 +729,8 @@ RENDERERS: dict[str, Renderer] = {
     "warm_bootstrap": Renderer("warm-bootstrap-*.json", warm_bootstrap_rows, "bench/warm_bootstrap.py"),
     "language_host_start": Renderer("language-host-start-*.json", language_host_rows, "bench/language_host_start.py"),
     "gpu_check": Renderer("gpu-check-*.json", gpu_check_rows, "bench/gpu_check.py"),
-    "biggan_h200": Renderer("biggan-h200-*.json", biggan_h200_rows, "bench/biggan_h200.py"),
+    "biggan_h200": Renderer("biggan-h200-*.json", biggan_h200_rows, "bench/biggan_h200.py", "h200"),
+    "biggan_h200_seed": Renderer("biggan-h200-*.json", biggan_h200_rows, "bench/biggan_h200.py", "h200-seed"),
 }
 
 
@@ -724,6 +747,8 @@ def render(results: Path = RESULTS, changes_since: ChangesSince = git_changes_si
     lines = ["| what | figure | commit and machine | raw file |", "|---|---|---|---|"]
     for renderer in RENDERERS.values():
         files = sorted(results.glob(renderer.pattern))
+        if renderer.environment is not None:
+            files = [f for f in files if json.loads(f.read_text()).get("environment") == renderer.environment]
         if not files:
             continue
         newest, data = _newest(files)

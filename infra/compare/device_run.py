@@ -27,6 +27,7 @@ from infra.compare.device_records import (
     sampler_cost,
     train_speed,
 )
+from infra.compare.iteration_timing import parse_timing, profile_kernel_seconds, timing_report
 from infra.compare.records import EnvironmentRecords, Missing, TelemetryColumns, TrainingLog
 from infra.compare.telemetry import load_sampler_telemetry
 from infra.compare.training import training_log_from_text
@@ -217,13 +218,49 @@ def bench_result(folder: Path, workload: Workload | None = None) -> dict[str, An
             "iteration_marks": [[itr, t] for itr, t in training.iteration_marks],
         }
     return {
-        "bench": "bench/biggan_h200.py (BigGAN-PyTorch's three steps at the workload's h200 scale)",
+        "bench": "bench/biggan_h200.py (BigGAN-PyTorch's three steps at the workload's "
+        f"{manifest.get('environment')} scale)",
         **run_provenance(manifest),
         "run_id": manifest.get("run_id"),
         "environment": manifest.get("environment"),
         "source": manifest.get("source"),
         "sampler_goal_percent_of_a_core": 1.0,
         "train_speed": speed,
+        "data_files": manifest.get("data_files"),
+        "data": manifest.get("data"),
+        **iteration_records(folder, manifest, records, speed.get("images_per_iteration")),
         "steps": steps,
         "notes": list(records.notes),
     }
+
+
+def iteration_records(
+    folder: Path, manifest: dict[str, Any], records: EnvironmentRecords, images: int | None
+) -> dict[str, Any]:
+    """The patch's per-iteration timing (reason 7) against the sampler's GPU utilization, and the
+    profile torch.profiler wrote where the run asked for one; empty for a run from before them."""
+    experiment = str(manifest.get("experiment", ""))
+    text = _read(folder / "logs" / experiment / "timing.jsonl")
+    if text is None:
+        return {}
+    columns = records.telemetry.get("train")
+    samples = (
+        list(zip(columns.t.tolist(), columns.gpu_utilization_percent.tolist(), strict=True))
+        if isinstance(columns, TelemetryColumns)
+        else []
+    )
+    result: dict[str, Any] = {"iteration_timing": timing_report(parse_timing(text), images, samples)}
+    profile = _read(folder / "logs" / experiment / "profile.json")
+    if profile is not None:
+        summary = json.loads(profile)
+        kernels = profile_kernel_seconds(_read(folder / "logs" / experiment / "profile.txt") or "")
+        result["profile"] = {
+            "source": f"logs/{experiment}/profile.json and profile.txt (torch.profiler, reason 7)",
+            "iters_env": manifest.get("profile_iters"),
+            **summary,
+            # profile.txt's own total; profile.json's gpu_self_time_s counted user annotations too
+            # in runs before the patch left them out (2026-12-05: DDP.forward's 2.29 s).
+            "gpu_kernel_time_s": kernels,
+            "gpu_kernel_busy_percent": 100 * kernels / summary["wall_s"] if kernels and summary.get("wall_s") else None,
+        }
+    return result

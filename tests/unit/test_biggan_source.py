@@ -75,3 +75,33 @@ def test_the_patch_has_one_reason_per_section_and_one_file_per_section() -> None
         assert f"Reason {i + 1} (" in before
     assert WORKLOAD.source.patch == "workloads/biggan/biggan-torch2.patch"  # type: ignore[union-attr]
     assert WORKLOAD.source.commit in preamble  # type: ignore[union-attr]
+
+
+def test_the_seed_scale_keeps_the_seeds_train_arguments_and_says_what_it_changes() -> None:
+    from infra.workload.differences import step_differences
+    from infra.workload.model import input_override
+    from infra.workload.options import last_values
+
+    full = last_values(render_step(WORKLOAD, "train", "(the definition)").argv)
+    seed = last_values(render_step(WORKLOAD, "train", "h200-seed").argv)
+    for flag in (
+        "--G_ch",
+        "--D_ch",
+        "--batch_size",
+        "--num_G_accumulations",
+        "--num_D_accumulations",
+        "--num_D_steps",
+        "--G_lr",
+        "--D_lr",
+        "--save_every",
+        "--test_every",
+        "--num_workers",
+    ):
+        assert seed[flag] == full[flag], flag
+    assert seed["--G_ch"] == ("96",) and seed["--batch_size"] == ("128",) and seed["--num_D_accumulations"] == ("4",)
+    assert {k for k in seed if seed[k] != full.get(k)} == {"--num_epochs", "--num_inception_images"}
+    data = input_override(WORKLOAD, "h200-seed", "make-hdf5", "imagenet-train")
+    assert data is not None and data.images == 32768
+    # Every change is reported with its reason (the report's "Differs from the full run" notes).
+    changed = step_differences(WORKLOAD, "(the definition)", "h200-seed")
+    assert len(changed) >= 4

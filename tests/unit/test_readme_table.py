@@ -539,3 +539,30 @@ def test_cold_bootstrap_row_claims_overlap_only_where_the_phases_show_it(
 ) -> None:
     (_, figure, _), _ = readme_table.cold_ci_rows({**COLD_CI, "bootstrap_phases_s": phases}, "f.json")
     assert says in figure and absent not in figure
+
+
+def test_biggan_row_shows_the_steady_split_and_a_stopped_step() -> None:
+    data = _biggan(NEW_SPEED, SAMPLER)
+    data["steps"][0].update(exit_code=143, state="Stopped (the driver's time limit)")
+    window = {"window": "steady (epochs from the second, not profiled)", "iterations": 89, "first_itr": 65,
+              "last_itr": 153, "share_percent": {"data_s": 0.4, "copy_s": 0.1, "compute_s": 90.0, "after_s": 9.5},
+              "gpu_busy_percent_mean": 91.86}  # fmt: skip
+    data["iteration_timing"] = {"windows": [{**window, "window": "first epoch"}, window]}
+    ((_, figure, _),) = readme_table.biggan_h200_rows(data, "f.json")
+    assert "steady state (iterations 65 to 153, from the training process): data wait 0.4 %, compute 90.0 %" in figure
+    assert "GPU busy **91.9 %**" in figure and "train exit 143 (stopped at the driver's time limit)" in figure
+    window["gpu_busy_percent_mean"] = None
+    ((_, figure, _),) = readme_table.biggan_h200_rows(data, "f.json")
+    assert "GPU busy not measured (no sampler samples in the window)" in figure
+    del data["iteration_timing"]
+    ((_, figure, _),) = readme_table.biggan_h200_rows(data, "f.json")
+    assert "steady state" not in figure
+
+
+def test_one_bench_two_scales_each_its_own_row(tmp_path: Path) -> None:
+    for name, environment in (("biggan-h200-a.json", "h200"), ("biggan-h200-b-seed.json", "h200-seed")):
+        data = {**_biggan(NEW_SPEED, SAMPLER), "environment": environment, "run_id": f"{environment}-20261205T000000Z"}
+        (tmp_path / name).write_text(json.dumps(data))
+    table = readme_table.render(tmp_path, changes_since=lambda *_: None)
+    assert "biggan-h200-a.json" in table
+    assert "biggan-h200-b-seed.json" in table
