@@ -19,6 +19,7 @@ from infra.outputs import OUTPUTS_VERSION
 from infra.toolchain.pins import REPO_ROOT
 from localenv import kube, satori
 from localenv.layout import Layout
+from localenv.pki_files import NODE_NAME
 from tests.e2e.pulumi_cli import PulumiProject, local_openshift
 from tests.e2e.pulumi_cli import satori_ssh as ssh
 from tests.support import wait_until
@@ -134,9 +135,14 @@ def test_one_up_one_destroy_for_every_side(stack, kube_env, satori_env):
     image = envs["openshift"]["image"]
     assert "@sha256:" in image, image
     digest = image.split("@", 1)[1]
+    # The containers that ran, on the real node: KWOK's simulated pods run nothing, so their
+    # statuses carry no imageID (the training pods above are theirs).
+    ran = [p for p in api(kube_env, f"/api/v1/namespaces/{ns}/pods")["items"]
+           if p["spec"].get("nodeName") == NODE_NAME]
+    assert ran, "no pod of the run ran on the real node"
     image_ids = {
         status["imageID"].rsplit("@", 1)[-1]
-        for p in api(kube_env, f"/api/v1/namespaces/{ns}/pods")["items"]
+        for p in ran
         for status in p["status"].get("containerStatuses") or []
     }
     assert image_ids == {digest}, image_ids
