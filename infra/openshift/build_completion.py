@@ -47,7 +47,7 @@ from infra.dynamic.inputs import changed
 from infra.errors import ActionableError
 from infra.kubeapi import KubeApi, KubeRequestError
 from infra.kubeconfig import resolve_context
-from infra.openshift.completion import ApiAccess, api_request
+from infra.openshift.completion import ApiAccess, api_request, follow_until_finished
 from infra.validation import mask_url_credentials
 
 BUILD_API = "/apis/build.openshift.io/v1"
@@ -60,7 +60,6 @@ LOCAL_LOG_ANNOTATION = "atlas.dev/build-log"
 FAILED_PHASES = ("Failed", "Error", "Cancelled")
 LOG_TAIL_LINES = 20
 WATCH_WINDOW_S = 10
-RETRY_S = 2.0  # after the API server did not answer
 
 
 class BuildFailed(ActionableError):
@@ -241,28 +240,9 @@ def wait_for_build(
     end of its log) if it did not complete, or did not end within `timeout_s`. `report` hears each
     new note while it waits. A dropped connection is retried (waiting changes nothing)."""
     deadline = time.monotonic() + timeout_s
-    notes: list[str] = [""]
-
-    def note(text: str) -> None:
-        if text != notes[-1]:
-            report(text)
-            notes.append(text)
-
-    while True:
-        try:
-            progress, build = _follow(api, target, deadline, timeout_s, note)
-        except urllib.error.HTTPError:
-            raise
-        except (OSError, urllib.error.URLError) as error:
-            if time.monotonic() > deadline:
-                raise BuildFailed(
-                    f"{target.label}: the API server did not answer ({error}) until the wait ended"
-                ) from None
-            note(f"the API server did not answer ({error}); asking again")
-            time.sleep(RETRY_S)
-            continue
-        if progress.finished:
-            break
+    progress, build = follow_until_finished(
+        lambda note: _follow(api, target, deadline, timeout_s, note), lambda found: found[0].finished, deadline,
+        report, lambda text: BuildFailed(f"{target.label}: {text}"))
     if not progress.succeeded:
         log, log_from = _read_log(api, target, build)
         raise BuildFailed(failure_text(target, build, progress, log, log_from))

@@ -31,7 +31,7 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pulumi
 import pulumi.dynamic
@@ -49,6 +49,7 @@ LOG_TAIL_LINES = 20
 WATCH_WINDOW_S = 10
 AFTER_FAILURE_WINDOW_S = 1
 RETRY_S = 2.0  # after the API server did not answer
+Followed = TypeVar("Followed")
 # How long a pod may wait for a claim to bind before the step is failed: what pulumi-kubernetes
 # gives a claim to bind when it awaits one (the claims are created with skipAwait).
 UNBOUND_CLAIM_LIMIT_S = 300
@@ -339,13 +340,13 @@ def _log_tail(api: KubeApi, namespace: str, pod: str) -> str:
         return ""  # no log to show (a simulated node, or the pod is gone): the message stands without
 
 
-def wait_for_step(
-    api: KubeApi, job: StepJob, timeout_s: float, report: Callable[[str], None] = lambda _note: None
-) -> StepProgress:
-    """Follow a Job's pods until the step succeeded; raise StepFailed if it failed, vanished or
-    did not finish within `timeout_s`. `report` hears each new note while it waits. A dropped
-    connection to the API server is retried (the wait changes nothing, so it is safe to)."""
-    deadline = time.monotonic() + timeout_s
+def follow_until_finished(
+    follow: Callable[[Callable[[str], None]], Followed], finished: Callable[[Followed], bool], deadline: float,
+    report: Callable[[str], None], unanswered: Callable[[str], Exception],
+) -> Followed:
+    """Call `follow` (one list, then a watch) until `finished` says what it found has ended. A
+    dropped connection to the API server is retried until `deadline` (the wait changes nothing, so
+    it is safe to), then `unanswered(why)` is raised; `report` hears each new note once."""
     notes: list[str] = [""]
 
     def note(text: str) -> None:
@@ -355,17 +356,29 @@ def wait_for_step(
 
     while True:
         try:
-            progress = _follow(api, job, deadline, timeout_s, note)
+            found = follow(note)
         except urllib.error.HTTPError:
             raise
         except (OSError, urllib.error.URLError) as error:  # refused, reset, timed out: not an answer
             if time.monotonic() > deadline:
-                raise StepFailed(f"{job.label}: the API server did not answer ({error}) until the wait ended") from None
+                raise unanswered(f"the API server did not answer ({error}) until the wait ended") from None
             note(f"the API server did not answer ({error}); asking again")
             time.sleep(RETRY_S)
             continue
-        if progress.finished:
-            break
+        if finished(found):
+            return found
+
+
+def wait_for_step(
+    api: KubeApi, job: StepJob, timeout_s: float, report: Callable[[str], None] = lambda _note: None
+) -> StepProgress:
+    """Follow a Job's pods until the step succeeded; raise StepFailed if it failed, vanished or
+    did not finish within `timeout_s`. `report` hears each new note while it waits. A dropped
+    connection to the API server is retried (the wait changes nothing, so it is safe to)."""
+    deadline = time.monotonic() + timeout_s
+    progress = follow_until_finished(
+        lambda note: _follow(api, job, deadline, timeout_s, note), lambda found: found.finished, deadline, report,
+        lambda text: StepFailed(f"{job.label}: {text}"))
     if progress.succeeded:
         return progress
     tail = _log_tail(api, job.namespace, progress.pod) if progress.pod else ""
