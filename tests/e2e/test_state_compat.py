@@ -49,6 +49,12 @@ REPLACING_OPS = {"replace", "create-replacement", "delete-replaced", "delete", "
 # file: pulumi-kubernetes replaces a ConfigMap whose data changes (so the Deployment that mounts it
 # by its auto-name rolls, an update), and the monitor's holds its app. Nothing of the run is in it.
 CODE_CONFIG_MAPS = {"openshift-monitor-app": "infra/openshift/monitor_app.py"}
+# Atlas's helper Jobs before the pipeline (making the volumes' folders, staging data), replaced by
+# design when Atlas's rendering of their pod template changes (issue 34 hardened it: read-only root,
+# a /tmp scratch volume): a Job's template cannot be changed in place. Each is idempotent (`mkdir -p`;
+# stage_data.py's marker), so the new one finds its work done; nothing of the run is in them. The
+# pipeline's step Jobs, which are the run, are never replaced.
+HELPER_PARENT = "atlas:openshift:DataStaging"
 # Resources the new code adds beside the old ones by design, and why: nothing of the run is in them.
 # The build's completion (issue 34): `up` waits on the Build, not on the ImageStream's tag; created
 # over an old stack it finds the build done and reads the same image, so no Job changes.
@@ -186,6 +192,19 @@ def code_rollout(urn: str, steps: list[dict[str, Any]], old_tree: Path) -> bool:
     return data_alone and (old_tree / code).read_bytes() != (REPO_ROOT / code).read_bytes()
 
 
+def helper_rerun(urn: str, steps: list[dict[str, Any]]) -> bool:
+    """A replacement of a helper Job under HELPER_PARENT for its pod template alone (or the
+    completion that waits on such a Job, which follows it)."""
+    parent, _, name = urn.rpartition("::")
+    if not parent.rpartition("$")[0].endswith(HELPER_PARENT):
+        return False
+    if parent.endswith("$pulumi-python:dynamic/openshift:JobCompletion"):
+        return name.endswith("-done")
+    reasons = {reason for step in steps for reason in step.get("replaceReasons") or ()}
+    return (parent.endswith("$kubernetes:batch/v1:Job") and bool(reasons)
+            and all(reason.startswith("spec.template.") for reason in reasons))
+
+
 def test_old_stack_refreshed_updated_destroyed_by_new_code(upgrade, kube_env, satori_env):
     started = time.monotonic()
     run = uuid.uuid4().hex[:6]
@@ -234,7 +253,13 @@ def test_old_stack_refreshed_updated_destroyed_by_new_code(upgrade, kube_env, sa
                                               for step in steps[urn]]}
                      for urn, op in ops.items()
                      if REPLACING_OPS & set(op) and not code_rollout(urn, steps[urn], upgrade.old_tree)}
+        helpers = {urn for urn in replacing if helper_rerun(urn, steps[urn])}
+        replacing = {urn: why for urn, why in replacing.items() if urn not in helpers}
         assert not replacing, f"the new code replaces or deletes what the old one made: {replacing}"
+        # A replaced helper Job is followed by its completion, and a completion only by its Job.
+        helper_jobs = {urn.rpartition("::")[2] for urn in helpers if "$kubernetes:batch/v1:Job::" in urn}
+        helper_waits = {urn.rpartition("::")[2].removesuffix("-done") for urn in helpers if urn.endswith("-done")}
+        assert helper_waits <= helper_jobs, f"a helper's completion replaced without its Job: {helpers}"
         created = {urn for urn, op in ops.items() if op == ["create"]}
         added = {urn for urn in created if urn.rpartition("::")[0].rpartition("$")[2] in ADDED_BY_DESIGN}
         assert not created - added, f"new resources beside the old ones (a changed type, name or parent?): {created}"
@@ -249,6 +274,7 @@ def test_old_stack_refreshed_updated_destroyed_by_new_code(upgrade, kube_env, sa
             s["job"] for s in old_outputs["environments"]["openshift"]["steps"]
         }
         assert len(ssh(satori_env, "squeue -h -t all -o %i").split()) == jobs_before, "nothing resubmitted"
+        assert_helpers_found_their_work_done(kube_env, ns, helper_jobs)
         assert {r["urn"] for r in state_resources(new)} == old_urns | added
 
         staged = staged_paths(old_state) | staged_paths(state_resources(new))
@@ -289,6 +315,20 @@ def test_old_hpc_stack_destroyed_by_new_code(upgrade, satori_env):
         upgrade.new.run("stack", "rm", "--yes", "-s", STACK, check=False)
         ssh(satori_env, f"rm -rf ~/{remote}")
     print(f"state compatibility, old HPC stack destroyed: {time.monotonic() - started:.0f} s")
+
+
+def assert_helpers_found_their_work_done(kube_env: Layout, ns: str, helper_jobs: set[str]) -> None:
+    """Each replaced helper Job ran again and succeeded; a staging one found its data in place
+    (stage_data.py's marker) and copied nothing."""
+    jobs = kube.api_get(kube_env, f"/apis/batch/v1/namespaces/{ns}/jobs")["items"]
+    by_resource = {name: [j for j in jobs if j["metadata"]["name"].startswith(f"{name}-")] for name in helper_jobs}
+    for name, found in by_resource.items():
+        assert len(found) == 1, f"{name}: the old Job and its replacement both left, or none: {found}"
+        (job,) = found
+        assert job["status"].get("succeeded"), (name, job["status"])
+        if not name.endswith("-volumes"):
+            log = kube.kubectl(kube_env, "logs", "-n", ns, f"job/{job['metadata']['name']}")
+            assert "already holds" in log, (name, log)
 
 
 def staged_paths(resources: list[dict[str, Any]]) -> set[str]:

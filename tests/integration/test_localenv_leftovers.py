@@ -16,6 +16,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -58,9 +60,18 @@ def kill_all(layout: Layout) -> list[str]:
     return killed
 
 
-def test_the_next_up_removes_what_a_killed_environment_left(tmp_path: Path) -> None:
-    dead = Layout(state_dir=tmp_path / "deleted-env", ports=Ports(PORT_BASE))
-    nxt = Layout(state_dir=tmp_path / "next-env", ports=Ports(PORT_BASE))
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A folder under /tmp for the environments' state: pytest's tmp_path is too long for the
+    kubelet's unix sockets (107 bytes), which `localenv up` refuses."""
+    folder = Path(tempfile.mkdtemp(prefix="atl-left-", dir="/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_next_up_removes_what_a_killed_environment_left(short_dir: Path) -> None:
+    dead = Layout(state_dir=short_dir / "deleted-env", ports=Ports(PORT_BASE))
+    nxt = Layout(state_dir=short_dir / "next-env", ports=Ports(PORT_BASE))
     dead_paths = NodePaths(dead)
     try:
         for part in ("kube", "node"):
@@ -89,9 +100,9 @@ def test_the_next_up_removes_what_a_killed_environment_left(tmp_path: Path) -> N
     assert NodePaths(nxt).bridge not in bridges()
 
 
-def test_a_running_environment_without_its_folder_is_refused_then_stopped_from_anywhere(tmp_path: Path) -> None:
-    orphan = Layout(state_dir=tmp_path / "orphan-env", ports=Ports(PORT_BASE))
-    other = tmp_path / "other-env"
+def test_a_running_environment_without_its_folder_is_refused_then_stopped_from_anywhere(short_dir: Path) -> None:
+    orphan = Layout(state_dir=short_dir / "orphan-env", ports=Ports(PORT_BASE))
+    other = short_dir / "other-env"
     try:
         started = localenv(orphan.state_dir, "up", "--only", "kube")
         assert started.returncode == 0, started.stdout + started.stderr
