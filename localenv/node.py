@@ -257,6 +257,18 @@ def git_uri(layout: Layout) -> str:
     return f"git://{LOOPBACK}:{layout.ports.git}/{GIT_REPOSITORY}"
 
 
+def _git_daemon_program() -> Path:
+    """git's own git-daemon program, run directly: `git daemon` runs it as a child, so its pid
+    file would name the `git` parent, and a SIGKILL to that (a killed environment) would leave
+    the daemon holding the port."""
+    exec_path = subprocess.run(["git", "--exec-path"], capture_output=True, text=True, check=True).stdout.strip()
+    program = Path(exec_path) / "git-daemon"
+    if not program.is_file():
+        raise LocalEnvError(f"git's daemon program is not at {program} (`git --exec-path`): install git "
+                            "(Debian's git package has it) and run `scripts/localenv up` again")
+    return program
+
+
 def _start_builds(layout: Layout, say: Callable[[str], None]) -> None:
     """The Git server and the BuildConfig runner (localenv/builds.py, a stand-in)."""
     ds = daemons(layout)
@@ -271,8 +283,8 @@ def _start_builds(layout: Layout, say: Callable[[str], None]) -> None:
         say(f"node: serving this repository at {git_uri(layout)} (git daemon)")
         # Only this one repository is exported: the base path holds only its link, and git daemon
         # refuses paths with `..` in them.
-        ds["git-daemon"].start(["git", "daemon", "--reuseaddr", f"--listen={LOOPBACK}", f"--port={layout.ports.git}",
-                                f"--base-path={served}", "--export-all", str(served)])
+        ds["git-daemon"].start([str(_git_daemon_program()), "--reuseaddr", f"--listen={LOOPBACK}",
+                                f"--port={layout.ports.git}", f"--base-path={served}", "--export-all", str(served)])
         wait_for(lambda: port_open(layout.ports.git), "git daemon to listen", 15, ds["git-daemon"])
     if not ds["build-runner"].running():
         pki = Pki(layout.kube_dir / "pki")

@@ -23,11 +23,12 @@ from pathlib import Path
 import pytest
 
 from infra.toolchain.pins import REPO_ROOT
-from localenv import node, records
+from localenv import images, kube, node, records
 from localenv.cli import running_daemons
 from localenv.layout import Layout, Ports
 from localenv.node_config import NodePaths
 from localenv.procs import port_open
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("root")]
 PORT_BASE = 19300  # pod subnet 10.201.193.0/24: no other test uses it
@@ -47,6 +48,32 @@ def bridges() -> set[str]:
 
 def cgroup_exists(name: str) -> bool:
     return Path("/sys/fs/cgroup/memory", name.lstrip("/")).is_dir()
+
+
+def start_pod(layout: Layout) -> None:
+    """A pod on the real node that runs until killed: the pause image, which the node has."""
+    pod = {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "holder", "namespace": "default"},
+        "spec": {
+            "restartPolicy": "Never",
+            "nodeSelector": {node.NODE_KIND_LABEL: "kubelet"},
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [{"name": "hold", "image": images.pause_image(layout),
+                            "resources": {"limits": {"cpu": "50m", "memory": "32Mi"}}}],
+        },
+    }
+    kube.kubectl(layout, "apply", "-f", "-", stdin=json.dumps(pod))
+
+
+def running_pod_ip(layout: Layout) -> str | None:
+    status = json.loads(kube.kubectl(layout, "get", "pod", "holder", "-n", "default", "-o", "json"))["status"]
+    return status.get("podIP") if status.get("phase") == "Running" else None
+
+
+def route_device(address: str) -> str:
+    """The interface this machine sends packets for `address` out of."""
+    found = subprocess.run(["ip", "-j", "route", "get", address], capture_output=True, text=True, check=True)
+    return str(json.loads(found.stdout)[0]["dev"])
 
 
 def kill_all(layout: Layout) -> list[str]:
@@ -77,7 +104,11 @@ def test_the_next_up_removes_what_a_killed_environment_left(short_dir: Path) -> 
         for part in ("kube", "node"):
             started = localenv(dead.state_dir, "up", "--only", part)
             assert started.returncode == 0, started.stdout + started.stderr
-        assert dead_paths.bridge in bridges() and cgroup_exists(dead_paths.cgroup_root)
+        # A pod running: the CNI makes the node's bridge on the first pod's network set-up.
+        start_pod(dead)
+        wait_until(lambda: dead_paths.bridge in bridges(), f"the node's bridge {dead_paths.bridge}", 120,
+                   detail=lambda: kube.kubectl(dead, "get", "pods", "-o", "wide"))
+        assert cgroup_exists(dead_paths.cgroup_root)
         assert records.find_record(dead.state_dir) is not None
         # Its folder deleted while it runs, then every process of it killed.
         shutil.rmtree(dead.state_dir, ignore_errors=True)
@@ -92,7 +123,11 @@ def test_the_next_up_removes_what_a_killed_environment_left(short_dir: Path) -> 
         node_up = localenv(nxt.state_dir, "up", "--only", "node")
         assert node_up.returncode == 0, node_up.stdout + node_up.stderr
         assert node.ready(nxt)["ready"]
-        assert NodePaths(nxt).bridge in bridges()
+        # What broke before: the host reaches the new node's pods by the new bridge, not a dead one's.
+        start_pod(nxt)
+        pod_ip = wait_until(lambda: running_pod_ip(nxt), "the next node's pod to run", 120,
+                            detail=lambda: kube.kubectl(nxt, "get", "pods", "-o", "wide"))
+        assert route_device(pod_ip) == NodePaths(nxt).bridge, (pod_ip, bridges())
     finally:
         localenv(nxt.state_dir, "down")
         localenv(dead.state_dir, "down", "--state-dir", str(dead.state_dir))

@@ -17,11 +17,14 @@ from pathlib import Path
 import pytest
 
 from infra.toolchain.pins import REPO_ROOT
+from localenv import netpol
+from localenv.system import ensure_packages
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("root")]
 
 
 def test_cleanup_removes_its_chains_jumps_and_sets_and_nothing_else(tmp_path: Path) -> None:
+    ensure_packages(netpol.PACKAGES)  # iptables and ipset, as the node installs them
     unshare = shutil.which("unshare")
     assert unshare, "unshare (util-linux) is not installed"
     owner_file = tmp_path / "kube-router.owner"
