@@ -6,6 +6,8 @@ So everything is downloaded and compiled as on a fresh machine; only Go, Python 
 Debian archive are the machine's own. Then a second run of the same copy (warm: stamps only).
 
     .venv/bin/python -m bench.cold_bootstrap
+    .venv/bin/python -m bench.cold_bootstrap --record LOG --commit SHA
+        (a bootstrap run by hand on a fresh machine, every cache empty: its printed log)
 
 Writes bench/results/cold-bootstrap-<date>.json: each phase's seconds (the bootstrap's own
 `--timings`), the total wall time, and the load average before and after (run it on an idle
@@ -14,9 +16,11 @@ machine: the figure is only as good as the quiet around it). Goal: <= 20 minutes
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.provenance import run_record, write_result
+from bench.provenance import Commit, run_record, write_result
 from bench.stats import RESULTS, now_utc
 from infra.toolchain.pins import REPO_ROOT
 
@@ -39,7 +43,60 @@ def copy_repository(dest: Path) -> None:
             shutil.copy2(source, dest / name)
 
 
+# The bootstrap's last line: "bootstrap  32m29s done; toolchain in DIR (venv 66s, pulumi fetch 113s, ..., total 1950s)".
+DONE_LINE = re.compile(r"^bootstrap +\S+ done; toolchain in (\S+) \((.*)\)$", re.M)
+PHASE = re.compile(r"([\w.-]+(?: fetch| compile)?) (\d+)s")
+# Its first: "bootstrap   0m00s go version go1.26.8 linux/amd64".
+GO_LINE = re.compile(r"^bootstrap +\S+ (go version .*)$", re.M)
+
+
+def parse_log(log: str) -> dict[str, float]:
+    """Each phase's seconds from a bootstrap's printed log (its last line), `total` among them."""
+    done = DONE_LINE.search(log)
+    if done is None:
+        raise ValueError("no `done; toolchain in ...` line: the bootstrap did not finish (or this is not its log)")
+    phases = {name: float(seconds) for name, seconds in PHASE.findall(done.group(2))}
+    if "total" not in phases:
+        raise ValueError(f"the bootstrap's last line has no total: {done.group(0)!r}")
+    return phases
+
+
+def record(log_path: Path, commit: str) -> int:
+    """A bootstrap run by hand on a fresh machine (a new session's: nothing in any cache)."""
+    log = log_path.read_text()
+    phases = parse_log(log)
+    go = GO_LINE.search(log)
+    result = {
+        "bench": "cold_bootstrap",
+        "date": now_utc(),
+        **run_record(commit=Commit(commit, False, (), "the checkout the bootstrap ran in (clean: git status)")),
+        "what": "scripts/bootstrap (as the log shows: --with apptainer where an apptainer step is in it) on a fresh "
+                "machine, every cache empty; recorded from its printed log",
+        "go": go.group(1) if go else "not recorded: no `go version` line in the log",
+        "load_average_before": "not measured: a bootstrap run by hand, its log has no load average",
+        "cold_total_s": phases["total"],
+        "phases_s": phases,
+        "warm_rerun_s": "not measured: a bootstrap run by hand",
+        "goal_s": 1200,
+    }
+    out = write_result(result, RESULTS / f"cold-bootstrap-{dt.date.today().isoformat()}.json")
+    print(f"bench: {phases['total']:.0f} s cold; wrote {out.relative_to(REPO_ROOT)}")
+    return 0
+
+
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--record", type=Path, help="the printed log of a bootstrap run by hand on a fresh machine")
+    parser.add_argument("--commit", default="HEAD", help="with --record: the commit it ran on")
+    args = parser.parse_args()
+    if args.record:
+        commit = subprocess.run(["git", "rev-parse", args.commit], cwd=REPO_ROOT, capture_output=True, text=True,
+                                check=True).stdout.strip()
+        return record(args.record, commit)
+    return measure()
+
+
+def measure() -> int:
     origin = run_record()  # the copy below takes the working tree as it is now, uncommitted changes included
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="atlas-cold-") as tmp:

@@ -566,3 +566,29 @@ def test_one_bench_two_scales_each_its_own_row(tmp_path: Path) -> None:
     table = readme_table.render(tmp_path, changes_since=lambda *_: None)
     assert "biggan-h200-a.json" in table
     assert "biggan-h200-b-seed.json" in table
+
+
+@pytest.mark.parametrize(("bootstrap_date", "figure", "says", "listed"), [
+    # A bootstrap alone, newer than the cold CI: its figure, and the fresh run's estimate over the goal.
+    ("2026-12-06", "**32 min 30 s**", "(2026-12-06, Apptainer included)", True),
+    # Older than the cold CI's own bootstrap: the cold CI's stands, and the file is not cited.
+    ("2026-12-01", "**14 min 15 s**", "(2026-12-04)", False),
+])
+def test_build_times_take_the_newest_cold_bootstrap(
+    tmp_path: Path, bootstrap_date: str, figure: str, says: str, listed: bool
+) -> None:
+    files = {
+        "cold-ci-2026-12-04.json": {"date": "2026-12-04T10:00:00Z", "machine": {"cpus": 2},
+                                    "bootstrap_phases_s": {"total": 855.0}, "bootstrap_s": 855.0,
+                                    "total_s": 2631.0, "pytest_result": "1522 passed"},
+        "warm-ci-2026-12-05.json": {"date": "2026-12-05T10:00:00Z", "total_s": 2500.0, "pytest_result": "2515 passed"},
+        f"cold-bootstrap-{bootstrap_date}.json": {"date": f"{bootstrap_date}T01:00:00Z", "cold_total_s": 1950.0,
+                                                  "phases_s": {"apptainer compile": 330.0, "total": 1950.0}},
+    }
+    for name, data in files.items():
+        (tmp_path / name).write_text(json.dumps(data))
+    times = readme_table.build_times(tmp_path)
+    assert f"builds the toolchain from source: {figure}" in times and says in times, times
+    assert (f"cold-bootstrap-{bootstrap_date}.json" in times) is listed, times
+    # 41 min 40 s warm + 32 min 30 s is over an hour; + 14 min 15 s is under.
+    assert ("over the one-hour goal" in times) is listed, times
