@@ -592,3 +592,15 @@ def test_build_times_take_the_newest_cold_bootstrap(
     assert (f"cold-bootstrap-{bootstrap_date}.json" in times) is listed, times
     # 41 min 40 s warm + 32 min 30 s is over an hour; + 14 min 15 s is under.
     assert ("over the one-hour goal" in times) is listed, times
+
+
+@pytest.mark.parametrize(("total", "over"), [(1950.0, True), (855.0, False)])
+def test_cold_bootstrap_row_says_when_it_is_over_its_goal(total: float, over: bool) -> None:
+    data = {"phases_s": {"venv": 66.0, "pulumi-resource-kubernetes compile": 551.0, "apptainer compile": 330.0,
+                         "etcd fetch": 19.0, "total": total},
+            "cold_total_s": total, "goal_s": 1200, "command_line": ["python", "-m", "bench.cold_bootstrap", "--record"]}
+    ((what, figure, source),) = readme_table.cold_bootstrap_rows(data, "bench/results/cold-bootstrap-x.json")
+    assert "(Apptainer included)" in what and "recorded from its log" in what
+    assert f"**{readme_table._minutes(total)}**" in figure
+    assert ("**over the goal**" in figure) is over, figure
+    assert "pulumi-resource-kubernetes 9 min 11 s" in figure and source.endswith("cold-bootstrap-x.json`")
