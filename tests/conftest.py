@@ -10,7 +10,7 @@ import pytest
 from localenv import kube, kube_user, node
 from localenv.cli import clean_up_after_others
 from localenv.layout import Layout, default_layout
-from tests.support import ProjectUserSite
+from tests.support import ProjectUserSite, forget_if_stopped
 
 
 @pytest.fixture(scope="session")
@@ -31,6 +31,7 @@ def kube_env(root: None) -> Iterator[Layout]:
         node.down(layout, print)
     if started:
         kube.down(layout, print)
+    forget_if_stopped(layout)
 
 
 @pytest.fixture(scope="session")
@@ -45,6 +46,7 @@ def kube_api_env() -> Iterator[Layout]:
     yield layout
     if started:
         kube.down(layout, print)
+    forget_if_stopped(layout)
 
 
 def start_clean_cluster(layout: Layout) -> None:
@@ -89,6 +91,7 @@ def satori_env(root: None) -> Iterator[Layout]:
     yield layout
     if started:
         satori.down(layout)
+    forget_if_stopped(layout)
 
 
 @pytest.fixture(scope="session")
@@ -103,6 +106,7 @@ def moto_env() -> Iterator[Layout]:
     yield layout
     if started:
         moto.down(layout)
+    forget_if_stopped(layout)
 
 
 @pytest.fixture(scope="session")
@@ -119,6 +123,7 @@ def site_env(satori_env: Layout) -> Iterator[Layout]:
     yield satori_env
     if started:
         site.down(satori_env)
+    forget_if_stopped(satori_env)
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ import pytest
 from localenv import satori
 from localenv.layout import Layout, Ports
 from localenv.procs import LocalEnvError, port_open
-from tests.support import wait_until
+from tests.support import forget_if_stopped, wait_until
 
 pytestmark = [
     pytest.mark.integration,
@@ -53,6 +53,7 @@ def layout() -> Iterator[Layout]:
         for port in (lay.ports.sshd, lay.ports.slurmctld, lay.ports.slurmd):
             assert not port_open(port), f"port {port} still open after down"
     finally:
+        forget_if_stopped(lay)
         shutil.rmtree(state, ignore_errors=True)
 
 
@@ -237,6 +238,7 @@ def test_a_taken_port_is_a_clear_error() -> None:
                 satori.up(other)
         assert not satori.status(other)["slurm"]["running"]
     finally:
+        forget_if_stopped(other)
         shutil.rmtree(state, ignore_errors=True)
 
 
