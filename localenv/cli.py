@@ -161,8 +161,16 @@ def stop_recorded(record: records.EnvRecord, say: Callable[[str], None]) -> None
             cmd_down(layout, [part], say=say)
         except LocalEnvError as exc:
             say(f"{part}: {exc}")
-    if not running_daemons(layout):
-        shutil.rmtree(layout.record_dir, ignore_errors=True)
+    forget_if_stopped(layout)
+
+
+def forget_if_stopped(layout: Layout) -> bool:
+    """Forget the environment's record (localenv/records.py) once none of its daemons runs: then
+    nothing of it is left for a later `up` to clean. Whether it was forgotten."""
+    if running_daemons(layout):
+        return False
+    shutil.rmtree(layout.record_dir, ignore_errors=True)
+    return True
 
 
 def cmd_up(layout: Layout, parts: Sequence[str], settings: kube.KubeSettings) -> None:
@@ -202,8 +210,8 @@ def cmd_down(layout: Layout, parts: Sequence[str], say: Callable[[str], None] | 
         node.down(layout, say)
     if "kube" in parts:
         kube.down(layout, say)
-    if set(PARTS) <= set(parts) and not running_daemons(layout):
-        shutil.rmtree(layout.record_dir, ignore_errors=True)  # nothing of it runs: forget it
+    if set(PARTS) <= set(parts):
+        forget_if_stopped(layout)
     say("down")
 
 

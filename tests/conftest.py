@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import pytest
 
 from localenv import kube, kube_user, node
-from localenv.cli import clean_up_after_others
+from localenv.cli import clean_up_after_others, forget_if_stopped
 from localenv.layout import Layout, default_layout
-from tests.support import ProjectUserSite, forget_if_stopped
+from tests.support import ProjectUserSite
 
 
 @pytest.fixture(scope="session")

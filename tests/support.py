@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import shutil
 import socket
 import time
 import uuid
@@ -100,13 +99,3 @@ class ProjectUserSite:
     @property
     def env(self) -> dict[str, str]:
         return {"KUBECONFIG": self.kubeconfig.kubeconfig_env}
-
-
-def forget_if_stopped(layout: Layout) -> None:
-    """Forget a local environment's record (/run/atlas/envs/<id>/) once none of its daemons runs,
-    as `scripts/localenv down` does: a fixture that stops the parts one by one would otherwise leave
-    it for the next `up` to find as an environment stopped without `down`."""
-    from localenv.cli import running_daemons
-
-    if not running_daemons(layout):
-        shutil.rmtree(layout.record_dir, ignore_errors=True)

@@ -22,9 +22,10 @@ import paramiko
 import pytest
 
 from localenv import satori
+from localenv.cli import forget_if_stopped
 from localenv.layout import Layout, Ports
 from localenv.procs import LocalEnvError, port_open
-from tests.support import forget_if_stopped, wait_until
+from tests.support import wait_until
 
 pytestmark = [
     pytest.mark.integration,

@@ -16,7 +16,6 @@ from infra.errors import AtlasConfigError
 from infra.hpc.lsf.hosts import parse_lsload_gpu
 from infra.hpc.remote import SshEndpoint, SshHop
 from infra.hpc.slurm.nodes import gpu_types, parse_sinfo_nodes
-from infra.hpc.ssh import resolve
 from infra.hpc.ssh.resolve import refuse_real_route, resolve_endpoint
 from infra.hpc.target import HpcConfigError, HpcTarget
 from infra.job_records import HpcNode, mock_gpu_nodes
@@ -261,16 +260,6 @@ def endpoint(host: str, *jumps: SshHop) -> SshEndpoint:
 def test_a_route_is_local_for_the_hops_reached_on_this_machine(route: SshEndpoint, facts: list[str]) -> None:
     assert [f.what for f in route.stand_in_facts()] == facts
     assert all(f.kind == LOCAL_STAND_IN for f in route.stand_in_facts())
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
-    monkeypatch.setattr(resolve, "SYSTEM_CONFIG", tmp_path / "no-system-config")
-    monkeypatch.setattr(resolve, "GLOBAL_KNOWN_HOSTS", (str(tmp_path / "no-global-known-hosts"),))
-    (tmp_path / ".ssh").mkdir()
-    return tmp_path
 
 
 def test_an_alias_that_resolves_to_loopback_cannot_be_called_real(home: Path) -> None:

@@ -16,7 +16,7 @@ import pytest
 from infra.hpc.provider_inputs import check_ssh, endpoint_from, same_login
 from infra.hpc.providers import BatchJobProvider, StagedFilesProvider, endpoint_inputs, ssh_inputs
 from infra.hpc.remote import AGENT_FROM_ENVIRONMENT
-from infra.hpc.ssh import NoKeyError, check_endpoint, resolve, resolve_endpoint
+from infra.hpc.ssh import NoKeyError, check_endpoint, resolve_endpoint
 from infra.hpc.ssh.agent import agent_location
 from infra.hpc.ssh.keys import DEFAULT_IDENTITY_FILES
 from infra.hpc.target import HpcConfigError, HpcTarget
@@ -25,16 +25,6 @@ from tests.unit.test_hpc_providers import SSH, job_inputs, staged_inputs
 KEY_A = "AAAAC3NzaC1lZDI1NTE5AAAAIGZ0b2tlbnRvYmVyZXBsYWNlZGJ5YXJlYWxrZXk="
 KEY_B = "AAAAC3NzaC1lZDI1NTE5AAAAIEJiYmJiYmJiYmJiYmJiYmJiYmJiYmJiYmJiYmI="
 KEY = "atlas:hpc.satori"
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
-    monkeypatch.setattr(resolve, "SYSTEM_CONFIG", tmp_path / "no-system-config")
-    monkeypatch.setattr(resolve, "GLOBAL_KNOWN_HOSTS", (str(tmp_path / "no-global-known-hosts"),))
-    (tmp_path / ".ssh").mkdir()
-    return tmp_path
 
 
 def write(home: Path, config: str, known_hosts: str = "") -> None:
